@@ -1,0 +1,169 @@
+//! `repflow._core`: the PyO3 module behind the `repflow` Python package.
+//!
+//! Thin conversions only: configurations cross as JSON text, records as a dict of column
+//! lists, counters and summaries as JSON text. All logic lives in the Rust crates.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use repflow_sim::workload::{Cdf, SizeUnit, BUILTIN};
+use repflow_sim::{Config, Progress, SimError};
+
+create_exception!(
+    _core,
+    ConfigError,
+    PyValueError,
+    "A configuration or input file that cannot be used; the message names the field."
+);
+
+fn config_err(e: impl std::fmt::Display) -> PyErr {
+    ConfigError::new_err(e.to_string())
+}
+
+/// Parses and validates a JSON configuration; returns it normalized with every default.
+#[pyfunction]
+fn validate_config(config_json: &str) -> PyResult<String> {
+    let cfg = Config::from_json(config_json).map_err(config_err)?;
+    serde_json::to_string(&cfg).map_err(config_err)
+}
+
+/// The default configuration as JSON.
+#[pyfunction]
+fn default_config() -> PyResult<String> {
+    serde_json::to_string(&Config::default()).map_err(config_err)
+}
+
+/// Built-in workloads as `(name, file name)` pairs.
+#[pyfunction]
+fn builtin_workloads() -> Vec<(&'static str, &'static str)> {
+    BUILTIN.iter().map(|(n, f, _)| (*n, *f)).collect()
+}
+
+/// Text of a built-in workload, or `None`.
+#[pyfunction]
+fn workload_text(name: &str) -> Option<&'static str> {
+    repflow_sim::workload::builtin_text(name)
+}
+
+/// Parses a CDF text (either format); returns `{"points": [(size, cum)], "unit": "bytes" |
+/// "packets", "unit_bytes": int, "mean_bytes": float}`. Raises `ConfigError` naming the line.
+#[pyfunction]
+fn parse_cdf<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
+    let cdf = Cdf::parse(text).map_err(config_err)?;
+    let d = PyDict::new(py);
+    d.set_item("points", cdf.points.clone())?;
+    d.set_item(
+        "unit",
+        match cdf.unit {
+            SizeUnit::Bytes => "bytes",
+            SizeUnit::Packets => "packets",
+        },
+    )?;
+    d.set_item(
+        "unit_bytes",
+        match cdf.unit {
+            SizeUnit::Bytes => 1u64,
+            SizeUnit::Packets => repflow_sim::workload::CDF_PACKET_BYTES,
+        },
+    )?;
+    d.set_item("mean_bytes", cdf.mean_bytes())?;
+    Ok(d)
+}
+
+/// Runs one simulation.
+///
+/// `progress`, if given, is called as `progress(sim_time, duration, flows_started,
+/// flows_finished, events)` now and then; if it returns `False` the run stops. Returns a dict
+/// with `records` (column name → list), `counters`, `summary` and `config` (JSON texts).
+#[pyfunction]
+#[pyo3(signature = (config_json, progress=None))]
+fn simulate<'py>(
+    py: Python<'py>,
+    config_json: &str,
+    progress: Option<PyObject>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let cfg = Config::from_json(config_json).map_err(config_err)?;
+    let mut callback_error: Option<PyErr> = None;
+    let result = py.allow_threads(|| {
+        let mut cb = |p: &Progress| -> bool {
+            Python::with_gil(|py| {
+                if let Err(e) = py.check_signals() {
+                    callback_error = Some(e);
+                    return false;
+                }
+                if let Some(f) = &progress {
+                    match f.call1(
+                        py,
+                        (p.sim_time, p.duration, p.flows_started, p.flows_finished, p.events),
+                    ) {
+                        Ok(v) => !matches!(v.extract::<bool>(py), Ok(false)),
+                        Err(e) => {
+                            callback_error = Some(e);
+                            false
+                        }
+                    }
+                } else {
+                    true
+                }
+            })
+        };
+        repflow_sim::run(&cfg, &mut cb)
+    });
+    if let Some(e) = callback_error {
+        return Err(e);
+    }
+    let out = match result {
+        Ok(o) => o,
+        Err(SimError::Config(e)) => return Err(config_err(e)),
+        Err(SimError::Cancelled) => return Err(PyKeyboardInterrupt::new_err("simulation cancelled")),
+        Err(e) => return Err(PyValueError::new_err(e.to_string())),
+    };
+    let r = &out.records;
+    let cols = PyDict::new(py);
+    macro_rules! col {
+        ($name:literal, $field:ident) => {
+            cols.set_item($name, PyList::new(py, r.iter().map(|x| x.$field))?)?;
+        };
+    }
+    col!("id", id);
+    col!("src", src);
+    col!("dst", dst);
+    col!("size", size);
+    col!("start", start);
+    col!("finish", finish);
+    col!("fct", fct);
+    col!("ideal_fct", ideal_fct);
+    col!("slowdown", slowdown);
+    col!("copies", copies);
+    col!("winner", winner);
+    col!("bytes_sent", bytes_sent);
+    col!("retransmissions", retransmissions);
+    col!("timeouts", timeouts);
+    let d = PyDict::new(py);
+    d.set_item("records", cols)?;
+    d.set_item("counters", serde_json::to_string(&out.counters).map_err(config_err)?)?;
+    d.set_item("summary", serde_json::to_string(&out.summary).map_err(config_err)?)?;
+    d.set_item("config", serde_json::to_string(&out.config).map_err(config_err)?)?;
+    Ok(d)
+}
+
+/// The Rust core's version.
+#[pyfunction]
+fn core_version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// The `repflow._core` module.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add_function(wrap_pyfunction!(validate_config, m)?)?;
+    m.add_function(wrap_pyfunction!(default_config, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_text, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! Per-flow records, run counters and the summary computed from records.
+
+use serde::{Deserialize, Serialize};
+
+/// Flows of at most this many bytes are "short" in every summary (the papers' 100 KB).
+pub const SHORT_FLOW_BYTES: u64 = 100_000;
+/// Upper edge of the "medium" bin.
+pub const MEDIUM_FLOW_BYTES: u64 = 10_000_000;
+
+/// One application flow's outcome. Times are seconds; sizes bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowRecord {
+    /// Flow id, in arrival order.
+    pub id: u64,
+    /// Source host index.
+    pub src: u32,
+    /// Destination host index.
+    pub dst: u32,
+    /// Application bytes.
+    pub size: u64,
+    /// Arrival time.
+    pub start: f64,
+    /// Completion time (NaN when unfinished).
+    pub finish: f64,
+    /// `finish − start` (NaN when unfinished).
+    pub fct: f64,
+    /// FCT of the same flow alone on an idle network along the winning copy's path.
+    pub ideal_fct: f64,
+    /// `fct / ideal_fct`.
+    pub slowdown: f64,
+    /// Connections opened for the flow (1 without replication).
+    pub copies: u32,
+    /// Index of the copy that completed first (−1 when unfinished).
+    pub winner: i32,
+    /// Bytes put on the wire by all copies (headers, handshakes and retransmissions included).
+    pub bytes_sent: u64,
+    /// Data segments retransmitted, all copies.
+    pub retransmissions: u64,
+    /// Retransmission timeouts, all copies.
+    pub timeouts: u64,
+}
+
+/// Counters of one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Flows that arrived.
+    pub flows: u64,
+    /// Flows that completed.
+    pub flows_finished: u64,
+    /// Connections opened (copies included).
+    pub connections: u64,
+    /// Events processed by the engine.
+    pub events: u64,
+    /// Packets that crossed one link (data, ACK and control).
+    pub packet_hops: u64,
+    /// Packets dropped at full queues.
+    pub drops: u64,
+    /// Packets dropped at switch ports.
+    pub switch_drops: u64,
+    /// Packets dropped at host NIC queues.
+    pub host_drops: u64,
+    /// Largest queue seen at any switch port, in packets.
+    pub max_switch_queue: u64,
+    /// Application bytes of all flows.
+    pub flow_bytes: u64,
+    /// Application bytes of the extra copies (replication overhead numerator).
+    pub extra_copy_bytes: u64,
+    /// Payload bytes the extra copies actually put on the wire.
+    pub extra_copy_bytes_sent: u64,
+    /// Simulated time at the end of the run, seconds.
+    pub sim_time: f64,
+    /// Wall-clock time of the run, seconds.
+    pub wall_time: f64,
+    /// Events per wall-clock second.
+    pub events_per_sec: f64,
+    /// Packet-hops per wall-clock second.
+    pub packet_hops_per_sec: f64,
+    /// Offered load measured from the sampled flows (bytes arrived / capacity × duration).
+    pub offered_load: f64,
+}
+
+/// Statistics of one flow-size bin.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BinStats {
+    /// Bin label, e.g. `(0, 100KB]`.
+    pub bin: String,
+    /// Flows in the bin.
+    pub count: u64,
+    /// Finished flows in the bin (the statistics use only these).
+    pub finished: u64,
+    /// Mean FCT, seconds.
+    pub fct_mean: f64,
+    /// Median FCT.
+    pub fct_p50: f64,
+    /// 99th-percentile FCT.
+    pub fct_p99: f64,
+    /// 99.9th-percentile FCT.
+    pub fct_p999: f64,
+    /// Mean slowdown.
+    pub slowdown_mean: f64,
+    /// Median slowdown.
+    pub slowdown_p50: f64,
+    /// 99th-percentile slowdown.
+    pub slowdown_p99: f64,
+    /// 99.9th-percentile slowdown.
+    pub slowdown_p999: f64,
+}
+
+/// The summary of a run, computed from its records and counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Bins (0, 100KB], (100KB, 10MB], (10MB, ∞) and all.
+    pub bins: Vec<BinStats>,
+    /// Extra bytes of copies over all flow bytes (application bytes).
+    pub overhead: f64,
+    /// Flows that did not finish before the drain cap.
+    pub unfinished: u64,
+}
+
+/// Percentile with linear interpolation between closest ranks (numpy's default).
+/// `sorted` must be ascending and non-empty; `q` in [0, 100].
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q / 100.0 * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    let frac = pos - lo as f64;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+}
+
+fn bin_stats(label: &str, flows: &[&FlowRecord]) -> BinStats {
+    let mut fct: Vec<f64> = flows.iter().filter(|f| f.fct.is_finite()).map(|f| f.fct).collect();
+    let mut sd: Vec<f64> = flows
+        .iter()
+        .filter(|f| f.slowdown.is_finite())
+        .map(|f| f.slowdown)
+        .collect();
+    fct.sort_by(f64::total_cmp);
+    sd.sort_by(f64::total_cmp);
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    BinStats {
+        bin: label.to_string(),
+        count: flows.len() as u64,
+        finished: fct.len() as u64,
+        fct_mean: mean(&fct),
+        fct_p50: percentile(&fct, 50.0),
+        fct_p99: percentile(&fct, 99.0),
+        fct_p999: percentile(&fct, 99.9),
+        slowdown_mean: mean(&sd),
+        slowdown_p50: percentile(&sd, 50.0),
+        slowdown_p99: percentile(&sd, 99.0),
+        slowdown_p999: percentile(&sd, 99.9),
+    }
+}
+
+impl Summary {
+    /// Computes the summary of `records`.
+    pub fn from_records(records: &[FlowRecord], counters: &Counters) -> Summary {
+        let short: Vec<&FlowRecord> = records.iter().filter(|r| r.size <= SHORT_FLOW_BYTES).collect();
+        let medium: Vec<&FlowRecord> = records
+            .iter()
+            .filter(|r| r.size > SHORT_FLOW_BYTES && r.size <= MEDIUM_FLOW_BYTES)
+            .collect();
+        let large: Vec<&FlowRecord> = records.iter().filter(|r| r.size > MEDIUM_FLOW_BYTES).collect();
+        let all: Vec<&FlowRecord> = records.iter().collect();
+        Summary {
+            bins: vec![
+                bin_stats("(0, 100KB]", &short),
+                bin_stats("(100KB, 10MB]", &medium),
+                bin_stats("(10MB, inf)", &large),
+                bin_stats("all", &all),
+            ],
+            overhead: if counters.flow_bytes > 0 {
+                counters.extra_copy_bytes as f64 / counters.flow_bytes as f64
+            } else {
+                0.0
+            },
+            unfinished: records.iter().filter(|r| !r.fct.is_finite()).count() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_matches_numpy_linear() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 50.0), 2.5);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&v, 100.0), 4.0);
+        assert!((percentile(&v, 99.0) - 3.97).abs() < 1e-12);
+    }
+}

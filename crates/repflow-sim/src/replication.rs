@@ -1,0 +1,1 @@
+//! replication (in progress).

@@ -1,0 +1,1 @@
+//! transport (in progress).

@@ -1,0 +1,269 @@
+//! Physical quantities with units: durations, rates and byte sizes.
+//!
+//! Configuration files and the command line write quantities as strings with a unit
+//! (`"10ms"`, `"1Gbps"`, `"100KB"`) or as bare numbers in base units (seconds, bits per
+//! second, bytes). Internally time is an integer number of picoseconds.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// Picoseconds per second.
+pub const PS_PER_SEC: u64 = 1_000_000_000_000;
+
+/// A non-negative duration, stored in integer picoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Duration(pub u64);
+
+impl Duration {
+    /// The duration in picoseconds.
+    pub fn ps(self) -> u64 {
+        self.0
+    }
+    /// The duration in seconds.
+    pub fn secs(self) -> f64 {
+        self.0 as f64 / PS_PER_SEC as f64
+    }
+    /// Builds a duration from seconds (rounded to the nearest picosecond).
+    pub fn from_secs(s: f64) -> Duration {
+        Duration((s * PS_PER_SEC as f64).round() as u64)
+    }
+    /// Parses `"50ms"`, `"1.5us"`, `"2s"`, `"500ns"`, `"10ps"`; a bare number is seconds.
+    pub fn parse(s: &str) -> Result<Duration, String> {
+        let t = s.trim();
+        let (num, unit) = split_unit(t);
+        let v: f64 = num
+            .parse()
+            .map_err(|_| format!("'{s}' is not a duration (e.g. \"50ms\", \"1us\", \"2s\")"))?;
+        let mult = match unit {
+            "" | "s" => PS_PER_SEC as f64,
+            "ms" => 1e9,
+            "us" | "µs" => 1e6,
+            "ns" => 1e3,
+            "ps" => 1.0,
+            _ => {
+                return Err(format!(
+                    "'{s}' has unknown time unit '{unit}' (accepted: s, ms, us, ns, ps)"
+                ))
+            }
+        };
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!("'{s}' must be a non-negative duration"));
+        }
+        Ok(Duration((v * mult).round() as u64))
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ps = self.0;
+        if ps == 0 {
+            write!(f, "0s")
+        } else if ps % PS_PER_SEC == 0 {
+            write!(f, "{}s", ps / PS_PER_SEC)
+        } else if ps % 1_000_000_000 == 0 {
+            write!(f, "{}ms", ps / 1_000_000_000)
+        } else if ps % 1_000_000 == 0 {
+            write!(f, "{}us", ps / 1_000_000)
+        } else if ps % 1_000 == 0 {
+            write!(f, "{}ns", ps / 1_000)
+        } else {
+            write!(f, "{ps}ps")
+        }
+    }
+}
+
+/// A link rate in bits per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rate(pub u64);
+
+impl Rate {
+    /// Bits per second.
+    pub fn bps(self) -> u64 {
+        self.0
+    }
+    /// Picoseconds to serialize `bytes` bytes at this rate (rounded up).
+    pub fn tx_time(self, bytes: u64) -> u64 {
+        let bits = bytes as u128 * 8 * PS_PER_SEC as u128;
+        bits.div_ceil(self.0 as u128) as u64
+    }
+    /// Parses `"1Gbps"`, `"10Gbps"`, `"50Mbps"`, `"100kbps"`; a bare number is bits per second.
+    pub fn parse(s: &str) -> Result<Rate, String> {
+        let t = s.trim();
+        let (num, unit) = split_unit(t);
+        let v: f64 = num
+            .parse()
+            .map_err(|_| format!("'{s}' is not a rate (e.g. \"1Gbps\", \"10Gbps\", \"50Mbps\")"))?;
+        let mult = match unit.to_ascii_lowercase().as_str() {
+            "" | "bps" | "b/s" => 1.0,
+            "kbps" | "kb/s" | "k" => 1e3,
+            "mbps" | "mb/s" | "m" => 1e6,
+            "gbps" | "gb/s" | "g" => 1e9,
+            "tbps" | "tb/s" | "t" => 1e12,
+            _ => {
+                return Err(format!(
+                    "'{s}' has unknown rate unit '{unit}' (accepted: bps, kbps, Mbps, Gbps, Tbps)"
+                ))
+            }
+        };
+        let bps = v * mult;
+        if !bps.is_finite() || bps < 1.0 {
+            return Err(format!("'{s}' must be a positive rate (at least 1 bps)"));
+        }
+        Ok(Rate(bps.round() as u64))
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b % 1_000_000_000 == 0 {
+            write!(f, "{}Gbps", b / 1_000_000_000)
+        } else if b % 1_000_000 == 0 {
+            write!(f, "{}Mbps", b / 1_000_000)
+        } else if b % 1_000 == 0 {
+            write!(f, "{}kbps", b / 1_000)
+        } else {
+            write!(f, "{b}bps")
+        }
+    }
+}
+
+/// A size in bytes. `KB`, `MB`, `GB` are powers of 1000; `KiB`, `MiB`, `GiB` powers of 1024.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// Parses `"100KB"`, `"36KB"`, `"1MB"`, `"64KiB"`, `"1460B"`; a bare number is bytes.
+    pub fn parse(s: &str) -> Result<Bytes, String> {
+        let t = s.trim();
+        let (num, unit) = split_unit(t);
+        let v: f64 = num
+            .parse()
+            .map_err(|_| format!("'{s}' is not a size (e.g. \"100KB\", \"1MB\", \"1460\")"))?;
+        let mult = match unit {
+            "" | "B" | "b" => 1.0,
+            "KB" | "kB" | "kb" | "K" => 1e3,
+            "MB" | "mb" | "M" => 1e6,
+            "GB" | "gb" | "G" => 1e9,
+            "KiB" => 1024.0,
+            "MiB" => 1024.0 * 1024.0,
+            "GiB" => 1024.0 * 1024.0 * 1024.0,
+            _ => {
+                return Err(format!(
+                    "'{s}' has unknown size unit '{unit}' (accepted: B, KB, MB, GB, KiB, MiB, GiB)"
+                ))
+            }
+        };
+        let b = v * mult;
+        if !b.is_finite() || b < 0.0 {
+            return Err(format!("'{s}' must be a non-negative size"));
+        }
+        Ok(Bytes(b.round() as u64))
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b >= 1_000_000 && b % 1_000_000 == 0 {
+            write!(f, "{}MB", b / 1_000_000)
+        } else if b >= 1000 && b % 1000 == 0 {
+            write!(f, "{}KB", b / 1000)
+        } else {
+            write!(f, "{b}B")
+        }
+    }
+}
+
+fn split_unit(t: &str) -> (&str, &str) {
+    let idx = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
+        .unwrap_or(t.len());
+    // "1e3" style exponents are numbers; a trailing 'e' alone is not used by any unit.
+    (t[..idx].trim(), t[idx..].trim())
+}
+
+macro_rules! serde_quantity {
+    ($ty:ident, $what:expr, $from_num:expr) => {
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.to_string())
+            }
+        }
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(Deserialize)]
+                #[serde(untagged)]
+                enum Raw {
+                    S(String),
+                    F(f64),
+                }
+                match Raw::deserialize(d).map_err(|_| {
+                    serde::de::Error::custom(format!("expected {} as a string or number", $what))
+                })? {
+                    Raw::S(s) => $ty::parse(&s).map_err(serde::de::Error::custom),
+                    Raw::F(v) => {
+                        let f: fn(f64) -> Result<$ty, String> = $from_num;
+                        f(v).map_err(serde::de::Error::custom)
+                    }
+                }
+            }
+        }
+    };
+}
+
+serde_quantity!(Duration, "a duration", |v| {
+    if v.is_finite() && v >= 0.0 {
+        Ok(Duration::from_secs(v))
+    } else {
+        Err(format!("{v} is not a non-negative duration in seconds"))
+    }
+});
+serde_quantity!(Rate, "a rate", |v| {
+    if v.is_finite() && v >= 1.0 {
+        Ok(Rate(v.round() as u64))
+    } else {
+        Err(format!("{v} is not a positive rate in bits per second"))
+    }
+});
+serde_quantity!(Bytes, "a size", |v| {
+    if v.is_finite() && v >= 0.0 {
+        Ok(Bytes(v.round() as u64))
+    } else {
+        Err(format!("{v} is not a non-negative size in bytes"))
+    }
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(Duration::parse("50ms").unwrap().ps(), 50_000_000_000);
+        assert_eq!(Duration::parse("1us").unwrap().ps(), 1_000_000);
+        assert_eq!(Duration::parse("0.5").unwrap().ps(), PS_PER_SEC / 2);
+        assert!(Duration::parse("fast").is_err());
+        assert!(Duration::parse("10 parsecs").is_err());
+        assert!(Duration::parse("-1ms").is_err());
+        assert_eq!(Duration::parse("10ms").unwrap().to_string(), "10ms");
+    }
+
+    #[test]
+    fn parses_rates_and_sizes() {
+        assert_eq!(Rate::parse("1Gbps").unwrap().bps(), 1_000_000_000);
+        assert_eq!(Rate::parse("50Mbps").unwrap().bps(), 50_000_000);
+        assert!(Rate::parse("0Gbps").is_err());
+        assert_eq!(Bytes::parse("100KB").unwrap().0, 100_000);
+        assert_eq!(Bytes::parse("64KiB").unwrap().0, 65_536);
+        assert!(Bytes::parse("12 furlongs").is_err());
+    }
+
+    #[test]
+    fn tx_time_is_exact_for_round_rates() {
+        // 1500 B at 1 Gb/s = 12 us.
+        assert_eq!(Rate(1_000_000_000).tx_time(1500), 12_000_000);
+        // 1500 B at 10 Gb/s = 1.2 us.
+        assert_eq!(Rate(10_000_000_000).tx_time(1500), 1_200_000);
+    }
+}

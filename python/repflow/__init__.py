@@ -1,0 +1,25 @@
+"""RepFlow: replicate short flows over ECMP to cut data-center flow completion times.
+
+The package bundles a packet-level simulator (Rust core, :func:`simulate`), the analytical
+model, the real transport library's command line, the namespace testbed and the experiment
+runner. See the README and ``docs/``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("repflow")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0+source"
+
+__all__ = ["__version__", "simulate", "SimResult", "load_config"]
+
+
+def __getattr__(name: str):  # lazy: importing repflow must not require the Rust core
+    if name in ("simulate", "SimResult", "load_config"):
+        from repflow import api
+
+        return getattr(api, name)
+    raise AttributeError(name)

@@ -1,0 +1,69 @@
+"""The ``repflow`` command.
+
+Every subcommand lives in its own module of this package and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (a callable taking the
+parsed ``argparse.Namespace`` and returning an exit status). Adding a command means adding
+its module name to :data:`COMMAND_MODULES`; no other file changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from repflow.errors import UserError
+
+#: Subcommand modules, in the order their commands appear in ``repflow --help``.
+COMMAND_MODULES: tuple[str, ...] = (
+    "sim",
+    "bench",
+    "model",
+    "net",
+    "testbed",
+    "experiments",
+    "smartrep",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with every available subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="repflow",
+        description="RepFlow: replicate short flows to cut data-center tail latency.",
+    )
+    from repflow import __version__
+
+    parser.add_argument("--version", action="version", version=f"repflow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"repflow.cli.{name}")
+        except ModuleNotFoundError as exc:
+            # A command whose module is not part of this build is simply absent.
+            if exc.name == f"repflow.cli.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``repflow`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"repflow: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("repflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the project with its test dependencies and runs every test: formatting and lint
+# gates, Rust unit and scenario tests, Python tests (root-only testbed tests skip without root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+python3 -m pip install --quiet --upgrade pip
+python3 -m pip install --quiet maturin
+python3 -m pip install --quiet -e '.[test]'
+echo "== cargo fmt"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --release -- -D warnings
+echo "== ruff"
+python3 -m ruff check python tests
+echo "== cargo test"
+cargo test --workspace --release
+echo "== pytest"
+python3 -m pytest -q -rs tests/python
