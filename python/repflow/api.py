@@ -1,15 +1,27 @@
-"""The Python API of the simulator: :func:`simulate` and :class:`SimResult`.
+"""The Python API of the simulator: :func:`simulate`, :func:`load_config` and :class:`SimResult`.
 
 A configuration is a nested ``dict`` with the schema documented in
 ``docs/configuration.md`` (the same schema as ``--config run.toml`` files and the Rust
-``repflow_sim::Config``). Missing fields take their defaults.
+``repflow_sim::Config``); missing fields take their defaults. A path to a TOML file works
+wherever a configuration is expected.
+
+>>> import repflow
+>>> res = repflow.simulate({"topology": {"kind": "star", "hosts": 8},
+...                         "workload": {"load": 0.3, "duration": "5ms"}})  # doctest: +SKIP
+>>> res.flows.groupby("copies").fct.mean()  # doctest: +SKIP
+>>> res.save("runs/star")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import resource
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,17 +34,59 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "copies", "winner", "bytes_sent", "retransmissions", "timeouts",
 )  # fmt: skip
 
+#: dtype of every record column: sizes and counts int64, times (seconds) float64.
+#: Unfinished flows have NaN ``finish``, ``fct`` and ``slowdown`` and ``winner == -1``.
+RECORD_DTYPES: dict[str, str] = {
+    "id": "int64", "src": "int64", "dst": "int64", "size": "int64",
+    "start": "float64", "finish": "float64", "fct": "float64", "ideal_fct": "float64",
+    "slowdown": "float64", "copies": "int64", "winner": "int64", "bytes_sent": "int64",
+    "retransmissions": "int64", "timeouts": "int64",
+}  # fmt: skip
+
+ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
+
 
 @dataclass
 class SimResult:
-    """The outcome of one simulation run."""
+    """The outcome of one simulation run (or of a run directory read back)."""
 
-    #: One row per application flow (columns :data:`RECORD_COLUMNS`).
+    #: One row per application flow (columns :data:`RECORD_COLUMNS`, dtypes
+    #: :data:`RECORD_DTYPES`), in id order.
     flows: pd.DataFrame
-    #: Per-bin FCT/slowdown statistics, overhead and unfinished count.
+    #: ``{"bins": [{"bin", "count", "finished", "fct_mean", "fct_p50", ...}], "overhead",
+    #: "unfinished"}``; FCTs in seconds, NaN where a bin has no finished flow.
     summary: dict[str, Any]
-    #: ``{"config": ..., "counters": ..., "version": ...}``: everything needed to rerun.
+    #: ``{"version", "core_version", "config", "counters", "peak_memory_bytes", ...}``:
+    #: everything needed to rerun and account for the run.
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The full resolved configuration of the run."""
+        return self.metadata.get("config", {})
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        """Run counters (flows, events, packet_hops, drops, wall_time, ...)."""
+        return self.metadata.get("counters", {})
+
+    def bin(self, label: str) -> dict[str, Any]:
+        """Summary statistics of one bin: ``"(0, 100KB]"``, ``"(100KB, 10MB]"``,
+        ``"(10MB, inf)"`` or ``"all"``."""
+        for b in self.summary.get("bins", []):
+            if b.get("bin") == label:
+                return b
+        raise KeyError(label)
+
+    def save(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+        """Writes the run directory ``path`` (``flows.parquet`` + ``run.json``) atomically.
+
+        A non-empty existing directory is replaced only with ``force``.
+        """
+        from repflow.runio import write_run
+
+        return write_run(path, self.flows, {**self.metadata, "summary": self.summary},
+                         force=force)  # fmt: skip
 
 
 def _core():
@@ -45,42 +99,69 @@ def _core():
     return _core
 
 
-def load_config(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Validates ``config`` and returns it with every default filled in.
+def load_config(config: ConfigLike | None = None) -> dict[str, Any]:
+    """Validates ``config`` (a mapping or a TOML file path) and returns it with every default
+    filled in and the flow-size CDF loaded into ``workload.cdf_text``.
 
-    Raises :class:`~repflow.errors.UserError` naming the offending field.
+    Raises :class:`~repflow.errors.UserError` naming the offending field or file.
     """
-    core = _core()
-    try:
-        return json.loads(core.validate_config(json.dumps(dict(config or {}))))
-    except core.ConfigError as exc:
-        raise UserError(str(exc)) from None
+    from repflow import config_io
+
+    if config is None:
+        cfg: Mapping[str, Any] = {}
+    elif isinstance(config, str | os.PathLike):
+        cfg = config_io.load_toml(config)
+    else:
+        cfg = config
+    return config_io.validate(cfg)
+
+
+def normalize_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns ``summary`` with JSON nulls of the bin statistics turned back into NaN."""
+    out = dict(summary)
+    bins = []
+    for b in summary.get("bins", []) or []:
+        bins.append({k: (math.nan if v is None else v) for k, v in b.items()})
+    out["bins"] = bins
+    return out
+
+
+def peak_rss_bytes(who: int = resource.RUSAGE_SELF) -> int:
+    """Peak resident set size of this process (or of its waited-for children), in bytes."""
+    rss = resource.getrusage(who).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
 ProgressFn = Callable[[float, float, int, int, int], bool | None]
 
 
-def simulate(
-    config: Mapping[str, Any] | None = None, progress: ProgressFn | None = None
-) -> SimResult:
+def records_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
+    """Builds the records DataFrame (column order and dtypes fixed) from column lists."""
+    return pd.DataFrame({c: pd.Series(columns[c], dtype=RECORD_DTYPES[c]) for c in RECORD_COLUMNS})
+
+
+def simulate(config: ConfigLike | None = None, progress: ProgressFn | None = None) -> SimResult:
     """Runs one simulation and returns its records, summary and metadata.
 
+    ``config`` is a mapping of the schema (missing fields take defaults) or a TOML file path.
     ``progress(sim_time, duration, flows_started, flows_finished, events)`` is called now and
-    then; returning ``False`` stops the run.
+    then; returning ``False`` stops the run (raising :class:`KeyboardInterrupt`).
     """
     from repflow import __version__
 
     core = _core()
-    cfg = dict(config or {})
+    cfg = load_config(config)
     try:
         out = core.simulate(json.dumps(cfg), progress)
     except core.ConfigError as exc:
         raise UserError(str(exc)) from None
-    flows = pd.DataFrame({c: out["records"][c] for c in RECORD_COLUMNS})
+    flows = records_frame(out["records"])
     metadata = {
         "version": __version__,
         "core_version": core.core_version(),
         "config": json.loads(out["config"]),
         "counters": json.loads(out["counters"]),
+        "peak_memory_bytes": peak_rss_bytes(),
     }
-    return SimResult(flows=flows, summary=json.loads(out["summary"]), metadata=metadata)
+    summary = normalize_summary(json.loads(out["summary"]))
+    return SimResult(flows=flows, summary=summary, metadata=metadata)

@@ -1,0 +1,466 @@
+"""Run configurations as files and command-line flags.
+
+One schema (the Rust ``repflow_sim::Config``, documented in ``docs/configuration.md``) reaches
+the simulator three ways: a TOML file (``--config run.toml``), the ``repflow sim`` shorthand
+flags, and generic ``--set section.key=value`` overrides. This module turns each into the
+nested ``dict`` the schema describes, merges them (defaults < file < flags < ``--set``),
+resolves the flow-size CDF into ``workload.cdf_text`` and validates the result with the Rust
+core, so that every error is one line naming the field (or file) and what is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from repflow.errors import UserError
+
+#: Sections of the schema, in the order they are written to TOML files.
+SECTIONS: tuple[str, ...] = ("topology", "queue", "routing", "tcp", "workload", "scheme")
+
+
+def _core():
+    try:
+        from repflow import _core
+    except ImportError as exc:  # pragma: no cover - broken install
+        raise UserError(
+            "the Rust core (repflow._core) is not built; run `pip install -e .` in the repository"
+        ) from exc
+    return _core
+
+
+def default_config() -> dict[str, Any]:
+    """The default configuration (every field), as the Rust core defines it."""
+    return json.loads(_core().default_config())
+
+
+# --------------------------------------------------------------------------------------------
+# TOML
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Reads a run configuration from a TOML file (or from a ``run.json`` of an earlier run,
+    whose ``config`` it returns, so ``repflow sim --config runs/x/run.json`` reruns ``x``).
+
+    A relative ``workload.cdf`` that names a file (not a built-in workload) is taken relative
+    to the configuration file's directory. Raises :class:`UserError` naming the file when it
+    cannot be read or parsed.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"--config: file '{p}' does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--config: cannot read '{p}': {exc}") from None
+    data: Any
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{p}: not valid JSON: {exc}") from None
+        if isinstance(data, dict) and isinstance(data.get("config"), dict):
+            data = data["config"]
+        if not isinstance(data, dict):
+            raise UserError(f"{p}: expected a JSON object with the configuration")
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise UserError(f"{p}: not valid TOML: {exc}") from None
+    check_keys(data, str(p))
+    wl = data.get("workload")
+    if isinstance(wl, dict) and isinstance(wl.get("cdf"), str) and wl.get("cdf_text") is None:
+        cdf = wl["cdf"]
+        if not _is_builtin(cdf) and not Path(cdf).expanduser().is_absolute():
+            wl["cdf"] = str((p.parent / Path(cdf).expanduser()).resolve())
+    return data
+
+
+def _toml_key(key: str) -> str:
+    if key and all(c.isalnum() or c in "_-" for c in key):
+        return key
+    return json.dumps(key)
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        # JSON string escapes (\" \\ \n \t \uXXXX) are all valid in TOML basic strings.
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    raise TypeError(f"{where}: cannot write {type(value).__name__} to TOML")
+
+
+def dumps_toml(config: Mapping[str, Any]) -> str:
+    """Writes a configuration as TOML text that :func:`load_toml` reads back unchanged.
+
+    ``None`` values (unset optional fields) are left out: absent means unset.
+    """
+    lines: list[str] = []
+    scalars = [(k, v) for k, v in config.items() if not isinstance(v, Mapping)]
+    tables = [(k, v) for k, v in config.items() if isinstance(v, Mapping)]
+    for k, v in scalars:
+        if v is not None:
+            lines.append(f"{_toml_key(k)} = {_toml_value(v, k)}")
+    order = {name: i for i, name in enumerate(SECTIONS)}
+    tables.sort(key=lambda kv: order.get(kv[0], len(order)))
+    for name, table in tables:
+        if lines:
+            lines.append("")
+        lines.append(f"[{_toml_key(name)}]")
+        for k, v in table.items():
+            if isinstance(v, Mapping):
+                raise TypeError(f"{name}.{k}: nested tables deeper than one level")
+            if v is not None:
+                lines.append(f"{_toml_key(k)} = {_toml_value(v, f'{name}.{k}')}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Merging and --set overrides
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merges ``override`` into a copy of ``base`` (tables merge, values replace)."""
+    out = copy.deepcopy(dict(base))
+    for k, v in override.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def set_path(config: dict[str, Any], dotted: str, value: Any) -> None:
+    """Sets ``config[a][b] = value`` for ``dotted == "a.b"``, creating tables as needed."""
+    parts = dotted.split(".")
+    node = config
+    for p in parts[:-1]:
+        nxt = node.get(p)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[p] = nxt
+        node = nxt
+    node[parts[-1]] = value
+
+
+def known_keys() -> list[str]:
+    """Every dotted key of the schema (``seed``, ``topology.k``, ...)."""
+    keys: list[str] = []
+    for k, v in default_config().items():
+        if isinstance(v, dict):
+            keys.extend(f"{k}.{kk}" for kk in v)
+        else:
+            keys.append(k)
+    return keys
+
+
+def check_keys(config: Mapping[str, Any], source: str) -> None:
+    """Raises :class:`UserError` naming ``source`` for the first key not in the schema."""
+    defaults = default_config()
+    for k, v in config.items():
+        if k not in defaults:
+            accepted = ", ".join(defaults)
+            raise UserError(f"{source}: unknown key '{k}' (accepted: {accepted})")
+        if isinstance(defaults[k], dict):
+            if not isinstance(v, Mapping):
+                raise UserError(f"{source}: '{k}' must be a table ([{k}])")
+            for kk in v:
+                if kk not in defaults[k]:
+                    accepted = ", ".join(defaults[k])
+                    raise UserError(
+                        f"{source}: unknown key '{k}.{kk}' (accepted in [{k}]: {accepted})"
+                    )
+
+
+def parse_value(text: str) -> Any:
+    """Reads a ``--set`` value: a TOML literal (``8``, ``0.5``, ``true``, ``"x"``) if it is
+    one, ``none``/``null`` for an unset optional field, otherwise the text as a string (so
+    ``10ms`` and ``1Gbps`` need no quotes)."""
+    t = text.strip()
+    if t.lower() in ("none", "null"):
+        return None
+    try:
+        return tomllib.loads(f"v = {t}")["v"]
+    except tomllib.TOMLDecodeError:
+        return t
+
+
+def apply_sets(config: dict[str, Any], assignments: Iterable[str]) -> dict[str, Any]:
+    """Applies ``key.path=value`` overrides in order; unknown keys are a :class:`UserError`."""
+    keys = None
+    out = copy.deepcopy(config)
+    for item in assignments:
+        if "=" not in item:
+            raise UserError(
+                f"--set: '{item}' is not of the form key.path=value (e.g. tcp.min_rto=1ms)"
+            )
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if keys is None:
+            keys = known_keys()
+        if key not in keys:
+            section = key.split(".")[0]
+            near = [k for k in keys if k.split(".")[0] == section and "." in k]
+            hint = ", ".join(near) if near else ", ".join(sorted({k.split(".")[0] for k in keys}))
+            raise UserError(f"--set: unknown key '{key}' (accepted: {hint})")
+        set_path(out, key, parse_value(raw))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Command-line flags
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+def _float(text: str) -> float:
+    v = float(text.strip())
+    return v
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A ``repflow sim`` shorthand flag and the schema field it sets."""
+
+    #: Option string, e.g. ``--k``.
+    option: str
+    #: Dotted schema key, e.g. ``topology.k``.
+    key: str
+    #: Help text.
+    help: str
+    #: Converts the flag's text to the schema value (``None``: keep the text; quantities
+    #: with units are parsed by the Rust core, which names the field on error).
+    convert: Callable[[str], Any] | None = None
+    #: What the converter accepts, for its error message.
+    accepted: str = ""
+    #: A switch without a value that sets ``key`` to this constant.
+    const: Any = None
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return "flag_" + self.option.lstrip("-").replace("-", "_")
+
+
+#: Every shorthand flag of ``repflow sim``, in ``--help`` order.
+FLAGS: tuple[Flag, ...] = (
+    Flag("--topology", "topology.kind", "fat-tree, leaf-spine, star or toy", metavar="KIND"),
+    Flag("--k", "topology.k", "fat-tree arity (even, >= 4)", _int, "an even integer >= 4",
+         metavar="K"),
+    Flag("--leaves", "topology.leaves", "leaf-spine: leaves", _int, "a positive integer",
+         metavar="N"),
+    Flag("--spines", "topology.spines", "leaf-spine: spines", _int, "a positive integer",
+         metavar="N"),
+    Flag("--hosts-per-leaf", "topology.hosts_per_leaf", "leaf-spine: hosts per leaf", _int,
+         "a positive integer", metavar="N"),
+    Flag("--hosts", "topology.hosts", "star: number of hosts", _int, "an integer >= 2",
+         metavar="N"),
+    Flag("--link-rate", "topology.link_rate", "rate of every link, e.g. 1Gbps", metavar="RATE"),
+    Flag("--uplink-rate", "topology.uplink_rate", "rate of switch-to-switch links",
+         metavar="RATE"),
+    Flag("--link-delay", "topology.link_delay", "propagation delay per link, e.g. 2us",
+         metavar="TIME"),
+    Flag("--buffer", "queue.limit_packets", "switch port DropTail limit in packets", _int,
+         "a positive integer (packets)", metavar="PKTS"),
+    Flag("--buffer-bytes", "queue.limit_bytes", "switch port DropTail limit in bytes, e.g. 36KB",
+         metavar="SIZE"),
+    Flag("--hash", "routing.hash", "ECMP hash: default, crc16 or crc32", metavar="HASH"),
+    Flag("--min-rto", "tcp.min_rto", "minimum TCP retransmission timeout, e.g. 10ms",
+         metavar="TIME"),
+    Flag("--init-cwnd", "tcp.init_cwnd", "initial congestion window in segments", _int,
+         "a positive integer (segments)", metavar="SEGS"),
+    Flag("--no-handshake", "tcp.handshake", "send data without a SYN/SYN-ACK exchange",
+         const=False),
+    Flag("--delayed-ack", "tcp.delayed_ack", "acknowledge every second segment", const=True),
+    Flag("--workload", "workload.cdf", "built-in workload name or CDF file path",
+         metavar="NAME|PATH"),
+    Flag("--load", "workload.load", "offered load, 0 < load < 1", _float,
+         "a number strictly between 0 and 1", metavar="RHO"),
+    Flag("--duration", "workload.duration", "arrival period, e.g. 50ms", metavar="TIME"),
+    Flag("--drain", "workload.drain", "longest drain after the last arrival", metavar="TIME"),
+    Flag("--pairs", "workload.pairs", "host pairs: random or inter-pod", metavar="PATTERN"),
+    Flag("--max-flows", "workload.max_flows", "cap on the number of flows", _int,
+         "a positive integer", metavar="N"),
+    Flag("--scheme", "scheme.name", "transport scheme: tcp or repflow", metavar="NAME"),
+    Flag("--threshold", "scheme.threshold", "replicate flows of at most this size, e.g. 100KB",
+         metavar="SIZE"),
+    Flag("--copies", "scheme.copies", "copies of a replicated flow (original included)", _int,
+         "an integer from 1 to 64", metavar="N"),
+    Flag("--cancel", "scheme.cancel", "stop the other copies once one completes", const=True),
+    Flag("--seed", "seed", "master seed", _int, "a non-negative integer", metavar="N"),
+)  # fmt: skip
+
+_FLAG_BY_KEY = {f.key: f for f in FLAGS}
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Makes ``parser`` report usage errors in one line (exit 2) and accept values that start
+    with a minus sign (``--link-rate -1Gbps``), so that the schema check can name the field."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"{parser.prog}: error: {message} (see {parser.prog} --help)\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    # argparse reads "-1Gbps" as an unknown option unless it looks like a negative number.
+    if hasattr(parser, "_negative_number_matcher"):
+        parser._negative_number_matcher = re.compile(r"^-\.?\d")
+
+
+def add_flags(parser: argparse.ArgumentParser | Any) -> None:
+    """Adds every shorthand flag of :data:`FLAGS` to ``parser`` (values stay text; they are
+    converted and checked by :func:`flag_overrides`)."""
+    for f in FLAGS:
+        help_text = f"{f.help} [{f.key}]"
+        if f.const is not None:
+            parser.add_argument(f.option, dest=f.dest, action="store_const", const=f.const,
+                                default=None, help=help_text)  # fmt: skip
+        else:
+            parser.add_argument(f.option, dest=f.dest, default=None, metavar=f.metavar,
+                                help=help_text)  # fmt: skip
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The nested config fragment set by the shorthand flags present in ``args``."""
+    out: dict[str, Any] = {}
+    for f in FLAGS:
+        raw = getattr(args, f.dest, None)
+        if raw is None:
+            continue
+        value: Any = raw
+        if f.const is None and f.convert is not None:
+            try:
+                value = f.convert(raw)
+            except ValueError:
+                raise UserError(
+                    f"{f.key} ({f.option}): '{raw}' is not valid; accepted: {f.accepted}"
+                ) from None
+        set_path(out, f.key, value)
+    return out
+
+
+def flag_for(key: str) -> str | None:
+    """The shorthand flag that sets dotted ``key``, if any."""
+    f = _FLAG_BY_KEY.get(key)
+    return f.option if f else None
+
+
+# --------------------------------------------------------------------------------------------
+# CDF resolution and validation
+
+
+def _is_builtin(name: str) -> bool:
+    try:
+        return any(n == name for n, _ in _core().builtin_workloads())
+    except UserError:  # pragma: no cover - no core
+        return False
+
+
+def builtin_names() -> list[str]:
+    """Names of the built-in workloads."""
+    return [n for n, _ in _core().builtin_workloads()]
+
+
+def resolve_cdf(config: dict[str, Any]) -> dict[str, Any]:
+    """Fills ``workload.cdf_text`` from ``workload.cdf`` (a built-in name or a file path).
+
+    A configuration that already carries ``cdf_text`` is left as it is. A missing,
+    unreadable or malformed file raises :class:`UserError` naming the file.
+    """
+    core = _core()
+    out = copy.deepcopy(config)
+    wl = out.setdefault("workload", {})
+    if not isinstance(wl, dict):
+        return out  # the schema check reports the type error
+    if wl.get("cdf_text") is not None:
+        return out
+    cdf = wl.get("cdf", default_config()["workload"]["cdf"])
+    if not isinstance(cdf, str):
+        return out
+    text = core.workload_text(cdf)
+    if text is None:
+        path = Path(cdf).expanduser()
+        names = ", ".join(builtin_names())
+        if not path.exists():
+            raise UserError(
+                f"workload.cdf (--workload): '{cdf}' is neither a built-in workload ({names}) "
+                "nor an existing CDF file"
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(
+                f"workload.cdf (--workload): cannot read CDF file '{cdf}': {exc}"
+            ) from None
+        try:
+            core.parse_cdf(text)
+        except core.ConfigError as exc:
+            raise UserError(
+                f"workload.cdf (--workload): CDF file '{cdf}' is malformed: {exc} (accepted: lines "
+                "'size cdf' or 'size 1 cdf', sizes and cdf non-decreasing, cdf ending at 1 or 100)"
+            ) from None
+        wl["cdf"] = str(path.resolve())
+    wl["cdf_text"] = text
+    return out
+
+
+def validate(
+    config: Mapping[str, Any], *, resolve: bool = True, flag_hints: bool = False
+) -> dict[str, Any]:
+    """Validates ``config`` with the Rust core; returns it normalized with every default.
+
+    With ``resolve`` the CDF is loaded into ``workload.cdf_text`` first. Raises
+    :class:`UserError` whose message starts with the dotted field at fault (followed by the
+    ``repflow sim`` flag that sets it, with ``flag_hints``).
+    """
+    core = _core()
+    if not isinstance(config, Mapping):
+        raise UserError(f"config: expected a mapping of sections, got {type(config).__name__}")
+    cfg = resolve_cdf(dict(config)) if resolve else dict(config)
+    try:
+        text = json.dumps(cfg, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"config: not representable as JSON: {exc}") from None
+    try:
+        return json.loads(core.validate_config(text))
+    except core.ConfigError as exc:
+        msg = str(exc)
+        field = msg.split(":", 1)[0]
+        flag = flag_for(field) if flag_hints else None
+        if flag and ":" in msg:
+            msg = f"{field} ({flag}):{msg.split(':', 1)[1]}"
+        raise UserError(msg) from None
+
+
+def build_config(
+    toml_path: str | os.PathLike[str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    sets: Iterable[str] = (),
+) -> dict[str, Any]:
+    """Merges file < flags < ``--set`` overrides (unvalidated; see :func:`validate`)."""
+    cfg: dict[str, Any] = load_toml(toml_path) if toml_path is not None else {}
+    if flags:
+        cfg = merge(cfg, flags)
+    return apply_sets(cfg, sets)

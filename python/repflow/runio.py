@@ -1,0 +1,171 @@
+"""Run directories: ``flows.parquet`` + ``run.json``, written atomically.
+
+A run directory is the unit every part of RepFlow exchanges (simulator, real-network runs,
+the experiment store)::
+
+    DIR/flows.parquet   one row per application flow, columns RECORD_COLUMNS
+    DIR/run.json        {"version", "config", "counters", "summary", ...}
+
+:func:`write_run` writes both files into a fresh temporary directory next to ``DIR`` and
+renames it into place, so ``DIR`` either does not exist or holds a complete run. It refuses
+to replace a non-empty ``DIR`` unless ``force`` is given (an empty directory is replaced
+silently); with ``force`` the old directory is swapped out only after the new one is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from repflow.api import RECORD_COLUMNS, RECORD_DTYPES, SimResult, normalize_summary
+from repflow.errors import UserError
+
+#: File names inside a run directory.
+FLOWS_FILE = "flows.parquet"
+RUN_FILE = "run.json"
+#: Version of the run-directory format (bump on incompatible change).
+FORMAT_VERSION = 1
+
+_ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "float64": pa.float64()}
+
+
+def arrow_schema() -> pa.Schema:
+    """The Parquet schema of ``flows.parquet``."""
+    return pa.schema([(c, _ARROW_TYPES[RECORD_DTYPES[c]]) for c in RECORD_COLUMNS])
+
+
+def check_out_dir(out: str | os.PathLike[str], force: bool = False) -> Path:
+    """Checks up front that a run can be written to ``out``; returns it as a path.
+
+    Raises :class:`UserError` if ``out`` is a file, or a non-empty directory and not ``force``.
+    """
+    p = Path(out)
+    if p.exists() or p.is_symlink():
+        if not p.is_dir():
+            raise UserError(f"--out: '{p}' exists and is not a directory")
+        if any(p.iterdir()) and not force:
+            raise UserError(
+                f"--out: directory '{p}' exists and is not empty; choose another or pass --force "
+                "to replace it"
+            )
+    return p
+
+
+def _jsonable(obj: Any) -> Any:
+    """Replaces NaN/inf floats by None so run.json is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def flows_table(flows: pd.DataFrame) -> pa.Table:
+    """Converts a records DataFrame to an Arrow table with the run-directory schema."""
+    missing = [c for c in RECORD_COLUMNS if c not in flows.columns]
+    if missing:
+        raise ValueError(f"flow records lack columns {missing}")
+    return pa.Table.from_pandas(
+        flows[list(RECORD_COLUMNS)], schema=arrow_schema(), preserve_index=False
+    )
+
+
+def write_run(
+    out: str | os.PathLike[str],
+    flows: pd.DataFrame,
+    meta: Mapping[str, Any],
+    *,
+    force: bool = False,
+) -> Path:
+    """Writes ``flows`` and ``meta`` as a run directory at ``out``, atomically.
+
+    ``meta`` becomes ``run.json`` (NaN written as null). Returns the directory.
+    """
+    target = check_out_dir(out, force).absolute()
+    parent = target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--out: cannot create '{parent}': {exc}") from None
+    table = flows_table(flows)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    old: Path | None = None
+    try:
+        pq.write_table(table, tmp / FLOWS_FILE, compression="zstd")
+        doc = {"format": FORMAT_VERSION, **_jsonable(dict(meta))}
+        with open(tmp / RUN_FILE, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o755)
+        if target.exists():
+            if any(target.iterdir()):
+                if not force:  # appeared while we were writing
+                    raise UserError(f"--out: directory '{target}' is not empty")
+                old = parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+                os.rename(target, old)
+            else:
+                target.rmdir()
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not target.exists():
+            os.rename(old, target)
+            old = None
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def read_flows(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Reads a ``flows.parquet`` file into a DataFrame with the record dtypes."""
+    p = Path(path)
+    try:
+        table = pq.read_table(p)
+    except FileNotFoundError:
+        raise UserError(f"'{p}' does not exist") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"'{p}' is not a readable Parquet file: {exc}") from None
+    missing = [c for c in RECORD_COLUMNS if c not in table.column_names]
+    if missing:
+        raise UserError(f"'{p}': missing columns {', '.join(missing)}")
+    df = table.select(list(RECORD_COLUMNS)).to_pandas()
+    return df.astype(RECORD_DTYPES)
+
+
+def load_run(path: str | os.PathLike[str]) -> SimResult:
+    """Reads a run directory written by :func:`write_run` (or ``repflow sim --out``).
+
+    ``metadata`` holds every key of ``run.json`` except ``summary``.
+    """
+    d = Path(path)
+    if not d.is_dir():
+        raise UserError(f"run directory '{d}' does not exist")
+    run_file = d / RUN_FILE
+    try:
+        with open(run_file, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise UserError(f"'{run_file}' does not exist (not a run directory?)") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"'{run_file}' is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"'{run_file}': expected a JSON object")
+    flows = read_flows(d / FLOWS_FILE)
+    summary = normalize_summary(doc.pop("summary", {}) or {})
+    return SimResult(flows=flows, summary=summary, metadata=doc)

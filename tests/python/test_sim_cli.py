@@ -1,0 +1,109 @@
+"""`repflow sim`: bad input is one line naming the field, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from repflow.cli import main
+
+BAD_CDF = "10 0.5\n5 1\n"  # sizes decrease
+
+
+@pytest.mark.parametrize(
+    "argv,field",
+    [
+        (["--scheme", "carrier-pigeon"], "scheme.name"),
+        (["--topology", "torus"], "topology.kind"),
+        (["--k", "5"], "topology.k"),
+        (["--k", "2"], "topology.k"),
+        (["--k", "four"], "topology.k"),
+        (["--load", "0"], "workload.load"),
+        (["--load", "-0.2"], "workload.load"),
+        (["--load", "1"], "workload.load"),
+        (["--load", "1.5"], "workload.load"),
+        (["--load", "half"], "workload.load"),
+        (["--workload", "no/such/file.cdf"], "workload.cdf"),
+        (["--workload", "{bad_cdf}"], "bad.cdf"),
+        (["--link-rate", "0Gbps"], "topology.link_rate"),
+        (["--link-rate", "-1Gbps"], "topology.link_rate"),
+        (["--link-rate", "fast"], "topology.link_rate"),
+        (["--uplink-rate", "0"], "topology.uplink_rate"),
+        (["--duration", "soon"], "workload.duration"),
+        (["--duration", "0ms"], "workload.duration"),
+        (["--drain", "10 parsecs"], "workload.drain"),
+        (["--link-delay", "-1us"], "topology.link_delay"),
+        (["--min-rto", "0"], "tcp.min_rto"),
+        (["--buffer", "0"], "queue.limit_packets"),
+        (["--hash", "md5"], "routing.hash"),
+        (["--pairs", "everyone"], "workload.pairs"),
+        (["--copies", "0"], "scheme.copies"),
+        (["--topology", "star", "--hosts", "1"], "topology.hosts"),
+        (["--set", "tcp.bogus=1"], "tcp.bogus"),
+        (["--set", "nonsense"], "--set"),
+        (["--set", "tcp.init_cwnd=0"], "tcp.init_cwnd"),
+        (["--config", "{missing_toml}"], "missing.toml"),
+        (["--config", "{bad_toml}"], "topology.bogus"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field(tmp_path: Path, capsys, argv, field):
+    (tmp_path / "bad.cdf").write_text(BAD_CDF)
+    (tmp_path / "bad.toml").write_text("[topology]\nbogus = 3\n")
+    subst = {"bad_cdf": str(tmp_path / "bad.cdf"), "missing_toml": str(tmp_path / "missing.toml"),
+             "bad_toml": str(tmp_path / "bad.toml")}  # fmt: skip
+    argv = [a.format(**subst) for a in argv]
+    out = tmp_path / "out"
+    rc = main(["sim", *argv, "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("repflow: error: ") and field in lines[0], err
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.cdf", "bad.toml"]
+
+
+def test_usage_errors_are_one_line(capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(["sim", "--k"])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--k" in err[0]
+
+
+def test_non_empty_out_dir_is_refused_before_running(tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("keep")
+    rc = main(["sim", "--topology", "star", "--hosts", "4", "--out", str(out), "--quiet"])
+    assert rc == 2
+    assert "--force" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+
+
+def test_no_traceback_from_the_real_command(tmp_path: Path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "repflow", "sim", "--k", "5", "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "repflow: error: topology.k (--k): fat-tree arity must be an even number ≥ 4, got 5"
+    )
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+
+
+def test_dump_config_prints_a_loadable_complete_toml(tmp_path: Path, capsys):
+    from repflow import config_io
+
+    rc = main(["sim", "--k", "4", "--scheme", "repflow", "--set", "tcp.min_rto=1ms",
+               "--dump-config"])  # fmt: skip
+    assert rc == 0
+    text = capsys.readouterr().out
+    (tmp_path / "run.toml").write_text(text)
+    cfg = config_io.validate(config_io.load_toml(tmp_path / "run.toml"))
+    assert cfg["topology"]["k"] == 4 and cfg["scheme"]["name"] == "repflow"
+    assert cfg["tcp"]["min_rto"] == "1ms"
+    assert set(config_io.known_keys()) >= {f"tcp.{k}" for k in cfg["tcp"]}
