@@ -1,0 +1,225 @@
+"""``repflow model``: the analytical model's table and figures, alone or over a simulated sweep."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from repflow.errors import UserError
+
+SHOWN_COLUMNS = (
+    "load",
+    "tcp_short_mean",
+    "repflow_short_mean",
+    "tcp_short_p99",
+    "repflow_short_p99",
+    "tcp_large_mean",
+    "repflow_large_mean",
+    "tcp_large_p99",
+    "repflow_large_p99",
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the ``model`` command."""
+    from repflow.model import DEFAULT_K, DEFAULT_N, DEFAULT_P
+
+    p = subparsers.add_parser(
+        "model",
+        help="evaluate the M/G/1 FCT model of RepFlow/SmartRep on a workload",
+        description=(
+            "Evaluate RepFlow's M/G/1 model (and SmartRep's extension) of normalized FCT on a "
+            "flow-size CDF: print a table, write figures (PNG+SVG) and a CSV to --out. With "
+            "--overlay DIR, draw the model over a stored simulation sweep instead."
+        ),
+    )
+    p.add_argument(
+        "--workload",
+        action="append",
+        metavar="NAME|FILE",
+        help="built-in workload name or CDF file; repeat or comma-separate for several "
+        "(default: websearch)",
+    )
+    p.add_argument(
+        "--loads",
+        default="0.1:0.8:0.1",
+        help="loads: START:STOP:STEP (inclusive), a comma list, or one number, each in (0,1) "
+        "(default 0.1:0.8:0.1)",
+    )
+    p.add_argument("--k", type=float, default=DEFAULT_K, help="initial window, packets (12)")
+    p.add_argument(
+        "--max-window", default="64KiB", help="maximum window M as a size (64KiB = 44 packets)"
+    )
+    p.add_argument(
+        "--threshold", default="100KB", help="short-flow threshold S_L as a size (100KB)"
+    )
+    p.add_argument("--mss", type=int, default=1460, help="packet payload bytes (1460)")
+    p.add_argument(
+        "--eps", type=float, default=None, help="override ε (default: computed from the CDF)"
+    )
+    p.add_argument(
+        "--collision-p",
+        type=float,
+        default=DEFAULT_P,
+        help=f"hash-collision probability p for SmartRep's Theorem 1 ({DEFAULT_P})",
+    )
+    p.add_argument(
+        "--copies",
+        type=int,
+        default=DEFAULT_N,
+        help=f"copies per short flow for the n-copies curve ({DEFAULT_N})",
+    )
+    p.add_argument(
+        "--sizes",
+        choices=("continuous", "sampled"),
+        default="continuous",
+        help="continuous = the piecewise-linear CDF (paper); sampled = the simulator's rounding",
+    )
+    p.add_argument(
+        "--overlay",
+        metavar="DIR",
+        help="draw the model over the simulated runs (run.json + flows.parquet) under DIR",
+    )
+    p.add_argument("--out", default="runs/model", help="output directory (default runs/model/)")
+    p.set_defaults(func=handler)
+
+
+def parse_loads(spec: str) -> list[float]:
+    """Loads from ``START:STOP:STEP`` (inclusive), ``a,b,c`` or a single number."""
+    spec = str(spec).strip()
+    err = (
+        f"--loads '{spec}' is malformed (accepted: START:STOP:STEP such as 0.1:0.8:0.1, "
+        "a comma list such as 0.2,0.5, or one number; each load in (0, 1))"
+    )
+    try:
+        if ":" in spec:
+            parts = [float(x) for x in spec.split(":")]
+            if len(parts) != 3:
+                raise UserError(err)
+            start, stop, step = parts
+            if not (step > 0) or stop < start or not all(map(math.isfinite, parts)):
+                raise UserError(err)
+            count = math.floor((stop - start) / step + 1e-9) + 1
+            if count > 10_000:
+                raise UserError(err)
+            loads = [round(start + i * step, 12) for i in range(count)]
+        else:
+            loads = [float(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(err) from None
+    if not loads:
+        raise UserError(err)
+    for x in loads:
+        if not (0.0 < x < 1.0):
+            raise UserError(f"--loads: load {x:g} is outside (0, 1) (accepted: 0 < load < 1)")
+    return loads
+
+
+@contextmanager
+def atomic_output(out: Path) -> Iterator[Path]:
+    """Yields a temporary directory next to ``out``; on success its files replace those of
+    the same names in ``out`` (created if needed); on failure nothing in ``out`` changes."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; it may become ``out`` itself
+    try:
+        yield tmp
+        if not out.exists():
+            os.replace(tmp, out)
+            return
+        if not out.is_dir():
+            raise UserError(f"--out '{out}' exists and is not a directory")
+        for f in tmp.iterdir():
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _workloads(args: argparse.Namespace) -> list[str]:
+    names: list[str] = []
+    for item in args.workload or ["websearch"]:
+        names += [x.strip() for x in item.split(",") if x.strip()]
+    return names
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).name)
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Runs ``repflow model``."""
+    from repflow.model import fct_table, format_table
+    from repflow.model.overlay import parse_size
+
+    out = Path(args.out)
+    if args.overlay:
+        return _overlay(args, out)
+    loads = parse_loads(args.loads)
+    if args.mss <= 0:
+        raise UserError(f"--mss must be a positive number of bytes, got {args.mss}")
+    M = math.floor(parse_size(args.max_window, "--max-window") / args.mss)
+    S_L = parse_size(args.threshold, "--threshold") / args.mss
+    if M < 1:
+        raise UserError(f"--max-window {args.max_window} is below one packet of {args.mss} B")
+    tables = []
+    for wl in _workloads(args):
+        df = fct_table(
+            wl, loads, k=args.k, M=M, S_L=S_L, eps=args.eps, p=args.collision_p,
+            n=args.copies, mss=args.mss, sizes=args.sizes,
+        )  # fmt: skip
+        tables.append((wl, df))
+    from repflow.model.plot import model_figure
+
+    written = []
+    with atomic_output(out) as tmp:
+        for wl, df in tables:
+            base = f"model-{_safe(wl)}"
+            df.to_csv(tmp / f"{base}.csv", index=False)
+            written += [out / f"{base}.csv"]
+            written += [out / p.name for p in model_figure(df, tmp / base)]
+    for wl, df in tables:
+        a = df.attrs
+        print(
+            f"workload {wl} ({a['sizes']} sizes): eps={a['eps_used']:.4f} "
+            f"(from CDF {a['eps_from_cdf']:.4f}), short flows {df['short_frac'].iloc[0]:.3f}, "
+            f"k={a['k']:g}, M={a['M']:g}, S_L={a['S_L']:.2f} packets"
+        )
+        print(format_table(df, SHOWN_COLUMNS))
+        notes = [n for n in df["note"] if n]
+        for n in dict.fromkeys(notes):
+            print(f"note: {n}")
+        print()
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _overlay(args: argparse.Namespace, out: Path) -> int:
+    from repflow.model.overlay import overlay_table
+    from repflow.model.plot import overlay_figure
+
+    table, curves = overlay_table(Path(args.overlay), sizes=args.sizes)
+    written = []
+    with atomic_output(out) as tmp:
+        table.to_csv(tmp / "overlay.csv", index=False)
+        written.append(out / "overlay.csv")
+        for wl, model in curves.items():
+            sim = table[table["workload"] == wl]
+            title = f"model (lines) vs simulation (markers): {wl}, runs under {args.overlay}"
+            written += [
+                out / p.name
+                for p in overlay_figure(model, sim, tmp / f"overlay-{_safe(wl)}", title)
+            ]
+    cols = ["workload", "scheme", "load", "runs", "short_flows", "unfinished",
+            "sim_short_mean", "model_short_mean", "ratio_short_mean",
+            "sim_short_p99", "model_short_p99", "sim_large_mean", "model_large_mean"]  # fmt: skip
+    from repflow.model import format_table
+
+    print(format_table(table, cols))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0

@@ -1,0 +1,201 @@
+"""The model beside a stored simulation sweep.
+
+A sweep directory holds run directories (at any depth), each with ``run.json`` and
+``flows.parquet`` in the shared run format. Runs are grouped by workload, scheme
+(``config.scheme.name``) and load (``config.workload.load``); flows of all runs (seeds) of a
+group are pooled. A flow's normalized FCT is its ``slowdown``; unfinished flows (NaN) are left
+out of the statistics and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from repflow.errors import UserError
+from repflow.model.sizes import DEFAULT_MSS, SizeDistribution, load_cdf, parse_cdf_text
+from repflow.model.table import DEFAULT_K, fct_table
+
+#: Schemes the model describes, and the model's column prefix for each.
+MODELLED = {"tcp": "tcp", "repflow": "repflow"}
+
+_SIZE_UNITS = {
+    "": 1, "B": 1, "KB": 1e3, "kB": 1e3, "kb": 1e3, "K": 1e3, "MB": 1e6, "M": 1e6,
+    "GB": 1e9, "G": 1e9, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
+}  # fmt: skip
+
+
+def parse_size(value: Any, field: str) -> float:
+    """Bytes from a number or a string such as ``"100KB"`` (KB = 1000 B, KiB = 1024 B)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(value))
+    if not m or m.group(2) not in _SIZE_UNITS:
+        raise UserError(
+            f"{field}: '{value}' is not a size (accepted: a number of bytes or e.g. 100KB, 64KiB)"
+        )
+    return float(m.group(1)) * _SIZE_UNITS[m.group(2)]
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Run directories under ``root`` (any depth): those holding run.json and flows.parquet."""
+    if not root.is_dir():
+        raise UserError(f"--overlay: '{root}' is not a directory")
+    runs = sorted(
+        p.parent for p in root.rglob("run.json") if (p.parent / "flows.parquet").is_file()
+    )
+    if not runs:
+        raise UserError(
+            f"--overlay: no run directories (run.json + flows.parquet) found under '{root}'"
+        )
+    return runs
+
+
+def _get(d: dict, *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return default
+        d = d[k]
+    return d
+
+
+def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame]:
+    """``(config, flows)`` of one run directory."""
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{run_dir / 'run.json'}: not readable JSON ({exc})") from None
+    cfg = meta.get("config") if isinstance(meta, dict) else None
+    if not isinstance(cfg, dict):
+        raise UserError(f"{run_dir / 'run.json'}: has no 'config' object")
+    try:
+        flows = pq.read_table(run_dir / "flows.parquet", columns=["size", "slowdown"]).to_pandas()
+    except Exception as exc:  # pyarrow raises several types for bad files
+        raise UserError(f"{run_dir / 'flows.parquet'}: cannot read size/slowdown ({exc})") from None
+    return cfg, flows
+
+
+def _run_params(cfg: dict, where: Path) -> dict:
+    scheme = _get(cfg, "scheme", "name")
+    load = _get(cfg, "workload", "load")
+    wl = _get(cfg, "workload", "cdf")
+    text = _get(cfg, "workload", "cdf_text")
+    if scheme is None or load is None or (wl is None and text is None):
+        raise UserError(
+            f"{where / 'run.json'}: config lacks scheme.name, workload.load or workload.cdf"
+        )
+    mss = int(_get(cfg, "tcp", "mss", default=DEFAULT_MSS) or DEFAULT_MSS)
+    threshold = parse_size(_get(cfg, "scheme", "threshold", default="100KB"), "scheme.threshold")
+    mw = _get(cfg, "tcp", "max_window")
+    max_window = parse_size(mw, "tcp.max_window") if mw is not None else 65_536.0
+    return {
+        "scheme": str(scheme).lower(),
+        "load": float(load),
+        "workload": str(wl) if text is None else f"{wl or 'inline'} (cdf_text)",
+        "cdf_text": text,
+        "k": float(_get(cfg, "tcp", "init_cwnd", default=DEFAULT_K) or DEFAULT_K),
+        "mss": mss,
+        "threshold_bytes": threshold,
+        "max_window_bytes": max_window,
+    }
+
+
+def _stats(slow: np.ndarray) -> tuple[float, float]:
+    fin = slow[np.isfinite(slow)]
+    if fin.size == 0:
+        return float("nan"), float("nan")
+    return float(np.mean(fin)), float(np.percentile(fin, 99))
+
+
+def simulated_stats(root: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """Per (workload, scheme, load): pooled normalized-FCT statistics of the runs under ``root``.
+
+    Returns the table and, per workload, the model parameters taken from the runs' configs.
+    """
+    groups: dict[tuple[str, str, float], list[pd.DataFrame]] = {}
+    params: dict[str, dict] = {}
+    nruns: dict[tuple[str, str, float], int] = {}
+    for run in find_runs(root):
+        cfg, flows = read_run(run)
+        rp = _run_params(cfg, run)
+        key = (rp["workload"], rp["scheme"], rp["load"])
+        groups.setdefault(key, []).append(flows)
+        nruns[key] = nruns.get(key, 0) + 1
+        prev = params.setdefault(rp["workload"], rp)
+        for f in ("k", "mss", "threshold_bytes", "max_window_bytes"):
+            if not math.isclose(prev[f], rp[f]):
+                prev.setdefault("mixed", set()).add(f)
+    rows = []
+    for (wl, scheme, load), parts in sorted(groups.items()):
+        f = pd.concat(parts, ignore_index=True)
+        thr = params[wl]["threshold_bytes"]
+        size = f["size"].to_numpy(dtype=float)
+        slow = f["slowdown"].to_numpy(dtype=float)
+        short = size <= thr
+        sm, sp = _stats(slow[short])
+        lm, lp = _stats(slow[~short])
+        rows.append(
+            {
+                "workload": wl,
+                "scheme": scheme,
+                "load": load,
+                "runs": nruns[(wl, scheme, load)],
+                "short_flows": int(short.sum()),
+                "large_flows": int((~short).sum()),
+                "unfinished": int((~np.isfinite(slow)).sum()),
+                "sim_short_mean": sm,
+                "sim_short_p99": sp,
+                "sim_large_mean": lm,
+                "sim_large_p99": lp,
+            }  # fmt: skip
+        )
+    return pd.DataFrame(rows), params
+
+
+def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, dict]:
+    """Simulated statistics beside the model's values for the same workload, scheme and load.
+
+    Adds ``model_<stat>`` and ``ratio_<stat>`` (= simulated / model) columns for the schemes
+    the model describes (:data:`MODELLED`); others get NaN there. Also returns, per workload,
+    the model's table at a fine load grid (for curves).
+    """
+    sim, params = simulated_stats(root)
+    curves: dict[str, pd.DataFrame] = {}
+    out = []
+    for wl, g in sim.groupby("workload", sort=True):
+        p = params[wl]
+        if p.get("cdf_text"):
+            cdf = parse_cdf_text(p["cdf_text"], name=wl)
+        else:
+            cdf = load_cdf(wl)
+        dist = SizeDistribution.from_cdf(cdf, mss=p["mss"], reading=sizes)
+        kw = dict(
+            k=p["k"],
+            M=math.floor(p["max_window_bytes"] / p["mss"]),
+            S_L=p["threshold_bytes"] / p["mss"],
+            mss=p["mss"],
+        )
+        loads = sorted(set(g["load"]))
+        bad = [x for x in loads if not 0 < x < 1]
+        if bad:
+            raise UserError(f"--overlay: workload.load {bad[0]} is outside (0, 1)")
+        grid = np.unique(np.concatenate([np.linspace(0.02, 0.98, 49), loads]))
+        curves[wl] = fct_table(dist, grid, **kw)
+        pts = fct_table(dist, loads, **kw).set_index("load")
+        g = g.copy()
+        for stat in ("short_mean", "short_p99", "large_mean", "large_p99"):
+            model_vals = [
+                pts.loc[ld, f"{MODELLED[s]}_{stat}"] if s in MODELLED else np.nan
+                for s, ld in zip(g["scheme"], g["load"], strict=True)
+            ]
+            g[f"model_{stat}"] = model_vals
+            g[f"ratio_{stat}"] = g[f"sim_{stat}"] / g[f"model_{stat}"]
+        out.append(g)
+    return pd.concat(out, ignore_index=True), curves

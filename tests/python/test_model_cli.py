@@ -1,0 +1,179 @@
+"""``repflow model``: table, figures, overlay plumbing and input errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from repflow.cli import main
+from repflow.cli.model import parse_loads
+from repflow.errors import UserError
+from repflow.model import fct_table
+from repflow.model.overlay import overlay_table, parse_size
+
+
+def test_parse_loads():
+    assert parse_loads("0.1:0.8:0.1") == pytest.approx([0.1 * i for i in range(1, 9)])
+    assert parse_loads("0.5") == [0.5]
+    assert parse_loads("0.2,0.6") == [0.2, 0.6]
+    for bad in ("0.1:", "a:b:c", "0.1:0.8:0", "0.8:0.1:0.1", "", "x", "0.1:0.5:0.1:2"):
+        with pytest.raises(UserError, match="malformed"):
+            parse_loads(bad)
+    for bad in ("1.0", "0", "0.5,1.2", "0.0:0.4:0.2"):
+        with pytest.raises(UserError, match=r"outside \(0, 1\)"):
+            parse_loads(bad)
+
+
+def test_parse_size():
+    assert parse_size("100KB", "f") == 100_000
+    assert parse_size("64KiB", "f") == 65_536
+    assert parse_size(1460, "f") == 1460
+    with pytest.raises(UserError, match="field"):
+        parse_size("12 parsecs", "field")
+
+
+def test_cli_writes_table_and_figures(tmp_path, capsys):
+    out = tmp_path / "m"
+    rc = main(["model", "--workload", "websearch,datamining", "--loads", "0.1:0.3:0.1",
+               "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(
+        f"model-{w}.{e}" for w in ("websearch", "datamining") for e in ("csv", "png", "svg")
+    )
+    assert (out / "model-websearch.png").read_bytes()[:4] == b"\x89PNG"
+    assert b"<svg" in (out / "model-websearch.svg").read_bytes()[:2000]
+    csv = pd.read_csv(out / "model-websearch.csv")
+    ref = fct_table("websearch", [0.1, 0.2, 0.3])
+    assert np.allclose(csv["tcp_short_mean"], ref["tcp_short_mean"])
+    assert np.allclose(csv["repflow_short_p99"], ref["repflow_short_p99"])
+    text = capsys.readouterr().out
+    assert f"{ref['tcp_short_mean'].iloc[1]:.3f}" in text
+    assert "workload datamining" in text
+
+
+def test_cli_reports_undefined_without_crashing(tmp_path, capsys):
+    rc = main(["model", "--loads", "0.5", "--eps", "1.0", "--out", str(tmp_path / "u")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "undefined (effective load ≥ 1)" in text
+    assert "| 0.500 |" in text and "undefined |" in text
+
+
+@pytest.mark.parametrize(
+    "argv, msg",
+    [
+        (["--loads", "0.1:0.9"], "--loads"),
+        (["--loads", "1.5"], "outside (0, 1)"),
+        (["--workload", "nosuch"], "neither a built-in workload"),
+        (["--threshold", "lots"], "--threshold"),
+        (["--collision-p", "2"], "hash-collision"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, msg):
+    out = tmp_path / "never"
+    rc = main(["model", *argv, "--out", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("repflow: error: ") and msg in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    assert [p for p in tmp_path.iterdir()] == []  # no temp directory left behind
+
+
+# ---------------------------------------------------------------- overlay (synthetic runs)
+SYNTHETIC_NOTE = "synthetic test data: not a simulation"
+COLUMNS = ["id", "src", "dst", "size", "start", "finish", "fct", "ideal_fct", "slowdown",
+           "copies", "winner", "bytes_sent", "retransmissions", "timeouts"]  # fmt: skip
+
+
+def _write_run(d: Path, scheme: str, load: float, seed: int, workload: str = "websearch"):
+    """A tiny run directory with made-up flows (clearly synthetic) in the shared format."""
+    rng = np.random.default_rng(seed)
+    n = 40
+    size = np.where(np.arange(n) % 2 == 0, 20 * 1460, 500 * 1460).astype(np.int64)
+    slow = 1.0 + rng.exponential(2.0 if scheme == "tcp" else 1.0, n)
+    slow[-1] = np.nan  # one unfinished flow
+    ideal = size * 8 / 1e9
+    df = pd.DataFrame({
+        "id": np.arange(n), "src": 0, "dst": 1, "size": size, "start": 0.0,
+        "finish": ideal * slow, "fct": ideal * slow, "ideal_fct": ideal, "slowdown": slow,
+        "copies": 2 if scheme == "repflow" else 1, "winner": 0, "bytes_sent": size,
+        "retransmissions": 0, "timeouts": 0,
+    })[COLUMNS]  # fmt: skip
+    d.mkdir(parents=True)
+    df.to_parquet(d / "flows.parquet")
+    cfg = {"seed": seed, "scheme": {"name": scheme, "threshold": "100KB"},
+           "workload": {"cdf": workload, "load": load, "cdf_text": None},
+           "tcp": {"mss": 1460, "init_cwnd": 12, "max_window": None}}  # fmt: skip
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "version": "test",
+                "config": cfg,
+                "counters": {},
+                "summary": {},
+                "note": SYNTHETIC_NOTE,
+            }
+        )  # fmt: skip
+    )
+    return df
+
+
+def test_overlay_pools_runs_and_sets_model_beside(tmp_path):
+    runs = {}
+    for scheme in ("tcp", "repflow", "dctcp"):
+        for load in (0.2, 0.5):
+            for seed in (1, 2):
+                d = tmp_path / "sweep" / scheme / f"load{load}" / f"seed{seed}"  # nested
+                runs.setdefault((scheme, load), []).append(_write_run(d, scheme, load, seed))
+    table, curves = overlay_table(tmp_path / "sweep")
+    assert set(curves) == {"websearch"}
+    assert len(table) == 6
+    ref = fct_table("websearch", [0.2, 0.5]).set_index("load")
+    for (scheme, load), parts in runs.items():
+        f = pd.concat(parts)
+        r = table[(table.scheme == scheme) & (table.load == load)].iloc[0]
+        short = f[f["size"] <= 100_000]["slowdown"].dropna()
+        large = f[f["size"] > 100_000]["slowdown"].dropna()
+        assert r.runs == 2 and r.unfinished == 2
+        assert r.sim_short_mean == pytest.approx(short.mean())
+        assert r.sim_short_p99 == pytest.approx(np.percentile(short, 99))
+        assert r.sim_large_mean == pytest.approx(large.mean())
+        if scheme in ("tcp", "repflow"):
+            assert r.model_short_mean == pytest.approx(ref.loc[load, f"{scheme}_short_mean"])
+            assert r.ratio_short_mean == pytest.approx(r.sim_short_mean / r.model_short_mean)
+        else:
+            assert math.isnan(r.model_short_mean)
+
+
+def test_overlay_cli_writes_figure_and_csv(tmp_path, capsys):
+    for scheme in ("tcp", "repflow"):
+        for load in (0.3, 0.6):
+            _write_run(tmp_path / "sweep" / f"{scheme}-{load}", scheme, load, 7)
+    out = tmp_path / "ov"
+    assert main(["model", "--overlay", str(tmp_path / "sweep"), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "overlay-websearch.png",
+        "overlay-websearch.svg",
+        "overlay.csv",
+    ]
+    csv = pd.read_csv(out / "overlay.csv")
+    assert set(csv.scheme) == {"tcp", "repflow"} and len(csv) == 4
+    assert "ratio_short_mean" in capsys.readouterr().out
+
+
+def test_overlay_errors(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["model", "--overlay", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
+    assert "no run directories" in capsys.readouterr().err
+    assert main(["model", "--overlay", str(tmp_path / "missing")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    _write_run(tmp_path / "bad" / "r", "tcp", 0.4, 1, workload="no-such-cdf")
+    assert main(["model", "--overlay", str(tmp_path / "bad"), "--out", str(tmp_path / "o")]) == 2
+    assert "no-such-cdf" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
