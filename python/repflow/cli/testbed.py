@@ -1,0 +1,218 @@
+"""``repflow testbed up|check|run|toy|status|down`` — the namespace fat-tree testbed."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C, so cleanup code runs on both."""
+
+    def handler(_sig, _frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _say(msg: str) -> None:
+    print(f"testbed: {msg}", file=sys.stderr, flush=True)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    from repflow.testbed.netns import DEFAULT_PREFIX
+
+    p.add_argument(
+        "--prefix",
+        default=DEFAULT_PREFIX,
+        help=f"name prefix of everything the testbed creates (default {DEFAULT_PREFIX})",
+    )
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from repflow.testbed import netns
+    from repflow.testbed.topology import fat_tree
+    from repflow.testbed.units import format_rate, parse_rate
+
+    rate = parse_rate(args.link_rate)
+    topo = fat_tree(args.k)
+    t0 = time.perf_counter()
+    with _sigterm_as_interrupt():
+        tb = netns.up(
+            topo,
+            rate_bps=rate,
+            buffer=args.buffer,
+            seed=args.seed,
+            prefix=args.prefix,
+            progress=_say,
+        )
+    took = time.perf_counter() - t0
+    print(
+        f"testbed up: {args.k}-pod fat-tree, {len(topo.hosts)} hosts, {len(topo.switches)} "
+        f"switches, {len(topo.links)} links at {format_rate(rate)}, buffer {args.buffer} packets, "
+        f"ECMP seed {args.seed}{'' if tb.hash_seed else ' (IGNORED: no fib_multipath_hash_seed)'}"
+        f" — {took:.1f} s"
+    )
+    return 0
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    from repflow.testbed import netns
+
+    t0 = time.perf_counter()
+    deleted = netns.down(args.prefix, force=args.force)
+    took = time.perf_counter() - t0
+    if deleted:
+        print(f"testbed down: removed {len(deleted)} namespaces — {took:.1f} s")
+    else:
+        print("testbed down: nothing to remove")
+    stray = netns.stray_namespaces(args.prefix)
+    if stray:
+        print(
+            f"note: {len(stray)} namespaces named {args.prefix}* are not recorded as ours "
+            f"(left alone; `--force` removes them): {', '.join(stray[:6])}"
+        )
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from repflow.testbed import netns
+    from repflow.testbed.units import format_rate
+
+    state = netns.read_state(args.prefix)
+    if state is None:
+        print(f"no testbed recorded for prefix {args.prefix!r}")
+        stray = netns.stray_namespaces(args.prefix) if netns.shutil.which("ip") else []
+        if stray:
+            print(f"but {len(stray)} namespaces named {args.prefix}* exist: {', '.join(stray[:6])}")
+        return 1
+    tb = netns.Testbed.from_state(state)
+    present = set(netns.list_netns())
+    missing = [n for n in state["namespaces"] if n not in present]
+    params = tb.topo.params
+    print(
+        f"status: {state['status']}; {tb.topo.name}{' k=' + str(params['k']) if params else ''}"
+        f", {len(tb.topo.hosts)} hosts, {len(tb.topo.switches)} switches, "
+        f"{format_rate(tb.rate_bps)}, buffer {tb.buffer}, seed {tb.seed}, "
+        f"hash seed {'fixed per switch' if tb.hash_seed else 'UNAVAILABLE (random)'}"
+    )
+    print(
+        f"namespaces: {len(state['namespaces']) - len(missing)}/{len(state['namespaces'])} "
+        f"present{'; missing: ' + ', '.join(missing[:6]) if missing else ''}"
+    )
+    if not missing and args.verbose:
+        stats = tb.qdisc_stats()
+        for (node, dev), st in sorted(stats.items()):
+            print(
+                f"  {node:>5} {dev:<10} sent {st['bytes']:>12} B {st['packets']:>9} pkt "
+                f"drops {st['drops']:>6}"
+            )
+    return 0 if not missing else 1
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from repflow.testbed import checks, netns
+
+    tb = netns.current(args.prefix)
+    with _sigterm_as_interrupt():
+        ok = checks.run_all(tb, flows_per_host=args.flows_per_host, report=print)
+    return 0 if ok else 1
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from repflow.testbed import netns, workload
+
+    tb = netns.current(args.prefix)
+    with _sigterm_as_interrupt():
+        workload.run_cli(tb, args)
+    return 0
+
+
+def _cmd_toy(args: argparse.Namespace) -> int:
+    from repflow.testbed import toyexp
+
+    with _sigterm_as_interrupt():
+        toyexp.run_cli(args, say=_say)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``repflow testbed ...``."""
+    tp = subparsers.add_parser(
+        "testbed",
+        help="emulated fat-tree of network namespaces with kernel ECMP (needs root)",
+        description="An emulated data-center fat-tree made of Linux network namespaces, veth "
+        "pairs, kernel ECMP (ip nexthop groups) and tbf-shaped DropTail queues.",
+    )
+    sub = tp.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
+
+    p = sub.add_parser("up", help="build a k-pod fat-tree")
+    p.add_argument("--k", type=int, default=4, help="pods (even; 4 → 16 hosts, 20 switches)")
+    p.add_argument("--link-rate", default="20Mbps", help="rate of every link (default 20Mbps)")
+    p.add_argument(
+        "--buffer",
+        type=int,
+        default=50,
+        help="DropTail limit of every egress queue in packets (default 50)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="fixes each switch's ECMP hash seed")
+    _add_common(p)
+    p.set_defaults(func=_cmd_up)
+
+    p = sub.add_parser("down", help="remove everything the testbed created")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="also remove <prefix>* namespaces no state file records",
+    )
+    _add_common(p)
+    p.set_defaults(func=_cmd_down)
+
+    p = sub.add_parser("status", help="show the testbed and its queue counters")
+    p.add_argument("-v", "--verbose", action="store_true", help="print per-port qdisc counters")
+    _add_common(p)
+    p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("check", help="reachability, ECMP spreading and TTL-probe path checks")
+    p.add_argument(
+        "--flows-per-host",
+        type=int,
+        default=8,
+        help="flows per host in the spreading check (default 8)",
+    )
+    _add_common(p)
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("run", help="run `repflow load` on every host and collect flow records")
+    p.add_argument("--scheme", default="tcp", choices=["tcp", "repflow", "smartrep"])
+    p.add_argument("--workload", default="websearch", help="workload name or CDF file")
+    p.add_argument("--load", type=float, default=0.3, help="load relative to the host link rate")
+    p.add_argument("--duration", default="30s", help="traffic duration, e.g. 60s")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", required=True, help="run directory to write (flows.parquet, run.json)")
+    p.add_argument("--port", type=int, default=7000, help="first server port (default 7000)")
+    _add_common(p)
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("toy", help="RepFlow Table I: the Fig. 3 toy topology, three scenarios")
+    p.add_argument("--flows", type=int, default=300, help="short flows per scenario (default 300)")
+    p.add_argument("--link-rate", default="50Mbps")
+    p.add_argument("--buffer", type=int, default=50)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--cancel",
+        action="store_true",
+        help="abort the losing copy once a replicated flow completes (not in the paper)",
+    )
+    p.add_argument("--out", help="optional directory for the per-flow results (toy.json)")
+    p.add_argument("--prefix", default="rftoy-", help="name prefix (default rftoy-)")
+    p.set_defaults(func=_cmd_toy)
