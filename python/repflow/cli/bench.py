@@ -1,0 +1,183 @@
+"""``repflow bench``: the simulator's speed and memory on scenario "bench-A".
+
+bench-A: 8-pod fat-tree (128 hosts), 10 Gb/s links, 1 µs propagation per link, 100-packet
+DropTail, TCP NewReno, web-search flow sizes at load 0.5, 50 ms of arrivals then drain.
+
+The simulation runs in a child Python process that imports only the Rust core, so the peak
+resident set size it reports (``getrusage`` max RSS of that process) is the simulation's plus
+a bare interpreter's (the baseline, also reported). This is a benchmark, not a test: the
+figures are printed, never compared to decide success.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from typing import Any
+
+from repflow.errors import UserError
+
+#: Reference figure of htsim on bench-A on the project's machine (packet-hops per second).
+HTSIM_PACKET_HOPS_PER_SEC = 2.7e6
+#: Targets for one core.
+TARGET_PACKET_HOPS_PER_SEC = 15e6
+TARGET_PEAK_MEMORY_BYTES = 2**30
+
+SCENARIO = "bench-A"
+
+
+def bench_config(seed: int = 1, duration: str = "50ms") -> dict[str, Any]:
+    """The bench-A configuration (everything not named here is the schema default)."""
+    return {
+        "seed": seed,
+        "topology": {"kind": "fat-tree", "k": 8, "link_rate": "10Gbps", "link_delay": "1us"},
+        "queue": {"limit_packets": 100},
+        "routing": {"hash": "default"},
+        "tcp": {},
+        "workload": {"cdf": "websearch", "load": 0.5, "duration": duration},
+        "scheme": {"name": "tcp"},
+    }
+
+
+def register(subparsers: Any) -> None:
+    """Adds the ``bench`` command."""
+    p = subparsers.add_parser(
+        "bench",
+        help="measure simulator speed and memory on scenario bench-A",
+        description=(
+            "Run scenario bench-A (8-pod fat-tree, 128 hosts, 10 Gb/s, 1 us per link, "
+            "100-packet DropTail, TCP, web search at load 0.5, 50 ms of arrivals then drain) "
+            "and print flows, events, packet-hops, packet-hops per second, wall time and peak "
+            "memory next to the htsim reference and the target."
+        ),
+    )
+    p.add_argument("--seed", type=int, default=1, help="master seed (default 1)")
+    p.add_argument("--duration", default="50ms", metavar="TIME",
+                   help="arrival period (default 50ms)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_bench)  # fmt: skip
+
+
+def _child() -> None:
+    """Entry point of the measuring child process: config JSON on stdin, result on stdout."""
+    import resource
+    import time
+
+    from repflow import _core
+
+    request = json.loads(sys.stdin.read())
+    progress = None
+    if request.get("progress"):
+        from repflow.cli.sim import SimProgress
+
+        progress = SimProgress(enabled=True)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    t0 = time.perf_counter()
+    try:
+        out = _core.simulate(json.dumps(request["config"]), progress)
+    except _core.ConfigError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # the core's other errors (unusable input) are one line too
+        print(json.dumps({"error": str(exc)}))
+        return
+    finally:
+        if progress is not None:
+            progress.close()
+    elapsed = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({
+        "flows": len(out["records"]["id"]),
+        "counters": json.loads(out["counters"]),
+        "summary": json.loads(out["summary"]),
+        "call_seconds": elapsed,
+        "peak_rss_bytes": peak,
+        "baseline_rss_bytes": base,
+    }))  # fmt: skip
+
+
+def measure(config: dict[str, Any], progress: bool = False) -> dict[str, Any]:
+    """Runs ``config`` in a fresh child process; returns its counters, summary and memory."""
+    from repflow import config_io
+
+    cfg = config_io.validate(config)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from repflow.cli.bench import _child; _child()"],
+        input=json.dumps({"config": cfg, "progress": progress}),
+        stdout=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        if proc.returncode < 0 or proc.returncode == 130:
+            raise KeyboardInterrupt
+        raise UserError(f"bench: the simulation process failed with exit status {proc.returncode}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "error" in result:
+        raise UserError(result["error"])
+    result["config"] = cfg
+    return result
+
+
+def _fmt(v: float, unit: str = "") -> str:
+    for div, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if abs(v) >= div:
+            return f"{v / div:.2f}{suffix}{unit}"
+    return f"{v:.0f} {unit}".rstrip()
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Handler of ``repflow bench``."""
+    config = bench_config(args.seed, args.duration)
+    show_bar = not args.quiet and sys.stderr.isatty()
+    r = measure(config, progress=show_bar)
+    c = r["counters"]
+    wall = float(c.get("wall_time") or r["call_seconds"])
+    hops = int(c.get("packet_hops", 0))
+    hops_per_sec = hops / wall if wall > 0 else float("nan")
+    report = {
+        "scenario": SCENARIO,
+        "seed": args.seed,
+        "duration": r["config"]["workload"]["duration"],
+        "flows": r["flows"],
+        "unfinished": r["summary"].get("unfinished"),
+        "events": c.get("events"),
+        "packet_hops": hops,
+        "wall_time_s": wall,
+        "packet_hops_per_sec": hops_per_sec,
+        "events_per_sec": c.get("events") / wall if wall > 0 else float("nan"),
+        "peak_memory_bytes": r["peak_rss_bytes"],
+        "baseline_memory_bytes": r["baseline_rss_bytes"],
+        "sim_time_s": c.get("sim_time"),
+        "drops": c.get("drops"),
+        "reference": {"htsim_packet_hops_per_sec": HTSIM_PACKET_HOPS_PER_SEC},
+        "target": {"packet_hops_per_sec": TARGET_PACKET_HOPS_PER_SEC,
+                   "peak_memory_bytes": TARGET_PEAK_MEMORY_BYTES},
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    mib = 2**20
+    print(
+        f"{SCENARIO}: 8-pod fat-tree (128 hosts), 10 Gb/s, 1 us/link, 100-packet DropTail, TCP, "
+        f"web search at load 0.5, {report['duration']} of arrivals then drain, seed {args.seed}"
+    )
+    rows = [
+        ("flows", f"{report['flows']} ({report['unfinished']} unfinished)"),
+        ("events", _fmt(report["events"] or 0)),
+        ("simulated packet-hops", _fmt(hops)),
+        ("simulated time", f"{(report['sim_time_s'] or 0) * 1e3:.2f} ms"),
+        ("wall time", f"{wall:.2f} s"),
+        ("packet-hops per second", f"{_fmt(hops_per_sec)}   (htsim: "
+         f"{_fmt(HTSIM_PACKET_HOPS_PER_SEC)}, target >= {_fmt(TARGET_PACKET_HOPS_PER_SEC)}; "
+         f"{hops_per_sec / HTSIM_PACKET_HOPS_PER_SEC:.2f}x htsim)"),
+        ("events per second", _fmt(report["events_per_sec"])),
+        ("peak memory (RSS)", f"{report['peak_memory_bytes'] / mib:.1f} MiB   (target <= 1024 "
+         f"MiB; bare interpreter {report['baseline_memory_bytes'] / mib:.1f} MiB)"),
+    ]  # fmt: skip
+    for name, value in rows:
+        print(f"  {name:<24}{value}")
+    return 0
