@@ -98,7 +98,8 @@ def _run_params(cfg: dict, where: Path) -> dict:
     return {
         "scheme": str(scheme).lower(),
         "load": float(load),
-        "workload": str(wl) if text is None else f"{wl or 'inline'} (cdf_text)",
+        # the CDF's name (built-in name or path); its text, when stored, is what gets modelled
+        "workload": str(wl) if wl else "inline-cdf",
         "cdf_text": text,
         "k": float(_get(cfg, "tcp", "init_cwnd", default=DEFAULT_K) or DEFAULT_K),
         "mss": mss,
