@@ -1,0 +1,300 @@
+"""The papers' quantitative claims (SPEC.md, "Published claims"), checked against a sweep.
+
+Each claim names the scheme labels and the scenario it needs. A claim is evaluated on the means
+across seeds and gets one verdict:
+
+* **holds** — every measured value lies in the claimed range widened by the stated tolerance;
+* **direction only** — the effect has the claimed sign everywhere but not the claimed size;
+* **does not hold** — the effect has the wrong sign (or, for "unaffected" claims, is too big);
+* **not measured** — a scheme or the scenario the claim needs is not in this sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+HOLDS = "holds"
+DIRECTION = "direction only"
+FAILS = "does not hold"
+NOT_MEASURED = "not measured"
+
+#: Scenario tag of the RepFlow paper's NS-3 study (fat-tree, web search / data mining, loads).
+NS3 = "repflow-ns3"
+
+
+@dataclass
+class Outcome:
+    """The measured value of a claim and its verdict."""
+
+    measured: str
+    verdict: str
+
+
+@dataclass
+class Claim:
+    """One published, quantitative claim."""
+
+    id: str
+    source: str
+    text: str
+    #: Scheme labels the claim compares.
+    schemes: tuple[str, ...]
+    #: Scenario tag a sweep must declare (``[experiment] claims = [...]``).
+    scenario: str
+    #: How the verdict is decided (shown in the report).
+    criterion: str
+    evaluate: Callable[[pd.DataFrame], Outcome] | None = None
+
+
+@dataclass
+class ClaimResult:
+    """A claim with its outcome."""
+
+    claim: Claim
+    measured: str
+    verdict: str
+
+
+_WL = {"websearch": "web search", "datamining": "data mining"}
+
+
+def _pairs(agg: pd.DataFrame, a: str, b: str, metric: str, workload: str | None = None):
+    """(workload, load, value of a, value of b) for loads where both schemes were measured."""
+    out = []
+    for w in sorted(agg["workload"].unique()):
+        if workload and w != workload:
+            continue
+        sa = agg[(agg["workload"] == w) & (agg["series"] == a)].set_index("load")[metric]
+        sb = agg[(agg["workload"] == w) & (agg["series"] == b)].set_index("load")[metric]
+        for load in sorted(set(sa.index) & set(sb.index)):
+            if np.isfinite(sa[load]) and np.isfinite(sb[load]) and sb[load] > 0:
+                out.append((w, float(load), float(sa[load]), float(sb[load])))
+    return out
+
+
+def _describe(values: dict[str, list[tuple[float, float]]], fmt: Callable[[float], str]) -> str:
+    parts = []
+    for w, vals in values.items():
+        if not vals:
+            continue
+        loads = [x for x, _ in vals]
+        v = [y for _, y in vals]
+        lo, hi = min(v), max(v)
+        rng = fmt(lo) if abs(hi - lo) < 1e-12 else f"{fmt(lo)} … {fmt(hi)}"
+        parts.append(f"{_WL.get(w, w)}: {rng} (loads {min(loads):g}–{max(loads):g})")
+    return "; ".join(parts)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0f} %"
+
+
+def reduction_claim(
+    a: str, b: str, metric: str, lo: float, hi: float, tol: float = 10.0,
+    workload: str | None = None, load_min: float = 0.0, load_max: float = 1.0,
+) -> Callable[[pd.DataFrame], Outcome]:  # fmt: skip
+    """Claim "a's metric is lo–hi % lower than b's" at every selected load."""
+
+    def run(agg: pd.DataFrame) -> Outcome:
+        got: dict[str, list[tuple[float, float]]] = {}
+        for w, load, va, vb in _pairs(agg, a, b, metric, workload):
+            if load_min <= load <= load_max:
+                got.setdefault(w, []).append((load, 100.0 * (1.0 - va / vb)))
+        vals = [r for v in got.values() for _, r in v]
+        if not vals:
+            return Outcome("no load in range measured", NOT_MEASURED)
+        measured = _describe(got, _pct)
+        if all(lo - tol <= r <= hi + tol for r in vals):
+            return Outcome(measured, HOLDS)
+        if all(r > 0 for r in vals):
+            return Outcome(measured, DIRECTION)
+        return Outcome(measured, FAILS)
+
+    return run
+
+
+def ratio_claim(
+    a: str, b: str, metric: str, at_least: float, workload: str | None, load_max: float
+) -> Callable[[pd.DataFrame], Outcome]:
+    """Claim "b's metric is up to ~N× a's" below a load: the best ratio must reach at_least."""
+
+    def run(agg: pd.DataFrame) -> Outcome:
+        got: dict[str, list[tuple[float, float]]] = {}
+        for w, load, va, vb in _pairs(agg, a, b, metric, workload):
+            if load < load_max and va > 0:
+                got.setdefault(w, []).append((load, vb / va))
+        vals = [r for v in got.values() for _, r in v]
+        if not vals:
+            return Outcome(f"no load below {load_max:g} measured", NOT_MEASURED)
+        measured = _describe(got, lambda x: f"{x:.1f}×")
+        if max(vals) >= at_least:
+            return Outcome(measured, HOLDS)
+        if all(r > 1 for r in vals):
+            return Outcome(measured, DIRECTION)
+        return Outcome(measured, FAILS)
+
+    return run
+
+
+def unaffected_claim(a: str, b: str, metric: str, within: float) -> Callable[..., Outcome]:
+    """Claim "a's metric is barely different from b's": |change| ≤ within % at every load."""
+
+    def run(agg: pd.DataFrame) -> Outcome:
+        got: dict[str, list[tuple[float, float]]] = {}
+        for w, load, va, vb in _pairs(agg, a, b, metric):
+            got.setdefault(w, []).append((load, 100.0 * (va / vb - 1.0)))
+        vals = [r for v in got.values() for _, r in v]
+        if not vals:
+            return Outcome("no load measured", NOT_MEASURED)
+        measured = _describe(got, lambda x: f"{x:+.0f} %")
+        return Outcome(measured, HOLDS if all(abs(r) <= within for r in vals) else FAILS)
+
+    return run
+
+
+def overhead_claim(a: str, lo: float, hi: float, tol: float) -> Callable[..., Outcome]:
+    """Claim "replication overhead is lo–hi % of bytes"."""
+
+    def run(agg: pd.DataFrame) -> Outcome:
+        sub = agg[agg["series"] == a]
+        got: dict[str, list[tuple[float, float]]] = {}
+        for _, r in sub.iterrows():
+            if np.isfinite(r["overhead"]):
+                got.setdefault(r["workload"], []).append((float(r["load"]), 100 * r["overhead"]))
+        vals = [v for x in got.values() for _, v in x]
+        if not vals:
+            return Outcome("overhead not recorded", NOT_MEASURED)
+        measured = _describe(got, lambda x: f"{x:.2f} %")
+        ok = all(lo - tol <= v <= hi + tol for v in vals)
+        return Outcome(measured, HOLDS if ok else FAILS)
+
+    return run
+
+
+def slower_claim(
+    a: str, b: str, metric: str, lo: float, hi: float, workload: str
+) -> Callable[..., Outcome]:
+    """Claim "a is lo–hi % slower than b" (on one workload)."""
+
+    def run(agg: pd.DataFrame) -> Outcome:
+        got: dict[str, list[tuple[float, float]]] = {}
+        for w, load, va, vb in _pairs(agg, a, b, metric, workload):
+            got.setdefault(w, []).append((load, 100.0 * (va / vb - 1.0)))
+        vals = [r for v in got.values() for _, r in v]
+        if not vals:
+            return Outcome("not measured on this workload", NOT_MEASURED)
+        measured = _describe(got, lambda x: f"{x:+.0f} %")
+        if all(lo <= v <= hi for v in vals):
+            return Outcome(measured, HOLDS)
+        return Outcome(measured, DIRECTION if all(v > 0 for v in vals) else FAILS)
+
+    return run
+
+
+TOL = "±10 percentage points"
+
+CLAIMS: list[Claim] = [
+    Claim("RF-1", "RepFlow abstract, §V-C (Figs. 8–9)",
+          "RepFlow: 50–70 % lower mean (0,100KB] FCT than TCP at all loads",
+          ("repflow", "tcp"), NS3, f"reduction in 50–70 % {TOL} at every load",
+          reduction_claim("repflow", "tcp", "short_mean", 50, 70)),
+    Claim("RF-2", "RepFlow abstract, §V-C (Figs. 8–9)",
+          "RepFlow: 50–70 % lower 99th-percentile (0,100KB] FCT than TCP at all loads",
+          ("repflow", "tcp"), NS3, f"reduction in 50–70 % {TOL} at every load",
+          reduction_claim("repflow", "tcp", "short_p99", 50, 70)),
+    Claim("RF-3", "RepFlow §V-C (Fig. 8a)",
+          "Web search: mean short-flow FCT −40–45 % vs TCP at loads 0.4–0.8",
+          ("repflow", "tcp"), NS3, f"reduction in 40–45 % {TOL} at loads 0.4–0.8",
+          reduction_claim("repflow", "tcp", "short_mean", 40, 45, workload="websearch",
+                          load_min=0.4, load_max=0.8)),
+    Claim("RF-4", "RepFlow §V-C (Fig. 8b)",
+          "Web search: 99th-pct short-flow FCT up to ~10× lower than TCP below load 0.4",
+          ("repflow", "tcp"), NS3, "best TCP/RepFlow ratio below load 0.4 ≥ 5×",
+          ratio_claim("repflow", "tcp", "short_p99", 5.0, "websearch", 0.4)),
+    Claim("RF-5", "RepFlow §V-C (Fig. 8b)",
+          "Web search: 99th-pct short-flow FCT > 60 % lower than TCP at loads ≥ 0.4",
+          ("repflow", "tcp"), NS3, f"reduction ≥ 60 % ({TOL}) at loads ≥ 0.4",
+          reduction_claim("repflow", "tcp", "short_p99", 60, 100, workload="websearch",
+                          load_min=0.4)),
+    Claim("RF-6", "RepFlow §V-C (Figs. 8c, 9c)",
+          "Large flows (>100KB) barely affected by replication",
+          ("repflow", "tcp"), NS3, "mean (100KB,∞) FCT within ±10 % of TCP at every load",
+          unaffected_claim("repflow", "tcp", "large_mean", 10.0)),
+    Claim("RF-7", "RepFlow §V-E (Table III)",
+          "Replication overhead 1–3.5 % of bytes (web search ~2.8–3.5 %, data mining ~1.1–2.1 %)",
+          ("repflow",), NS3, "every load within 1–3.5 % ± 0.5 points",
+          overhead_claim("repflow", 1.0, 3.5, 0.5)),
+    Claim("RF-8", "RepFlow §V-D (Fig. 12)",
+          "Mean FCT of all flows: RepFlow ~30–50 % below TCP in most cases",
+          ("repflow", "tcp"), NS3, f"reduction in 30–50 % {TOL} at every load",
+          reduction_claim("repflow", "tcp", "all_mean", 30, 50)),
+    Claim("RF-9", "RepFlow §V-D (Fig. 10)",
+          "RepFlow-DCTCP: −40 % mean short-flow FCT vs DCTCP",
+          ("repflow-dctcp", "dctcp"), NS3, f"reduction in 40 % {TOL} at every load",
+          reduction_claim("repflow-dctcp", "dctcp", "short_mean", 40, 40)),
+    Claim("RF-10", "RepFlow §V-D (Fig. 10b)",
+          "RepFlow-DCTCP ~30 % slower than pFabric (mean short-flow FCT, data mining)",
+          ("repflow-dctcp", "pfabric"), NS3, "slower by 15–45 % at every load",
+          slower_claim("repflow-dctcp", "pfabric", "short_mean", 15, 45, "datamining")),
+    Claim("RF-11", "RepFlow §V-D (Fig. 11)",
+          "RepFlow-DCTCP: 99th-pct short-flow FCT ~35 % below DCTCP",
+          ("repflow-dctcp", "dctcp"), NS3, f"reduction in 35 % {TOL} at every load",
+          reduction_claim("repflow-dctcp", "dctcp", "short_p99", 35, 35)),
+    Claim("RF-T1", "RepFlow §II (Table I, Mininet toy)",
+          "Short-flow mean FCT 0.0135 s alone, 0.175 s beside a large flow, 0.105 s replicated",
+          ("tcp", "repflow"), "repflow-toy", "needs the Table I toy scenario"),
+    Claim("SR-1", "SmartRep §V",
+          "SmartRep: 25–50 % below RepFlow (mean and 99th-pct short-flow FCT)",
+          ("smartrep", "repflow"), NS3, f"mean reduction in 25–50 % {TOL}",
+          reduction_claim("smartrep", "repflow", "short_mean", 25, 50)),
+    Claim("SR-2", "SmartRep §V", "HCA alone ~15 % below RepFlow",
+          ("smartrep-hca", "repflow"), NS3, f"mean reduction in 15 % {TOL}",
+          reduction_claim("smartrep-hca", "repflow", "short_mean", 15, 15)),
+    Claim("SR-3", "SmartRep §III", "≥ 25 % of RepFlow copies collide with the original (CRC16)",
+          ("repflow",), "smartrep-collisions", "needs per-copy path records"),
+    Claim("ML-1", "MPTCP-L §V", "MPTCP-L: mean FCT −23.5 %, 99th −29.8 % vs MPTCP",
+          ("mptcp-l", "mptcp"), "mptcp-l", "needs the MPTCP-L scenario"),
+    Claim("ML-2", "MPTCP-L §V", "MPTCP-L retransmits 3 % of packets vs 8 % for MPTCP",
+          ("mptcp-l", "mptcp"), "mptcp-l", "needs the MPTCP-L scenario"),
+    Claim("L2-1", "L²DCT slides",
+          "L²DCT: mean FCT −50 % vs DCTCP, −95 % vs TCP; 99th −37 % vs DCTCP",
+          ("l2dct", "dctcp", "tcp"), "l2dct", "needs the L²DCT scenario"),
+    Claim("FA-1", "FA-DCTCP §IV",
+          "FA-DCTCP: mean −25.5 %, 99th −32.5 % vs DCTCP; long-flow throughput −0.04 %",
+          ("fa-dctcp", "dctcp"), "fa-dctcp", "needs the FA-DCTCP scenario"),
+]  # fmt: skip
+
+
+def evaluate_claims(
+    agg: pd.DataFrame, scenarios: list[str], unavailable: dict[str, str] | None = None
+) -> list[ClaimResult]:
+    """Every claim of :data:`CLAIMS` against the aggregated table of a sweep."""
+    present = set(agg["series"].unique()) if not agg.empty else set()
+    out = []
+    for c in CLAIMS:
+        missing = [s for s in c.schemes if s not in present]
+        if c.scenario not in scenarios:
+            why = f"needs the '{c.scenario}' scenario"
+            if missing:
+                why += f" and scheme(s) {', '.join(missing)}"
+            out.append(ClaimResult(c, why, NOT_MEASURED))
+            continue
+        if missing:
+            notes = []
+            for s in missing:
+                if unavailable and s in unavailable:
+                    notes.append(f"{s} (not in this build)")
+                else:
+                    notes.append(f"{s} (not in this sweep)")
+            out.append(ClaimResult(c, "scheme missing: " + ", ".join(notes), NOT_MEASURED))
+            continue
+        if c.evaluate is None:
+            out.append(ClaimResult(c, c.criterion, NOT_MEASURED))
+            continue
+        o = c.evaluate(agg)
+        out.append(ClaimResult(c, o.measured, o.verdict))
+    return out

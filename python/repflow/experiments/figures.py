@@ -1,0 +1,272 @@
+"""Figures of a sweep (matplotlib, Agg backend; every figure saved as PNG and SVG).
+
+Per workload:
+
+* ``<w>_fct`` — FCT against load per scheme: (0,100KB] mean and 99th percentile, (100KB,∞) mean,
+  overall mean (the RepFlow paper's Figs. 8, 9 and 12), error bars = ±1 standard deviation
+  across seeds;
+* ``<w>_slowdown`` — the same, normalized by each flow's ideal FCT (slowdown), with the
+  analytical model's curves beside them when :mod:`repflow.model` provides them;
+* ``<w>_gain`` — reduction of short-flow mean and 99th-percentile FCT against the baseline;
+* ``<w>_cdf`` — CDFs of short-flow FCT at chosen loads (seeds pooled).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from repflow.experiments.analysis import METRICS, Loaded, aggregate, series_order  # noqa: E402
+
+_KNOWN_COLORS = {
+    "tcp": "#444444",
+    "repflow": "#1f77b4",
+    "dctcp": "#ff7f0e",
+    "repflow-dctcp": "#2ca02c",
+    "pfabric": "#d62728",
+    "smartrep": "#9467bd",
+    "fullrep": "#8c564b",
+    "mptcp": "#e377c2",
+    "mptcp-l": "#bcbd22",
+    "l2dct": "#17becf",
+    "fa-dctcp": "#7f7f7f",
+}
+_MARKERS = "osD^v<>ph*"
+
+
+@dataclass
+class Figure:
+    """A saved figure."""
+
+    name: str
+    title: str
+    png: Path
+    svg: Path
+    workload: str
+
+
+def _color(series: str, i: int) -> str:
+    base = series.split(" (")[0]
+    if base in _KNOWN_COLORS and base == series:
+        return _KNOWN_COLORS[base]
+    return plt.get_cmap("tab10")(i % 10)
+
+
+def workload_title(w: str, labels: dict[str, str]) -> str:
+    """Display name of a workload."""
+    if w in labels:
+        return labels[w]
+    return {"websearch": "Web search", "datamining": "Data mining"}.get(w, w)
+
+
+def _save(fig: plt.Figure, out: Path, name: str) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    png, svg = out / f"{name}.png", out / f"{name}.svg"
+    fig.savefig(png, dpi=110, bbox_inches="tight")
+    fig.savefig(svg, bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    return png, svg
+
+
+def model_curves(
+    workload: str, loads: list[float], short_max: int, init_cwnd: float = 12, mss: int = 1460,
+    schemes: list[str] | None = None,
+) -> dict[str, pd.DataFrame] | None:
+    """The analytical model's normalized FCTs per scheme (columns load, short_mean, short_p99,
+    large_mean), or ``None`` when :mod:`repflow.model` is absent or cannot evaluate them."""
+    try:
+        from repflow.model import fct_table
+    except ImportError:
+        return None
+    try:
+        table = fct_table(workload, loads, k=init_cwnd, S_L=short_max / mss, mss=mss)
+    except Exception:  # noqa: BLE001 - the model is an optional overlay
+        return None
+    out = {}
+    for scheme in ("tcp", "repflow"):
+        if schemes is not None and scheme not in schemes:
+            continue
+        cols = {m: f"{scheme}_{m}" for m in ("short_mean", "short_p99", "large_mean")}
+        if not all(c in table.columns for c in cols.values()):
+            continue
+        df = pd.DataFrame({"load": table["load"]})
+        for m, c in cols.items():
+            df[m] = table[c]
+        out[scheme] = df
+    return out or None
+
+
+def plot_workload(
+    agg: pd.DataFrame,
+    workload: str,
+    order: list[str],
+    out: Path,
+    title: str,
+    normalized: bool,
+    model: dict[str, pd.DataFrame] | None = None,
+) -> Figure:
+    """The four-panel FCT-against-load figure of one workload."""
+    sub = agg[agg["workload"] == workload]
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
+    suffix = "_sd" if normalized else ""
+    for ax, (metric, mtitle) in zip(axes, METRICS, strict=True):
+        col = metric + suffix
+        for i, series in enumerate(order):
+            s = sub[sub["series"] == series].sort_values("load")
+            if s.empty:
+                continue
+            scale = 1.0 if normalized else 1e3
+            y = s[col].to_numpy(dtype=float) * scale
+            err = s[col + "_std"].fillna(0).to_numpy(dtype=float) * scale
+            ax.errorbar(
+                s["load"], y, yerr=err if np.any(err > 0) else None,
+                label=series, color=_color(series, i), marker=_MARKERS[i % len(_MARKERS)],
+                markersize=5, capsize=3, linewidth=1.6,
+            )  # fmt: skip
+        if normalized and model:
+            for scheme, m in model.items():
+                if metric in m.columns:
+                    ax.plot(
+                        m["load"], m[metric], linestyle="--", linewidth=1.2,
+                        color=_color(scheme, order.index(scheme) if scheme in order else 0),
+                        label=f"model: {scheme}",
+                    )  # fmt: skip
+        ax.set_title(mtitle, fontsize=10)
+        ax.set_xlabel("load")
+        ax.set_ylabel("slowdown (FCT / ideal FCT)" if normalized else "FCT (ms)")
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    kind = "normalized FCT (slowdown)" if normalized else "FCT"
+    fig.suptitle(f"{title}: {kind} against load", fontsize=12, y=0.99)
+    fig.legend(handles, labels, loc="upper center", ncol=min(7, len(labels)),
+               bbox_to_anchor=(0.5, 0.95), frameon=False, fontsize=9)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    name = f"{workload}_{'slowdown' if normalized else 'fct'}"
+    png, svg = _save(fig, out, name)
+    return Figure(name, f"{title}: {kind} against load", png, svg, workload)
+
+
+def plot_gain(
+    agg: pd.DataFrame, workload: str, order: list[str], baseline: str, out: Path, title: str
+) -> Figure | None:
+    """Reduction of short-flow FCT against the baseline scheme (percent; higher is better)."""
+    sub = agg[agg["workload"] == workload]
+    base = sub[sub["series"] == baseline].set_index("load")
+    others = [s for s in order if s != baseline]
+    if base.empty or not others:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, metric, mtitle in (
+        (axes[0], "short_mean", "(0, 100KB] mean"),
+        (axes[1], "short_p99", "(0, 100KB] 99th percentile"),
+    ):
+        for i, series in enumerate(order):
+            if series == baseline:
+                continue
+            s = sub[sub["series"] == series].set_index("load")
+            loads = sorted(set(s.index) & set(base.index))
+            if not loads:
+                continue
+            red = [100.0 * (1 - s.loc[x, metric] / base.loc[x, metric]) for x in loads]
+            ax.plot(loads, red, marker=_MARKERS[i % len(_MARKERS)],
+                    color=_color(series, i), label=series)  # fmt: skip
+        if baseline == "tcp" and "repflow" in others:
+            ax.axhspan(50, 70, color="#2ca02c", alpha=0.08, label="paper: RepFlow vs TCP")
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_title(f"{mtitle}: reduction vs {baseline}", fontsize=10)
+        ax.set_xlabel("load")
+        ax.set_ylabel("FCT reduction (%)")
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{title}: short-flow FCT reduction against {baseline}", fontsize=12)
+    fig.tight_layout()
+    png, svg = _save(fig, out, f"{workload}_gain")
+    return Figure(f"{workload}_gain", f"{title}: reduction against {baseline}", png, svg, workload)
+
+
+def plot_cdfs(
+    loaded: Loaded, workload: str, order: list[str], loads: list[float], out: Path, title: str
+) -> Figure | None:
+    """CDFs of short-flow FCT at the grid loads nearest to ``loads``."""
+    avail = sorted({k[2] for k in loaded.short_fcts if k[0] == workload})
+    if not avail:
+        return None
+    wanted = loads or [avail[0], avail[len(avail) // 2], avail[-1]]
+    chosen = sorted({min(avail, key=lambda a, x=x: abs(a - x)) for x in wanted})
+    fig, axes = plt.subplots(1, len(chosen), figsize=(4.6 * len(chosen), 3.6), squeeze=False)
+    for ax, load in zip(axes[0], chosen, strict=True):
+        for i, series in enumerate(order):
+            v = loaded.short_fcts.get((workload, series, load))
+            if v is None or len(v) == 0:
+                continue
+            x = np.sort(v) * 1e3
+            y = np.arange(1, len(x) + 1) / len(x)
+            ax.step(x, y, where="post", color=_color(series, i), label=series, linewidth=1.5)
+        ax.set_xscale("log")
+        ax.set_title(f"load {load:g}", fontsize=10)
+        ax.set_xlabel("(0, 100KB] FCT (ms, log)")
+        ax.set_ylabel("CDF")
+        ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0][0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{title}: CDF of short-flow FCT", fontsize=12)
+    fig.tight_layout()
+    png, svg = _save(fig, out, f"{workload}_cdf")
+    return Figure(f"{workload}_cdf", f"{title}: CDF of short-flow FCT", png, svg, workload)
+
+
+def make_figures(loaded: Loaded, out: Path) -> list[Figure]:
+    """Every figure of a loaded sweep, written under ``out``."""
+    if loaded.points.empty:
+        return []
+    figs_cfg: dict[str, Any] = loaded.sweep.get("spec", {}).get("figures", {})
+    baseline = str(figs_cfg.get("baseline", "tcp"))
+    labels = figs_cfg.get("workload_labels", {}) or {}
+    cdf_loads = [float(x) for x in figs_cfg.get("cdf_loads", []) or []]
+    short_max = int(figs_cfg.get("short_max_bytes", 100_000))
+    agg = aggregate(loaded.points)
+    order = series_order(loaded.points, baseline)
+    base_series = next((s for s in order if s == baseline), None)
+    figures: list[Figure] = []
+    for w in sorted(agg["workload"].unique()):
+        title = workload_title(w, labels)
+        figures.append(plot_workload(agg, w, order, out, title, normalized=False))
+        model = None
+        if figs_cfg.get("model", True):
+            loads = sorted(agg[agg["workload"] == w]["load"].unique().tolist())
+            cfg = loaded.example_config or {}
+            model = model_curves(
+                w, loads, short_max,
+                init_cwnd=float((cfg.get("tcp") or {}).get("init_cwnd", 12)),
+                mss=int((cfg.get("tcp") or {}).get("mss", 1460)),
+                schemes=[s for s in order if s in ("tcp", "repflow")],
+            )  # fmt: skip
+        figures.append(plot_workload(agg, w, order, out, title, normalized=True, model=model))
+        if base_series:
+            g = plot_gain(agg, w, order, base_series, out, title)
+            if g:
+                figures.append(g)
+        c = plot_cdfs(loaded, w, order, cdf_loads, out, title)
+        if c:
+            figures.append(c)
+    return figures
+
+
+def finite(x: float) -> bool:
+    """True for a real number (not NaN/inf)."""
+    return isinstance(x, int | float) and math.isfinite(x)

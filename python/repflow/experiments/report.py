@@ -1,0 +1,333 @@
+"""The report of a stored sweep: figures, one self-contained HTML file and a Markdown twin.
+
+Everything is rebuilt from the store (nothing is simulated) and written to a temporary
+directory first, then moved into place, so a report is never half-written.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from repflow.errors import UserError
+from repflow.experiments.analysis import aggregate, load_sweep, series_order
+from repflow.experiments.claims import (
+    DIRECTION,
+    FAILS,
+    HOLDS,
+    ClaimResult,
+    evaluate_claims,
+)
+from repflow.experiments.figures import Figure, make_figures, workload_title
+from repflow.experiments.spec import SCHEME_AXIS
+from repflow.experiments.store import Store
+from repflow.experiments.units import fmt_seconds, fmt_time
+
+
+@dataclass
+class Report:
+    """Paths of a built report and the claim verdicts."""
+
+    html: Path
+    markdown: Path
+    figures: list[Path]
+    claims: list[ClaimResult]
+    points: int
+    failures: int
+    missing: int
+
+
+# -- small table helper rendering both formats --------------------------------------------------
+
+
+class Table:
+    """A table rendered to HTML and Markdown."""
+
+    def __init__(self, headers: list[str], rows: list[list[str]], classes: list[str] | None = None):
+        self.headers = headers
+        self.rows = rows
+        self.classes = classes
+
+    def html(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
+        body = []
+        for i, r in enumerate(self.rows):
+            cls = f' class="{self.classes[i]}"' if self.classes and self.classes[i] else ""
+            body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+    def md(self) -> str:
+        def esc(s: str) -> str:
+            return s.replace("|", "\\|").replace("\n", " ")
+
+        lines = ["| " + " | ".join(esc(h) for h in self.headers) + " |"]
+        lines.append("|" + "|".join("---" for _ in self.headers) + "|")
+        lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in self.rows]
+        return "\n".join(lines)
+
+
+def _pm(mean: float, std: float, fmt) -> str:
+    if not np.isfinite(mean):
+        return "–"
+    if np.isfinite(std) and std > 0:
+        return f"{fmt(mean)} ± {fmt(std)}"
+    return fmt(mean)
+
+
+def numbers_table(agg: pd.DataFrame, workload: str, order: list[str]) -> Table:
+    """FCT numbers per load and scheme for one workload."""
+    sub = agg[agg["workload"] == workload]
+    headers = ["load", "scheme", "short mean", "short p99", "large mean", "all mean",
+               "short slowdown (mean / p99)", "unfinished", "seeds"]  # fmt: skip
+    rows = []
+    for load in sorted(sub["load"].unique()):
+        for s in order:
+            r = sub[(sub["load"] == load) & (sub["series"] == s)]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            rows.append([
+                f"{load:g}", s,
+                _pm(r.short_mean, r.short_mean_std, fmt_time),
+                _pm(r.short_p99, r.short_p99_std, fmt_time),
+                _pm(r.large_mean, r.large_mean_std, fmt_time),
+                _pm(r.all_mean, r.all_mean_std, fmt_time),
+                f"{r.short_mean_sd:.2f} / {r.short_p99_sd:.2f}",
+                f"{r.unfinished:.0f} of {r.flows:.0f}",
+                f"{int(r.seeds)}",
+            ])  # fmt: skip
+    return Table(headers, rows)
+
+
+def overhead_table(agg: pd.DataFrame, order: list[str], labels: dict[str, str]) -> Table:
+    """Replication overhead (extra bytes, %) per workload, scheme and load (Table III)."""
+    loads = sorted(agg["load"].unique())
+    headers = ["workload", "scheme"] + [f"{x:g}" for x in loads]
+    rows = []
+    for w in sorted(agg["workload"].unique()):
+        for s in order:
+            sub = agg[(agg["workload"] == w) & (agg["series"] == s)].set_index("load")
+            if sub.empty:
+                continue
+            cells = []
+            for x in loads:
+                v = sub["overhead"].get(x, float("nan"))
+                cells.append(f"{100 * v:.2f} %" if np.isfinite(v) else "–")
+            rows.append([workload_title(w, labels), s] + cells)
+    return Table(headers, rows)
+
+
+def claims_table(results: list[ClaimResult]) -> Table:
+    """The claims beside the measured values."""
+    rows, classes = [], []
+    cls = {HOLDS: "holds", DIRECTION: "partial", FAILS: "fails"}
+    for r in results:
+        rows.append([r.claim.id, r.claim.text, r.claim.source, r.claim.criterion, r.measured,
+                     r.verdict])  # fmt: skip
+        classes.append(cls.get(r.verdict, "nm"))
+    return Table(["id", "claim", "source", "criterion", "measured", "verdict"], rows, classes)
+
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1250px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.4}
+h1{font-size:1.6em;margin-bottom:.2em}
+h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.86em}
+th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}tr.holds td:last-child{background:#d8f3d8;font-weight:600}
+tr.partial td:last-child{background:#fff2c8;font-weight:600}
+tr.fails td:last-child{background:#f8d0d0;font-weight:600}tr.nm td:last-child{color:#777}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.8em}
+.meta td:first-child{font-weight:600}.note{color:#555;font-size:.9em}
+"""
+
+
+def _img_html(fig: Figure) -> str:
+    data = base64.b64encode(fig.png.read_bytes()).decode("ascii")
+    return (
+        f'<figure><img alt="{html.escape(fig.title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption class=note>{html.escape(fig.title)}</figcaption></figure>"
+    )
+
+
+def build_report(root: str | Path) -> Report:
+    """Rebuilds figures, ``report.html`` and ``report.md`` of the sweep stored in ``root``."""
+    store = Store(root)
+    loaded = load_sweep(store)
+    if loaded.points.empty:
+        detail = ""
+        if loaded.failures:
+            detail = f"; {len(loaded.failures)} failed, e.g. {loaded.failures[0]['error']}"
+        raise UserError(f"{store.root}: no finished point to report on{detail}")
+    sweep = loaded.sweep
+    spec = sweep.get("spec", {})
+    figs_cfg = spec.get("figures", {})
+    labels = figs_cfg.get("workload_labels", {}) or {}
+    baseline = str(figs_cfg.get("baseline", "tcp"))
+    agg = aggregate(loaded.points)
+    order = series_order(loaded.points, baseline)
+    scenarios = list((spec.get("extra") or {}).get("claims", []))
+    claims = evaluate_claims(agg, scenarios, sweep.get("unavailable"))
+
+    tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=store.root))
+    try:
+        figures = make_figures(loaded, tmp / "figures")
+        agg.to_csv(tmp / "summary.csv", index=False)
+        html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep)
+        (tmp / "report.html").write_text(html_text, encoding="utf-8")
+        (tmp / "report.md").write_text(md_text, encoding="utf-8")
+        # Move into place: the figures directory is swapped, the files replaced.
+        final_figs = store.root / "figures"
+        old = store.root / f".figures-old-{tmp.name}"
+        if final_figs.exists():
+            final_figs.rename(old)
+        (tmp / "figures").rename(final_figs)
+        shutil.rmtree(old, ignore_errors=True)
+        for name in ("summary.csv", "report.md", "report.html"):
+            (tmp / name).replace(store.root / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Report(
+        html=store.root / "report.html",
+        markdown=store.root / "report.md",
+        figures=[store.root / "figures" / f.png.name for f in figures],
+        claims=claims,
+        points=len(loaded.points),
+        failures=len(loaded.failures),
+        missing=len(loaded.missing),
+    )
+
+
+def _render(
+    loaded, agg, order, claims, figures, labels, spec, sweep
+) -> tuple[str, str]:  # noqa: ANN001
+    title = spec.get("title") or sweep.get("name")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    pts = loaded.points
+    meta_rows = [
+        ["experiment", str(sweep.get("name"))],
+        ["spec", str(spec.get("path", ""))],
+        ["repflow version", str(sweep.get("version"))],
+        ["points", f"{len(pts)} finished, {len(loaded.failures)} failed, "
+                   f"{len(loaded.missing)} not computed"],  # fmt: skip
+        ["schemes", ", ".join(order)],
+        ["workloads", ", ".join(workload_title(w, labels) for w in sorted(pts.workload.unique()))],
+        ["loads", ", ".join(f"{x:g}" for x in sorted(pts["load"].unique()))],
+        ["seeds per point", ", ".join(str(s) for s in sorted(agg["seeds"].unique()))],
+        ["simulation time (sum over points)", fmt_seconds(loaded.compute_seconds)],
+        ["flows simulated", f"{int(pts['flows'].sum()):,}"],
+        ["generated", now],
+    ]
+    unavailable = sweep.get("unavailable") or {}
+    if unavailable:
+        meta_rows.append(["schemes not in this build", ", ".join(sorted(unavailable))])
+    meta = Table(["", ""], meta_rows)
+    grid_rows = [[k, ", ".join(str(v) for v in vals)] for k, vals in spec.get("grid", {}).items()]
+    scheme_rows = [
+        [label, json.dumps(ov, sort_keys=True)] for label, ov in (spec.get("schemes") or {}).items()
+    ]
+    base_cfg = _base_view(loaded.example_config, spec)
+    ctab = claims_table(claims)
+    otab = overhead_table(agg, order, labels)
+    by_w: dict[str, list[Figure]] = {}
+    for f in figures:
+        by_w.setdefault(f.workload, []).append(f)
+
+    verdict_counts = {}
+    for c in claims:
+        verdict_counts[c.verdict] = verdict_counts.get(c.verdict, 0) + 1
+    verdict_line = ", ".join(f"{n} {v}" for v, n in verdict_counts.items())
+    notes = (
+        "FCT statistics exclude unfinished flows (counted in the tables). Error bars and ± are "
+        "one standard deviation across seeds. Slowdown = FCT / ideal FCT of the flow alone on "
+        "an idle path. Overhead = extra bytes sent by replicas over application bytes."
+    )
+
+    h: list[str] = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(str(title))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(str(title))}</h1>",
+    ]
+    m: list[str] = [f"# {title}", ""]
+    if spec.get("description"):
+        h.append(f"<p>{html.escape(spec['description'])}</p>")
+        m += [spec["description"], ""]
+    h += ["<h2>Run</h2>", meta.html().replace("<table>", "<table class=meta>", 1)]
+    m += ["## Run", "", meta.md(), ""]
+    h += ["<h2>Published claims beside measured values</h2>",
+          f"<p class=note>{html.escape(verdict_line)}. Verdicts use means across seeds; the "
+          "criterion column states the tolerance.</p>", ctab.html()]  # fmt: skip
+    m += ["## Published claims beside measured values", "", f"{verdict_line}.", "", ctab.md(), ""]
+    for w in sorted(pts["workload"].unique()):
+        wt = workload_title(w, labels)
+        h.append(f"<h2>{html.escape(wt)}</h2>")
+        m += [f"## {wt}", ""]
+        for f in by_w.get(w, []):
+            h.append(_img_html(f))
+            m += [f"![{f.title}](figures/{f.png.name})", ""]
+        nt = numbers_table(agg, w, order)
+        h += [f"<h3>{html.escape(wt)}: numbers</h3>", nt.html()]
+        m += [f"### {wt}: numbers", "", nt.md(), ""]
+    h += ["<h2>Replication overhead (extra bytes)</h2>", otab.html()]
+    m += ["## Replication overhead (extra bytes)", "", otab.md(), ""]
+    h += ["<h2>Notes</h2>", f"<p class=note>{html.escape(notes)}</p>"]
+    m += ["## Notes", "", notes, ""]
+    if loaded.failures:
+        ft = Table(["point", "error"], [
+            [", ".join(f"{k}={v}" for k, v in f["labels"].items()), str(f["error"])]
+            for f in loaded.failures
+        ])  # fmt: skip
+        h += ["<h2>Failed points</h2>", ft.html()]
+        m += ["## Failed points", "", ft.md(), ""]
+    if unavailable:
+        ut = Table(["scheme", "why"], [[k, v] for k, v in sorted(unavailable.items())])
+        h += ["<h2>Schemes not available in this build</h2>", ut.html()]
+        m += ["## Schemes not available in this build", "", ut.md(), ""]
+    gt = Table(["axis", "values"], grid_rows)
+    h += ["<h2>Configuration</h2>", "<h3>Grid</h3>", gt.html()]
+    m += ["## Configuration", "", "### Grid", "", gt.md(), ""]
+    if scheme_rows:
+        st = Table(["scheme label", "configuration overrides"], scheme_rows)
+        h += ["<h3>Scheme labels</h3>", st.html()]
+        m += ["### Scheme labels", "", st.md(), ""]
+    cfg_text = json.dumps(base_cfg, indent=2, sort_keys=False)
+    h += [
+        "<h3>Resolved base configuration</h3>",
+        "<p class=note>Every default filled in; grid axes override the fields they name.</p>",
+        f"<pre>{html.escape(cfg_text)}</pre>",
+    ]
+    m += ["### Resolved base configuration", "", "```json", cfg_text, "```", ""]
+    h.append("</body></html>")
+    return "\n".join(h), "\n".join(m)
+
+
+def _base_view(example: dict[str, Any] | None, spec: dict[str, Any]) -> dict[str, Any]:
+    """A finished point's resolved configuration with grid-controlled fields marked."""
+    if not example:
+        return spec.get("base", {})
+    cfg = json.loads(json.dumps(example))
+    w = cfg.get("workload", {})
+    if isinstance(w, dict) and w.get("cdf_text"):
+        w["cdf_text"] = f"<{len(w['cdf_text'])} characters: the CDF file's text>"
+    for axis in spec.get("grid", {}):
+        if axis == SCHEME_AXIS:
+            continue
+        node = cfg
+        parts = axis.split(".")
+        for p in parts[:-1]:
+            node = node.get(p, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and parts[-1] in node:
+            node[parts[-1]] = "<grid>"
+    return cfg

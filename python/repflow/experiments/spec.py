@@ -1,0 +1,261 @@
+"""Experiment specifications: a base simulator configuration and a grid, as TOML data.
+
+A spec file looks like::
+
+    [experiment]
+    name = "my-study"                    # default output directory: runs/<name>
+    title = "What this measures"
+
+    [base]                               # any simulator configuration (docs/configuration.md)
+    topology = { kind = "fat-tree", k = 8 }
+    workload = { duration = "20ms" }
+
+    [grid]                               # every combination of these values is one point
+    scheme = ["tcp", "repflow"]          # labels; see [schemes]
+    "workload.cdf" = ["websearch", "datamining"]
+    "workload.load" = [0.2, 0.5, 0.8]
+    seed = [1, 2]
+    "tcp.min_rto" = ["1ms", "10ms"]      # any configuration field, by dotted path
+
+    [schemes.repflow]                    # optional: what a scheme label means
+    "scheme.name" = "repflow"            # (default: scheme.name = <label>)
+    "scheme.copies" = 2
+
+    [figures]                            # optional presentation settings
+    baseline = "tcp"
+    cdf_loads = [0.2, 0.8]
+
+A scheme whose configuration this build of the simulator rejects (a scheme that has not
+landed yet) is listed as unavailable and skipped; any other invalid point is an error that
+names the spec file, the point and the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repflow.errors import UserError
+
+#: Grid axis holding scheme labels (resolved through ``[schemes]``).
+SCHEME_AXIS = "scheme"
+#: Grid axes the figures treat specially; any other axis becomes part of the series name.
+WORKLOAD_AXIS = "workload.cdf"
+LOAD_AXIS = "workload.load"
+SEED_AXIS = "seed"
+
+_TOP_KEYS = {"experiment", "base", "grid", "schemes", "figures"}
+
+
+@dataclass
+class FigureSettings:
+    """How figures and the report present a sweep."""
+
+    #: Scheme label that improvements are measured against.
+    baseline: str = "tcp"
+    #: Flows of at most this many bytes are "short" (the papers' (0, 100 KB] bin).
+    short_max_bytes: int = 100_000
+    #: Loads at which CDFs of short-flow FCT are drawn (nearest loads in the grid).
+    cdf_loads: list[float] = field(default_factory=list)
+    #: Display names of workloads.
+    workload_labels: dict[str, str] = field(default_factory=dict)
+    #: Add the analytical model's curves where :mod:`repflow.model` provides them.
+    model: bool = True
+
+
+@dataclass
+class Point:
+    """One grid point: its axis values and its (unresolved) configuration."""
+
+    #: Axis name → value, in grid order (scheme label for the scheme axis).
+    labels: dict[str, Any]
+    #: Base configuration with this point's values applied.
+    config: dict[str, Any]
+
+
+@dataclass
+class Spec:
+    """A parsed experiment specification."""
+
+    name: str
+    title: str
+    description: str
+    base: dict[str, Any]
+    grid: dict[str, list[Any]]
+    schemes: dict[str, dict[str, Any]]
+    figures: FigureSettings
+    #: The file's text (copied into the store so a report shows what ran).
+    text: str = ""
+    path: str = ""
+    #: Free-form extra keys of ``[experiment]`` (e.g. ``paper``).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def scheme_overrides(self, label: str) -> dict[str, Any]:
+        """Dotted-path overrides that a scheme label stands for."""
+        if label in self.schemes:
+            return dict(self.schemes[label])
+        return {"scheme.name": label}
+
+    def points(self) -> list[Point]:
+        """Every combination of the grid's values, in a stable order."""
+        axes = list(self.grid)
+        out = []
+        for values in itertools.product(*(self.grid[a] for a in axes)):
+            cfg = copy.deepcopy(self.base)
+            labels: dict[str, Any] = {}
+            for axis, value in zip(axes, values, strict=True):
+                labels[axis] = value
+                if axis == SCHEME_AXIS:
+                    for path, v in self.scheme_overrides(value).items():
+                        set_path(cfg, path, v)
+                else:
+                    set_path(cfg, axis, value)
+            out.append(Point(labels=labels, config=cfg))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view (stored beside the results)."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "base": self.base,
+            "grid": self.grid,
+            "schemes": self.schemes,
+            "figures": self.figures.__dict__,
+            "extra": self.extra,
+            "path": self.path,
+        }
+
+
+def set_path(cfg: dict[str, Any], path: str, value: Any) -> None:
+    """Sets ``cfg["a"]["b"] = value`` for ``path = "a.b"``, creating tables as needed."""
+    parts = path.split(".")
+    node = cfg
+    for p in parts[:-1]:
+        nxt = node.get(p)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[p] = nxt
+        node = nxt
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (dotted keys pass through)."""
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _err(path: str, msg: str) -> UserError:
+    return UserError(f"{path}: {msg}")
+
+
+def parse_spec(text: str, path: str = "<spec>") -> Spec:
+    """Parses spec text; errors name the file and the key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _err(path, f"not valid TOML: {exc}") from None
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise _err(
+            path,
+            f"unknown table(s) {sorted(unknown)}; accepted: {sorted(_TOP_KEYS)}",
+        )
+    exp = data.get("experiment", {})
+    if not isinstance(exp, dict):
+        raise _err(path, "[experiment] must be a table")
+    name = exp.get("name") or Path(path).stem
+    if not isinstance(name, str) or not name or "/" in name:
+        raise _err(path, "experiment.name must be a non-empty string without '/'")
+    base = data.get("base", {})
+    if not isinstance(base, dict):
+        raise _err(path, "[base] must be a table of simulator configuration")
+    # Dotted keys written as quoted strings ("tcp.min_rto" = ...) become nested tables.
+    nested_base: dict[str, Any] = {}
+    for k, v in flatten(base).items():
+        set_path(nested_base, k, v)
+
+    grid_raw = data.get("grid", {})
+    if not isinstance(grid_raw, dict):
+        raise _err(path, "[grid] must be a table of axis = [values]")
+    grid: dict[str, list[Any]] = {}
+    for axis, values in flatten(grid_raw).items():
+        if not isinstance(values, list) or not values:
+            raise _err(path, f"grid.{axis} must be a non-empty list of values")
+        if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+            raise _err(path, f"grid.{axis} lists a value twice")
+        grid[axis] = values
+    if SCHEME_AXIS in grid and not all(isinstance(s, str) for s in grid[SCHEME_AXIS]):
+        raise _err(path, "grid.scheme must list scheme labels (strings)")
+
+    schemes_raw = data.get("schemes", {})
+    if not isinstance(schemes_raw, dict):
+        raise _err(path, "[schemes] must be a table of label = { dotted.path = value }")
+    schemes: dict[str, dict[str, Any]] = {}
+    for label, overrides in schemes_raw.items():
+        if not isinstance(overrides, dict):
+            raise _err(path, f"schemes.{label} must be a table of configuration overrides")
+        schemes[label] = flatten(overrides)
+
+    fig_raw = data.get("figures", {})
+    figs = FigureSettings()
+    for k, v in fig_raw.items():
+        if k not in figs.__dict__:
+            raise _err(path, f"unknown key figures.{k}; accepted: {sorted(figs.__dict__)}")
+        setattr(figs, k, v)
+    if not isinstance(figs.short_max_bytes, int) or figs.short_max_bytes <= 0:
+        raise _err(path, "figures.short_max_bytes must be a positive integer (bytes)")
+
+    extra = {k: v for k, v in exp.items() if k not in ("name", "title", "description")}
+    return Spec(
+        name=name,
+        title=str(exp.get("title", name)),
+        description=str(exp.get("description", "")),
+        base=nested_base,
+        grid=grid,
+        schemes=schemes,
+        figures=figs,
+        text=text,
+        path=path,
+        extra=extra,
+    )
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Reads and parses a spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read experiment spec ({exc.strerror})") from None
+    return parse_spec(text, str(p))
+
+
+def find_builtin_spec(name: str) -> Path:
+    """Locates ``experiments/<name>.toml``: in the working directory, else in the repository
+    this package was installed from (editable installs)."""
+    candidates = [Path.cwd() / "experiments" / f"{name}.toml"]
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidates.append(parent / "experiments" / f"{name}.toml")
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise UserError(
+        f"experiment spec '{name}.toml' not found in ./experiments/ or the source tree; "
+        "run from the repository root or pass --spec FILE"
+    )

@@ -1,0 +1,268 @@
+"""Planning and running a sweep: resolve every grid point, skip what the store holds, run the
+rest on an executor with a live progress bar, and store each result as it arrives."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from repflow.errors import UserError
+from repflow.experiments.executors import Executor, Runner, make_executor, run_point
+from repflow.experiments.spec import SCHEME_AXIS, Spec, set_path
+from repflow.experiments.store import PointResult, Store, point_key
+from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
+
+#: Simulator throughput used for estimates before any point of a store has been timed:
+#: wall seconds per gigabyte of offered traffic, measured on the development machine
+#: (one core of a 2-core VM) with the quick spec.
+SECONDS_PER_OFFERED_GB = 2.0
+
+
+@dataclass
+class PlannedPoint:
+    """A grid point with its resolved configuration, store key and store status."""
+
+    labels: dict[str, Any]
+    config: dict[str, Any]
+    key: str
+    status: str
+    estimate: float
+
+
+@dataclass
+class Plan:
+    """What a sweep will do."""
+
+    points: list[PlannedPoint]
+    #: Scheme label → why this build cannot run it.
+    unavailable: dict[str, str]
+    #: Multiplier applied to :data:`SECONDS_PER_OFFERED_GB` from timings already in the store.
+    calibration: float = 1.0
+
+    def todo(self, retry_failed: bool = False) -> list[PlannedPoint]:
+        """Points to compute, most expensive first (better packing, honest ETA sooner)."""
+        want = {"missing", "failed"} if retry_failed else {"missing"}
+        pts = [p for p in self.points if p.status in want]
+        return sorted(pts, key=lambda p: -p.estimate)
+
+    def count(self, status: str) -> int:
+        """Points with this store status."""
+        return sum(1 for p in self.points if p.status == status)
+
+
+@dataclass
+class SweepSummary:
+    """The outcome of :func:`run_sweep`."""
+
+    root: Path
+    total: int
+    reused: int
+    computed: int
+    failed: list[str] = field(default_factory=list)
+    skipped_failed: int = 0
+    unavailable: dict[str, str] = field(default_factory=dict)
+    wall: float = 0.0
+    executor: str = ""
+
+    def line(self) -> str:
+        """One-line summary for the terminal."""
+        parts = [
+            f"{self.total} points",
+            f"{self.computed} computed",
+            f"{self.reused} already stored",
+        ]
+        if self.failed:
+            parts.append(f"{len(self.failed)} failed")
+        if self.skipped_failed:
+            parts.append(f"{self.skipped_failed} failed earlier (not retried; --retry-failed)")
+        if self.unavailable:
+            parts.append(f"schemes not in this build: {', '.join(sorted(self.unavailable))}")
+        return f"sweep: {'; '.join(parts)}; {fmt_seconds(self.wall)} wall"
+
+
+def offered_gigabytes(resolved: dict[str, Any]) -> float:
+    """Traffic a configuration offers: hosts × link rate × load × arrival duration."""
+    t = resolved.get("topology", {})
+    kind = t.get("kind")
+    if kind == "fat-tree":
+        hosts = t["k"] ** 3 // 4
+    elif kind == "leaf-spine":
+        hosts = t["leaves"] * t["hosts_per_leaf"]
+    elif kind == "star":
+        hosts = t["hosts"]
+    else:
+        hosts = 4
+    w = resolved.get("workload", {})
+    try:
+        rate = bits_per_second(t.get("link_rate", "1Gbps"))
+        dur = seconds(w.get("duration", "50ms"))
+    except ValueError:
+        return 0.0
+    return hosts * rate * float(w.get("load", 0.5)) * dur / 8 / 1e9
+
+
+def _validate(config: dict[str, Any]) -> dict[str, Any]:
+    from repflow.api import load_config
+
+    return load_config(config)
+
+
+def plan_sweep(spec: Spec, store: Store, version: str | None = None) -> Plan:
+    """Resolves every point of ``spec`` and looks each up in ``store``."""
+    if version is None:
+        from repflow import __version__ as version
+    unavailable: dict[str, str] = {}
+    for label in spec.grid.get(SCHEME_AXIS, []):
+        cfg = _copy(spec.base)
+        for path, v in spec.scheme_overrides(label).items():
+            set_path(cfg, path, v)
+        try:
+            _validate(cfg)
+        except UserError as exc:
+            unavailable[label] = str(exc)
+    points: list[PlannedPoint] = []
+    for p in spec.points():
+        if p.labels.get(SCHEME_AXIS) in unavailable:
+            continue
+        try:
+            resolved = _validate(p.config)
+        except UserError as exc:
+            where = ", ".join(f"{k}={v}" for k, v in p.labels.items())
+            raise UserError(f"{spec.path}: point ({where}): {exc}") from None
+        key = point_key(resolved, version)
+        points.append(
+            PlannedPoint(
+                labels=p.labels, config=resolved, key=key, status=store.status(key),
+                estimate=offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB,
+            )  # fmt: skip
+        )
+    plan = Plan(points=points, unavailable=unavailable)
+    plan.calibration = _calibrate(plan, store)
+    for p in plan.points:
+        p.estimate *= plan.calibration
+    return plan
+
+
+def _calibrate(plan: Plan, store: Store) -> float:
+    """Ratio of measured to estimated wall time over the points already stored."""
+    ratios = []
+    for p in plan.points:
+        if p.status != "done" or p.estimate <= 0:
+            continue
+        t = store.read_timing(p.key)
+        if t and t.get("wall_seconds"):
+            ratios.append(float(t["wall_seconds"]) / p.estimate)
+    return statistics.median(ratios) if len(ratios) >= 3 else 1.0
+
+
+def _copy(obj: Any) -> Any:
+    import copy
+
+    return copy.deepcopy(obj)
+
+
+def estimate_wall(points: list[PlannedPoint], workers: int) -> float:
+    """Rough wall time for ``points`` on ``workers`` parallel workers."""
+    if not points:
+        return 0.0
+    total = sum(p.estimate for p in points)
+    return max(total / max(1, workers), max(p.estimate for p in points))
+
+
+def sweep_record(spec: Spec, plan: Plan, version: str) -> dict[str, Any]:
+    """The content of ``sweep.json``."""
+    return {
+        "name": spec.name,
+        "version": version,
+        "spec": spec.to_dict(),
+        "points": [{"key": p.key, "labels": p.labels} for p in plan.points],
+        "unavailable": plan.unavailable,
+    }
+
+
+def run_sweep(
+    spec: Spec,
+    out: str | Path,
+    executor: str | Executor = "local",
+    jobs: int | None = None,
+    address: str | None = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    runner: Runner = run_point,
+    confirm: Callable[[Plan, float, int], bool] | None = None,
+) -> SweepSummary:
+    """Runs every point of ``spec`` that ``out`` does not already hold.
+
+    ``confirm(plan, expected_seconds, workers)`` is asked before computing; returning
+    ``False`` aborts with :class:`UserError`.
+    """
+    from repflow import __version__
+
+    t0 = time.perf_counter()
+    store = Store(out)
+    plan = plan_sweep(spec, store, __version__)
+    if not plan.points:
+        raise UserError(f"{spec.path}: the grid has no point this build can run")
+    store.prepare()
+    store.write_sweep(sweep_record(spec, plan, __version__), spec.text)
+    todo = plan.todo(retry_failed)
+    summary = SweepSummary(
+        root=store.root,
+        total=len(plan.points),
+        reused=plan.count("done"),
+        computed=0,
+        skipped_failed=0 if retry_failed else plan.count("failed"),
+        unavailable=plan.unavailable,
+    )
+    for label, why in plan.unavailable.items():
+        print(f"sweep: skipping scheme '{label}' (not available in this build: {why})",
+              file=sys.stderr)  # fmt: skip
+    if not todo:
+        summary.wall = time.perf_counter() - t0
+        summary.executor = executor if isinstance(executor, str) else executor.name
+        return summary
+
+    ex = executor if isinstance(executor, Executor) else make_executor(
+        executor, jobs=jobs, address=address, runner=runner
+    )  # fmt: skip
+    summary.executor = ex.name
+    try:
+        expected = estimate_wall(todo, ex.workers)
+        if confirm is not None and not confirm(plan, expected, ex.workers):
+            raise UserError("aborted: nothing was computed")
+        print(
+            f"sweep {spec.name}: {len(plan.points)} points, {summary.reused} stored, "
+            f"{len(todo)} to compute on {ex.name} ({ex.workers} workers), "
+            f"expected ~{fmt_seconds(expected)} → {store.root}",
+            file=sys.stderr,
+        )
+        bar = tqdm(
+            total=len(todo), unit="pt", desc=spec.name, disable=not progress,
+            dynamic_ncols=True, smoothing=0.1, file=sys.stderr,
+        )  # fmt: skip
+
+        def on_result(r: PointResult) -> None:
+            store.write(r)
+            summary.computed += 1
+            if not r.ok:
+                summary.failed.append(r.key)
+                bar.write(f"sweep: point {r.key[:16]} failed: {r.error}", file=sys.stderr)
+            bar.update(1)
+            bar.set_postfix(failed=len(summary.failed), refresh=False)
+
+        try:
+            ex.run([(p.key, p.config) for p in todo], on_result)
+        finally:
+            bar.close()
+    finally:
+        if not isinstance(executor, Executor):
+            ex.close()
+    summary.wall = time.perf_counter() - t0
+    return summary
