@@ -461,6 +461,15 @@ def build_config(
 ) -> dict[str, Any]:
     """Merges file < flags < ``--set`` overrides (unvalidated; see :func:`validate`)."""
     cfg: dict[str, Any] = load_toml(toml_path) if toml_path is not None else {}
+    wl0 = cfg.get("workload")
+    base_cdf = wl0.get("cdf") if isinstance(wl0, dict) else None
     if flags:
         cfg = merge(cfg, flags)
-    return apply_sets(cfg, sets)
+    cfg = apply_sets(cfg, sets)
+    wl = cfg.get("workload")
+    # A file (e.g. an earlier run.json) may carry the text of its CDF; a flag or --set that
+    # names another CDF must not run with the old text.
+    if isinstance(wl, dict) and wl.get("cdf") != base_cdf and wl.get("cdf_text") is not None:
+        if not any(a.split("=", 1)[0].strip() == "workload.cdf_text" for a in sets):
+            wl["cdf_text"] = None
+    return cfg

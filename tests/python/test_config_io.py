@@ -184,3 +184,13 @@ def test_run_json_is_accepted_as_config(tmp_path: Path):
     (tmp_path / "run.json").write_text(json.dumps({"version": "x", "config": cfg}))
     again = config_io.validate(config_io.load_toml(tmp_path / "run.json"))
     assert again == cfg
+
+
+def test_changing_the_cdf_of_a_run_json_drops_its_old_text(tmp_path: Path):
+    cfg = config_io.validate({"workload": {"cdf": "websearch"}})
+    (tmp_path / "run.json").write_text(json.dumps({"config": cfg}))
+    same = config_io.validate(config_io.build_config(tmp_path / "run.json"))
+    assert same["workload"]["cdf_text"] == core.workload_text("websearch")
+    flags = {"workload": {"cdf": "datamining"}}
+    other = config_io.validate(config_io.build_config(tmp_path / "run.json", flags))
+    assert other["workload"]["cdf_text"] == core.workload_text("datamining")

@@ -72,7 +72,7 @@ class SimProgress:
                  events: int) -> bool:  # fmt: skip
         if not self.enabled:
             return True
-        if sim_time < duration or (self.phase == "" and started == 0):
+        if sim_time < duration:
             if self.phase != "arrivals":
                 self._open("arrivals", round(duration * 1e3, 6), "ms", "arrivals (sim ms)")
             self.bar.n = min(round(sim_time * 1e3, 6), self.bar.total)
