@@ -303,3 +303,12 @@ def test_bad_parameters_and_workloads_are_user_errors():
         fct_table("websearch", [0.5], sizes="rounded")
     with pytest.raises(UserError, match="workload"):
         parse_cdf_text("10 1 0\nfoo 1 1\n", "bad.cdf")
+
+
+@pytest.mark.parametrize("reading", ["continuous", "sampled"])
+def test_flow_exactly_at_threshold_is_short(reading):
+    # a point mass at exactly 100,000 B: short, like the simulator's size <= threshold
+    d = dist_of("100000 0\n100000 0.5\n200000 0.5\n200000 1\n", reading=reading)
+    assert integrals(d, K, SL).short_frac == pytest.approx(0.5)
+    d = dist_of("68 1 0\n68 1 0.5\n69 1 0.5\n69 1 1\n", reading=reading)
+    assert integrals(d, K, SL).short_frac == pytest.approx(0.5)

@@ -127,12 +127,11 @@ class SizeDistribution:
             raise UserError(f"mss must be a positive number of bytes, got {mss}")
         pts = [(float(u), float(c)) for u, c in cdf["points"]]
         unit_bytes = float(cdf["unit_bytes"])
-        s = unit_bytes / mss  # packets per unit
         name = str(cdf.get("name", "<cdf>"))
         if reading == "continuous":
-            return cls._continuous(pts, s, name)
+            return cls._continuous(pts, unit_bytes, mss, name)
         if reading == "sampled":
-            return cls._sampled(pts, s, name)
+            return cls._sampled(pts, unit_bytes, mss, name)
         raise UserError(f"sizes reading '{reading}' is unknown (accepted: continuous, sampled)")
 
     @classmethod
@@ -143,20 +142,27 @@ class SizeDistribution:
         return cls.from_cdf(load_cdf(workload), mss=mss, reading=reading)
 
     @classmethod
-    def _continuous(cls, pts: list[tuple[float, float]], s: float, name: str) -> SizeDistribution:
+    def _continuous(
+        cls, pts: list[tuple[float, float]], unit_bytes: float, mss: int, name: str
+    ) -> SizeDistribution:
+        # u * unit_bytes / mss (not u * s): a size exactly at a byte threshold T converts to
+        # exactly T / mss, the value thresholds are given as.
+        def pk(u: float) -> float:
+            return u * unit_bytes / mss
+
         atoms: dict[float, float] = {}
         sa: list[float] = []
         sb: list[float] = []
         sp: list[float] = []
         # Mass at the first point (cumulative value of the first point).
         if pts and pts[0][1] > 0:
-            x = max(1.0, pts[0][0] * s)
+            x = max(1.0, pk(pts[0][0]))
             atoms[x] = atoms.get(x, 0.0) + pts[0][1]
         for (u0, c0), (u1, c1) in zip(pts, pts[1:], strict=False):
             mass = c1 - c0
             if mass <= 0:
                 continue
-            a, b = u0 * s, u1 * s
+            a, b = pk(u0), pk(u1)
             if b <= a:  # vertical step: point mass
                 x = max(1.0, a)
                 atoms[x] = atoms.get(x, 0.0) + mass
@@ -174,7 +180,10 @@ class SizeDistribution:
         return cls._make(atoms, sa, sb, sp, [], [], [], 1.0, name, "continuous")
 
     @classmethod
-    def _sampled(cls, pts: list[tuple[float, float]], s: float, name: str) -> SizeDistribution:
+    def _sampled(
+        cls, pts: list[tuple[float, float]], unit_bytes: float, mss: int, name: str
+    ) -> SizeDistribution:
+        s = unit_bytes / mss  # packets per unit
         # Integer units n >= 1 with P(N = n) = F(n) - F(n-1) (N = max(1, ceil U)).
         unit_atoms: dict[int, float] = {}
         lo_l: list[int] = []
@@ -221,7 +230,7 @@ class SizeDistribution:
         # Units to packets, at least one packet.
         atoms: dict[float, float] = {}
         for n, m in unit_atoms.items():
-            x = max(1.0, n * s)
+            x = max(1.0, n * unit_bytes / mss)
             atoms[x] = atoms.get(x, 0.0) + m
         one_pkt_units = math.ceil(1.0 / s - 1e-9)  # smallest n with n*s >= 1
         lo2: list[int] = []
