@@ -177,3 +177,10 @@ def test_overlay_errors(tmp_path, capsys):
     assert main(["model", "--overlay", str(tmp_path / "bad"), "--out", str(tmp_path / "o")]) == 2
     assert "no-such-cdf" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_overlay_skips_hidden_half_written_points(tmp_path):
+    _write_run(tmp_path / "sweep" / "a", "tcp", 0.4, 1)
+    _write_run(tmp_path / "sweep" / ".tmp-b", "tcp", 0.4, 2)
+    table, _ = overlay_table(tmp_path / "sweep")
+    assert table["runs"].tolist() == [1]

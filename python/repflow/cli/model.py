@@ -221,5 +221,11 @@ def _overlay(args: argparse.Namespace, out: Path) -> int:
     from repflow.model import format_table
 
     print(format_table(table, cols))
+    for wl, model in curves.items():
+        if model.attrs.get("mixed"):
+            print(
+                f"warning: runs of {wl} differ in {', '.join(model.attrs['mixed'])}; "
+                "the model uses the first run's values"
+            )
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

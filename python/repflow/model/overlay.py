@@ -49,7 +49,11 @@ def find_runs(root: Path) -> list[Path]:
     if not root.is_dir():
         raise UserError(f"--overlay: '{root}' is not a directory")
     runs = sorted(
-        p.parent for p in root.rglob("run.json") if (p.parent / "flows.parquet").is_file()
+        p.parent
+        for p in root.rglob("run.json")
+        if (p.parent / "flows.parquet").is_file()
+        # skip hidden directories (e.g. a store's temporary, half-written points)
+        and not any(part.startswith(".") for part in p.parent.relative_to(root).parts)
     )
     if not runs:
         raise UserError(
@@ -132,7 +136,7 @@ def simulated_stats(root: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
         prev = params.setdefault(rp["workload"], rp)
         for f in ("k", "mss", "threshold_bytes", "max_window_bytes"):
             if not math.isclose(prev[f], rp[f]):
-                prev.setdefault("mixed", set()).add(f)
+                prev.setdefault("mixed", set()).add(f)  # the model uses the first run's value
     rows = []
     for (wl, scheme, load), parts in sorted(groups.items()):
         f = pd.concat(parts, ignore_index=True)
@@ -189,6 +193,7 @@ def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, 
             raise UserError(f"--overlay: workload.load {bad[0]} is outside (0, 1)")
         grid = np.unique(np.concatenate([np.linspace(0.02, 0.98, 49), loads]))
         curves[wl] = fct_table(dist, grid, **kw)
+        curves[wl].attrs["mixed"] = sorted(p.get("mixed", ()))
         pts = fct_table(dist, loads, **kw).set_index("load")
         g = g.copy()
         for stat in ("short_mean", "short_p99", "large_mean", "large_p99"):
