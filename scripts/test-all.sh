@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 python3 -m pip install --quiet --upgrade pip
 python3 -m pip install --quiet maturin
-python3 -m pip install --quiet -e '.[test]'
+python3 -m pip install --quiet -e '.[test,ray]'
 echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"

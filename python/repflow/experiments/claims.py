@@ -64,7 +64,9 @@ _WL = {"websearch": "web search", "datamining": "data mining"}
 
 def _pairs(agg: pd.DataFrame, a: str, b: str, metric: str, workload: str | None = None):
     """(workload, load, value of a, value of b) for loads where both schemes were measured."""
-    out = []
+    out: list[tuple[str, float, float, float]] = []
+    if metric not in agg.columns:
+        return out
     for w in sorted(agg["workload"].unique()):
         if workload and w != workload:
             continue

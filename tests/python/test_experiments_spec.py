@@ -1,0 +1,175 @@
+"""Experiment specs, store keys, the store's atomic layout and the claims logic (no simulation)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from repflow.errors import UserError
+from repflow.experiments import claims as cl
+from repflow.experiments.spec import find_builtin_spec, load_spec, parse_spec
+from repflow.experiments.store import PointResult, Store, point_key, table_to_ipc
+from repflow.experiments.sweep import plan_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+
+SPEC = """
+[experiment]
+name = "t"
+[base]
+topology = { kind = "star", hosts = 4 }
+workload = { duration = "2ms" }
+[grid]
+scheme = ["tcp", "rep3"]
+"workload.load" = [0.2, 0.4]
+seed = [1, 2]
+tcp.min_rto = ["1ms"]
+[schemes.rep3]
+scheme.name = "repflow"
+"scheme.copies" = 3
+"""
+
+
+def test_grid_expands_every_combination_with_dotted_paths_and_scheme_labels():
+    spec = parse_spec(SPEC, "t.toml")
+    pts = spec.points()
+    assert len(pts) == 2 * 2 * 2 * 1
+    assert list(spec.grid) == ["scheme", "workload.load", "seed", "tcp.min_rto"]
+    rep = [p for p in pts if p.labels["scheme"] == "rep3"]
+    assert all(p.config["scheme"] == {"name": "repflow", "copies": 3} for p in rep)
+    tcp = [p for p in pts if p.labels["scheme"] == "tcp"]
+    assert all(p.config["scheme"] == {"name": "tcp"} for p in tcp)
+    assert {p.config["workload"]["load"] for p in pts} == {0.2, 0.4}
+    assert all(p.config["tcp"]["min_rto"] == "1ms" for p in pts)
+    assert all(p.config["topology"] == {"kind": "star", "hosts": 4} for p in pts)
+    assert all(p.config["workload"]["duration"] == "2ms" for p in pts)
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("[grid]\nseed = []", "grid.seed"),
+        ("[grid]\nseed = 3", "grid.seed"),
+        ("[grid]\nseed = [1, 1]", "twice"),
+        ("[bogus]\nx = 1", "unknown table"),
+        ("[figures]\ncolour = 1", "figures.colour"),
+        ("[grid\n", "not valid TOML"),
+    ],
+)
+def test_bad_specs_are_one_clear_line(text, needle):
+    with pytest.raises(UserError) as e:
+        parse_spec(text, "bad.toml")
+    assert "bad.toml" in str(e.value) and needle in str(e.value)
+
+
+def test_shipped_specs_parse_and_cover_the_paper_grid():
+    full = load_spec(REPO / "experiments" / "repflow-paper.toml")
+    assert full.base["topology"]["k"] == 16
+    assert full.base["workload"]["duration"] == "500ms"
+    assert full.grid["workload.load"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    assert len(full.grid["seed"]) == 10
+    assert {"tcp", "repflow"} <= set(full.grid["scheme"])
+    quick = load_spec(find_builtin_spec("repflow-paper-quick"))
+    assert quick.name == "repflow-paper-quick" and quick.base["topology"]["k"] == 8
+    assert "repflow-ns3" in quick.extra["claims"]
+
+
+def test_key_depends_on_resolved_config_seed_and_version(tmp_path):
+    from repflow import load_config
+
+    a = load_config({"topology": {"kind": "star", "hosts": 4}, "seed": 1})
+    # Same configuration written differently (defaults explicit) → same key.
+    b = load_config({"topology": {"kind": "star", "hosts": 4, "k": 8}, "seed": 1})
+    assert point_key(a, "1") == point_key(b, "1")
+    c = load_config({"topology": {"kind": "star", "hosts": 4}, "seed": 2})
+    assert point_key(a, "1") != point_key(c, "1")
+    assert point_key(a, "1") != point_key(a, "2")
+
+
+def test_unavailable_scheme_is_skipped_not_fatal_but_bad_point_is(tmp_path):
+    spec = parse_spec(SPEC.replace('["tcp", "rep3"]', '["tcp", "carrier-pigeon"]'), "t.toml")
+    plan = plan_sweep(spec, Store(tmp_path / "s"), "v")
+    assert set(plan.unavailable) == {"carrier-pigeon"}
+    assert "scheme.name" in plan.unavailable["carrier-pigeon"]
+    assert len(plan.points) == 4 and all(p.status == "missing" for p in plan.points)
+    bad = parse_spec(SPEC.replace("[0.2, 0.4]", "[0.2, 1.5]"), "t.toml")
+    with pytest.raises(UserError) as e:
+        plan_sweep(bad, Store(tmp_path / "s"), "v")
+    assert "workload.load" in str(e.value) and "t.toml" in str(e.value)
+
+
+def _result(key: str, ok: bool = True) -> PointResult:
+    t = pa.table({"id": [0, 1], "fct": [0.1, float("nan")]})
+    if ok:
+        return PointResult(key, True, table_to_ipc(t), {"version": "v", "config": {}}, wall=1.0)
+    return PointResult(key, False, error="RuntimeError: boom", traceback="tb")
+
+
+def test_store_writes_points_atomically_and_cleans_leftovers(tmp_path):
+    store = Store(tmp_path)
+    store.prepare()
+    leftover = store.points_dir / ".tmp-deadbeef-1234"
+    leftover.mkdir()
+    (leftover / "flows.parquet").write_bytes(b"half")
+    store.prepare()
+    assert not leftover.exists()
+    k1, k2 = "a" * 64, "b" * 64
+    store.write(_result(k1))
+    store.write(_result(k2, ok=False))
+    assert store.status(k1) == "done" and store.status(k2) == "failed"
+    assert store.status("c" * 64) == "missing"
+    assert json.loads((store.point_dir(k1) / "run.json").read_text())["key"] == k1
+    assert store.read_error(k2)["error"] == "RuntimeError: boom"
+    # A retried failed point replaces its error directory.
+    store.write(_result(k2))
+    assert store.status(k2) == "done"
+    assert not (store.point_dir(k2) / "error.json").exists()
+    assert not list(store.points_dir.glob(".tmp-*"))
+
+
+def _agg(rows):
+    return pd.DataFrame(rows, columns=["workload", "series", "load", "short_mean", "overhead"])
+
+
+def test_claim_verdicts():
+    holds = _agg([
+        ("websearch", "tcp", 0.2, 10.0, 0.0), ("websearch", "repflow", 0.2, 4.0, 0.03),
+        ("websearch", "tcp", 0.6, 10.0, 0.0), ("websearch", "repflow", 0.6, 3.5, 0.03),
+    ])  # fmt: skip
+    f = cl.reduction_claim("repflow", "tcp", "short_mean", 50, 70)
+    assert f(holds).verdict == cl.HOLDS
+    assert "60 %" in f(holds).measured and "65 %" in f(holds).measured
+    small = holds.assign(short_mean=[10.0, 9.0, 10.0, 8.0])
+    assert f(small).verdict == cl.DIRECTION
+    worse = holds.assign(short_mean=[10.0, 11.0, 10.0, 8.0])
+    assert f(worse).verdict == cl.FAILS
+    ov = cl.overhead_claim("repflow", 1.0, 3.5, 0.5)
+    assert ov(holds).verdict == cl.HOLDS
+    assert ov(holds.assign(overhead=[0, 0.2, 0, 0.03])).verdict == cl.FAILS
+    res = cl.evaluate_claims(holds, ["repflow-ns3"], {"dctcp": "unknown variant"})
+    by = {r.claim.id: r for r in res}
+    assert by["RF-1"].verdict == cl.HOLDS
+    assert by["RF-9"].verdict == cl.NOT_MEASURED and "not in this build" in by["RF-9"].measured
+    assert by["ML-1"].verdict == cl.NOT_MEASURED
+    # Without the scenario tag nothing is judged.
+    assert all(r.verdict == cl.NOT_MEASURED for r in cl.evaluate_claims(holds, []))
+
+
+def test_point_metrics_bins_and_unfinished():
+    from repflow.experiments.analysis import point_metrics
+
+    flows = pd.DataFrame({
+        "size": [1000, 100_000, 100_001, 5_000_000],
+        "fct": [0.001, 0.003, np.nan, 0.2],
+        "slowdown": [2.0, 3.0, np.nan, 1.5],
+        "bytes_sent": [2000, 200_000, 50_000, 5_000_000],
+    })  # fmt: skip
+    m = point_metrics(flows, 100_000)
+    assert m["short_mean"] == pytest.approx(0.002)
+    assert m["large_mean"] == pytest.approx(0.2)
+    assert m["unfinished"] == 1 and m["flows"] == 4 and m["short_flows"] == 2
+    assert m["short_p99"] == pytest.approx(np.percentile([0.001, 0.003], 99))

@@ -1,0 +1,246 @@
+"""Sweeps with the real simulator on tiny configurations: resuming, idempotence, executors,
+failures, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from repflow.experiments import build_report, parse_spec, run_sweep
+from repflow.experiments.executors import run_point
+from repflow.experiments.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY = """
+[experiment]
+name = "tiny"
+claims = ["repflow-ns3"]
+[base]
+topology = { kind = "fat-tree", k = 4 }
+workload = { duration = "3ms", drain = "1s" }
+[grid]
+scheme = ["tcp", "repflow"]
+"workload.cdf" = ["websearch"]
+"workload.load" = [0.3, 0.6]
+seed = [1, 2]
+"""
+
+
+def tiny_spec(text: str = TINY):
+    return parse_spec(text, "tiny.toml")
+
+
+def store_snapshot(root: Path) -> dict[str, tuple[pd.DataFrame, dict]]:
+    """Every finished point: records and run.json (timing.json is the only volatile file)."""
+    store = Store(root)
+    out = {}
+    for d in sorted(store.points_dir.iterdir()):
+        if d.name.startswith("."):
+            continue
+        assert (d / "run.json").exists(), f"{d} is incomplete"
+        run = json.loads((d / "run.json").read_text())
+        out[d.name] = (pd.read_parquet(d / "flows.parquet"), run)
+    return out
+
+
+def assert_same_store(a: Path, b: Path) -> None:
+    sa, sb = store_snapshot(a), store_snapshot(b)
+    assert sorted(sa) == sorted(sb)
+    for k in sa:
+        pd.testing.assert_frame_equal(sa[k][0], sb[k][0], check_exact=True)
+        assert sa[k][1] == sb[k][1], k
+
+
+def stored_at(root: Path) -> dict[str, float]:
+    return {
+        d.name: json.loads((d / "timing.json").read_text())["stored_at"]
+        for d in (root / "points").iterdir()
+        if not d.name.startswith(".")
+    }
+
+
+def test_sweep_twice_computes_each_point_once(tmp_path):
+    out = tmp_path / "s"
+    first = run_sweep(tiny_spec(), out, jobs=2, progress=False)
+    assert (first.total, first.computed, first.reused, first.failed) == (8, 8, 0, [])
+    for _, (flows, run) in store_snapshot(out).items():
+        assert len(flows) > 0 and run["config"]["topology"]["k"] == 4
+    stamps = stored_at(out)
+    second = run_sweep(tiny_spec(), out, jobs=2, progress=False)
+    assert (second.computed, second.reused) == (0, 8)
+    assert stored_at(out) == stamps  # nothing was rewritten
+    # Growing the grid computes only the new points.
+    grown = tiny_spec(TINY.replace("seed = [1, 2]", "seed = [1, 2, 3]"))
+    third = run_sweep(grown, out, jobs=2, progress=False)
+    assert (third.computed, third.reused) == (4, 8)
+
+
+def failing_runner(key, config):
+    """Fails every point of seed 2; runs the others for real."""
+    if config["seed"] == 2:
+        raise RuntimeError("injected failure for seed 2")
+    return run_point(key, config)
+
+
+def test_failing_point_is_recorded_and_others_complete(tmp_path):
+    out = tmp_path / "s"
+    s = run_sweep(tiny_spec(), out, jobs=2, progress=False, runner=failing_runner)
+    assert s.computed == 8 and len(s.failed) == 4
+    store = Store(out)
+    sweep = store.read_sweep()
+    for pt in sweep["points"]:
+        status = store.status(pt["key"])
+        if pt["labels"]["seed"] == 2:
+            assert status == "failed"
+            err = store.read_error(pt["key"])
+            assert "injected failure for seed 2" in err["error"]
+            assert "Traceback" in err["traceback"]
+        else:
+            assert status == "done"
+    # A plain rerun keeps the failures; --retry-failed recomputes exactly those.
+    again = run_sweep(tiny_spec(), out, jobs=2, progress=False)
+    assert again.computed == 0 and again.skipped_failed == 4
+    retry = run_sweep(tiny_spec(), out, jobs=2, progress=False, retry_failed=True)
+    assert retry.computed == 4 and not retry.failed
+    # The report names nothing failed any more and covers all 8 points.
+    rep = build_report(out)
+    assert rep.points == 8 and rep.failures == 0
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _sweep_cmd(spec: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "repflow", "sweep", str(spec), "--out", str(out),
+            "--jobs", "1", "--no-report", "--no-progress"]  # fmt: skip
+
+
+def test_killed_sweep_resumes_to_the_same_store(tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY.replace("seed = [1, 2]", "seed = [1, 2, 3]"))
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_sweep_cmd(spec, killed), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    points = killed / "points"
+    while time.monotonic() < deadline:
+        done = [d for d in points.glob("[!.]*")] if points.exists() else []
+        if len(done) >= 2:
+            break
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    workers = children(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = [d for d in points.iterdir() if not d.name.startswith(".")]
+    assert 2 <= len(partial) < 12, "the sweep should have been killed mid-way"
+    # No orphan worker keeps simulating after the driver died.
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in workers)
+    resumed = subprocess.run(_sweep_cmd(spec, killed), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(partial)} already stored" in resumed.stderr
+    clean = tmp_path / "clean"
+    full = subprocess.run(_sweep_cmd(spec, clean), capture_output=True, text=True)
+    assert full.returncode == 0, full.stderr
+    assert_same_store(killed, clean)
+    assert not list(points.glob(".tmp-*"))
+
+
+def test_ray_and_local_executors_store_identical_results(tmp_path):
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'repflow[ray]')")
+    from repflow.experiments.executors import RayExecutor
+
+    local = tmp_path / "local"
+    run_sweep(tiny_spec(), local, jobs=2, progress=False)
+    ex = RayExecutor(local_cpus=2)
+    try:
+        assert ex.name == "ray" and ex.workers == 2
+        s = run_sweep(tiny_spec(), tmp_path / "ray", executor=ex, progress=False)
+    finally:
+        ex.close()
+    assert s.computed == 8 and not s.failed
+    timing = json.loads(next((tmp_path / "ray" / "points").glob("*/timing.json")).read_text())
+    assert timing["executor"]
+    assert_same_store(local, tmp_path / "ray")
+
+
+def test_report_builds_from_store_without_simulating(tmp_path, monkeypatch):
+    out = tmp_path / "s"
+    run_sweep(tiny_spec(), out, jobs=2, progress=False)
+
+    def no_sim(*a, **k):
+        raise AssertionError("report must not simulate")
+
+    import repflow.api
+
+    monkeypatch.setattr(repflow.api, "simulate", no_sim)
+    from repflow.cli import main
+
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    assert html.count("data:image/png;base64,") >= 4  # self-contained
+    assert "src=\"figures/" not in html
+    for needle in ("Published claims", "RF-1", "Replication overhead", "tcp", "repflow"):
+        assert needle in html and needle in md
+    for name in ("websearch_fct", "websearch_slowdown", "websearch_cdf", "websearch_gain"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 1000
+        assert (out / "figures" / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+        assert f"figures/{name}.png" in md
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary["series"]) == {"tcp", "repflow"}
+    assert set(summary["load"]) == {0.3, 0.6}
+    assert (summary["seeds"] == 2).all()
+    assert not list(out.glob(".report-*"))
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    from repflow.cli import main
+
+    assert main(["report", str(tmp_path)]) == 2
+    assert "not an experiment directory" in capsys.readouterr().err
+    assert main(["sweep", str(tmp_path / "nope.toml")]) == 2
+    assert "cannot read experiment spec" in capsys.readouterr().err
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY)
+    args = ["sweep", str(spec), "--out", str(tmp_path / "o"), "--address", "auto"]
+    assert main(args) == 2
+    assert "--address only applies" in capsys.readouterr().err
+
+
+def test_full_reproduce_asks_before_a_long_run(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "repflow", "reproduce", "--out", str(tmp_path / "full")],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "expected duration" in r.stderr and "--yes" in r.stderr
+    assert not list((tmp_path / "full" / "points").glob("*"))
