@@ -191,7 +191,10 @@ def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, 
         bad = [x for x in loads if not 0 < x < 1]
         if bad:
             raise UserError(f"--overlay: workload.load {bad[0]} is outside (0, 1)")
-        grid = np.unique(np.concatenate([np.linspace(0.02, 0.98, 49), loads]))
+        # curves over the simulated range (plus a margin), so the model's blow-up near 1
+        # does not flatten the comparison
+        top = min(0.98, max(loads) + 0.1)
+        grid = np.unique(np.concatenate([np.linspace(0.02, top, 49), loads]))
         curves[wl] = fct_table(dist, grid, **kw)
         curves[wl].attrs["mixed"] = sorted(p.get("mixed", ()))
         pts = fct_table(dist, loads, **kw).set_index("load")

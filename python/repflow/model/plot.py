@@ -94,7 +94,8 @@ def overlay_figure(
                     alpha=0.8, ms=5, lw=0.8, label=f"simulated {scheme}")  # fmt: skip
         ax.set_title(ptitle, fontsize=10)
         ax.set_xlabel("load")
-        ax.set_ylabel("normalized FCT (slowdown)")
+        ax.set_ylabel("normalized FCT (slowdown, log scale)")
+        ax.set_yscale("log")
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
