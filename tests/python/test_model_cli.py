@@ -184,3 +184,13 @@ def test_overlay_skips_hidden_half_written_points(tmp_path):
     _write_run(tmp_path / "sweep" / ".tmp-b", "tcp", 0.4, 2)
     table, _ = overlay_table(tmp_path / "sweep")
     assert table["runs"].tolist() == [1]
+
+
+def test_cli_sampled_sizes_match_the_api(tmp_path):
+    out = tmp_path / "s"
+    assert main(["model", "--loads", "0.4", "--sizes", "sampled", "--out", str(out)]) == 0
+    csv = pd.read_csv(out / "model-websearch.csv")
+    ref = fct_table("websearch", 0.4, sizes="sampled")
+    cont = fct_table("websearch", 0.4)
+    assert csv["tcp_short_p99"].iloc[0] == pytest.approx(ref["tcp_short_p99"].iloc[0])
+    assert csv["tcp_short_p99"].iloc[0] != pytest.approx(cont["tcp_short_p99"].iloc[0])

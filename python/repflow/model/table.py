@@ -66,8 +66,10 @@ def as_distribution(
     return SizeDistribution.from_workload(str(workload), mss=mss, reading=sizes)
 
 
-def check_loads(loads: Iterable[float]) -> list[float]:
-    """Validates loads: finite numbers strictly between 0 and 1."""
+def check_loads(loads: Iterable[float] | float) -> list[float]:
+    """Validates loads: finite numbers strictly between 0 and 1 (a single number is allowed)."""
+    if isinstance(loads, int | float | np.floating | str):
+        loads = [loads]
     out = []
     for x in loads:
         try:
@@ -100,7 +102,7 @@ def model_params(k: float, M: float, S_L: float, eps: float | None, p: float, n:
 
 def fct_table(
     workload: str | SizeDistribution | dict,
-    loads: Iterable[float],
+    loads: Iterable[float] | float,
     k: float = DEFAULT_K,
     M: float = DEFAULT_M,
     S_L: float = DEFAULT_S_L,
