@@ -54,6 +54,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
             seed=args.seed,
             prefix=args.prefix,
             progress=_say,
+            host_shaping=not args.no_host_shaping,
         )
     took = time.perf_counter() - t0
     print(
@@ -165,6 +166,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="DropTail limit of every egress queue in packets (default 50)",
     )
     p.add_argument("--seed", type=int, default=1, help="fixes each switch's ECMP hash seed")
+    p.add_argument(
+        "--no-host-shaping",
+        action="store_true",
+        help="leave host egress unshaped (hosts send at veth speed; switches shape)",
+    )
     _add_common(p)
     p.set_defaults(func=_cmd_up)
 
@@ -212,6 +218,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cancel",
         action="store_true",
         help="abort the losing copy once a replicated flow completes (not in the paper)",
+    )
+    p.add_argument(
+        "--host-shaping",
+        action="store_true",
+        help="also shape host egress to the link rate (then the large flow queues in H2's own "
+        "qdisc, not at S1, and the head-of-line blocking of Table I mostly disappears)",
     )
     p.add_argument("--out", help="optional directory for the per-flow results (toy.json)")
     p.add_argument("--prefix", default="rftoy-", help="name prefix (default rftoy-)")

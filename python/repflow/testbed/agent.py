@@ -210,10 +210,11 @@ def flows(
         open_copies[fid] = cs
 
     def finish_copy(c: _Copy) -> None:
+        # the receiver has every byte once it acknowledged: close with RST so no TIME_WAIT
+        # blocks reusing this five-tuple in the next flow or run
         with contextlib.suppress(KeyError, ValueError):
             sel.unregister(c.sock)
-        c.sock.close()
-        c.closed = True
+        c.abort()
 
     if parallel:
         for fid in range(count):

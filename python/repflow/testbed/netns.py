@@ -206,10 +206,17 @@ def tbf_burst(rate_bps: int) -> int:
     return max(2 * FRAME_BYTES, rate_bps // 8000)
 
 
-def node_tc_batch(topo: Topology, node: str, rate_bps: int, buffer: int) -> list[str]:
-    """``tc -n <ns> -batch`` lines: tbf at the link rate with a pfifo DropTail child per port."""
+def node_tc_batch(
+    topo: Topology, node: str, rate_bps: int, buffer: int, host_shaping: bool = True
+) -> list[str]:
+    """``tc -n <ns> -batch`` lines: tbf at the link rate with a pfifo DropTail child per port.
+
+    With ``host_shaping`` off, hosts send at veth speed and only switch ports are shaped.
+    """
     burst = tbf_burst(rate_bps)
-    lines = []
+    lines: list[str] = []
+    if topo.nodes[node].kind == "host" and not host_shaping:
+        return lines
     for nb in topo.neighbours(node):
         dev = port_name(nb)
         # tbf's own limit only matters for its default child, which pfifo replaces
@@ -314,6 +321,7 @@ class Testbed:
     buffer: int
     seed: int
     hash_seed: bool
+    host_shaping: bool = True
 
     @classmethod
     def from_state(cls, state: dict) -> Testbed:
@@ -394,6 +402,7 @@ def up(
     seed: int,
     prefix: str = DEFAULT_PREFIX,
     progress: Callable[[str], None] | None = None,
+    host_shaping: bool = True,
 ) -> Testbed:
     """Creates the testbed; on any failure (or Ctrl-C) removes what it created and re-raises."""
     check_prefix(prefix)
@@ -437,7 +446,7 @@ def up(
                 f"exist but no state says this tool made them; delete them yourself (`ip netns "
                 f"del NAME`) or run `repflow testbed down --force --prefix {prefix}`"
             )
-        tb = Testbed(prefix, topo, rate_bps, buffer, seed, feats["hash_seed"])
+        tb = Testbed(prefix, topo, rate_bps, buffer, seed, feats["hash_seed"], host_shaping)
         state = {
             "prefix": prefix,
             "status": "building",
@@ -448,6 +457,7 @@ def up(
             "buffer": buffer,
             "seed": seed,
             "hash_seed": feats["hash_seed"],
+            "host_shaping": host_shaping,
         }
         _write_state(prefix, state)
         try:
@@ -518,7 +528,8 @@ def _build(tb: Testbed, say: Callable[[str], None]) -> None:
         try:
             run(
                 ["tc", "-n", tb.ns(node), "-batch", "-"],
-                stdin="\n".join(node_tc_batch(topo, node, tb.rate_bps, tb.buffer)) + "\n",
+                stdin="\n".join(node_tc_batch(topo, node, tb.rate_bps, tb.buffer, tb.host_shaping))
+                + "\n",
                 what=f"qdiscs of {node}",
             )
         except CommandError as exc:

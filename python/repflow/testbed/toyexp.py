@@ -1,0 +1,276 @@
+"""RepFlow's toy example (Fig. 3, Table I) on the namespace testbed.
+
+Topology: edge switches S1, S2; middle switches S3, S4; H1, H2 under S1; H3, H4 under S2; every
+link at 50 Mb/s. A persistent large flow H2 → H4 and back-to-back 10-packet flows H1 → H3, in
+three scenarios: the short flows alone, beside the large flow, and beside it with every short
+flow replicated once (copy 2 goes to destination port + 1, same source port, first
+acknowledgement wins — as in the paper's Mininet implementation).
+
+A flow's FCT is measured at the sender from the start of ``connect()`` to the receiver's 1-byte
+acknowledgement of the last byte (so it includes the handshake). Source ports are drawn from the
+seed, so every scenario uses the same five-tuples and the same ECMP paths.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from repflow.errors import UserError
+from repflow.testbed import netns
+from repflow.testbed.checks import AGENT, agent, sinks
+from repflow.testbed.topology import port_name, toy
+from repflow.testbed.units import format_rate, parse_rate
+
+#: Table I of the RepFlow paper (Mininet, 50 Mb/s links with 1 ms delay): (mean, 99th) seconds.
+PAPER = {
+    "alone": (0.0135, 0.0145),
+    "large": (0.175, 0.490),
+    "replicated": (0.105, 0.212),
+}
+LABELS = {
+    "alone": "without the large flow",
+    "large": "with the large flow",
+    "replicated": "with the large flow and replication",
+}
+SHORT_BYTES = 10 * 1460
+PORT = 6001
+LARGE_PORT = 6101
+
+
+@dataclass
+class Scenario:
+    """Measured short-flow FCTs of one scenario."""
+
+    name: str
+    fct: list[float]
+    unfinished: int
+    #: fraction of short flows all of whose copies hashed onto the large flow's middle switch
+    collided: float
+    #: rate S1 forwarded towards S3 and S4 during the scenario (all flows)
+    s1_uplink_mbps: float
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.fct)) if self.fct else math.nan
+
+    @property
+    def p99(self) -> float:
+        return float(np.percentile(self.fct, 99)) if self.fct else math.nan
+
+
+def _middle_of(hops: list[dict]) -> str | None:
+    for h in hops:
+        if h["ttl"] == 2 and h["kind"] == "time-exceeded":
+            return h["addr"]
+    return None
+
+
+def run_toy(
+    tb: netns.Testbed,
+    flows: int,
+    seed: int,
+    cancel: bool = False,
+    say: Callable[[str], None] = lambda _m: None,
+    warmup: float = 1.0,
+) -> list[Scenario]:
+    """Runs the three scenarios on an up toy testbed and returns their measurements."""
+    topo = tb.topo
+    h1, h2, h3, h4 = (topo.nodes[n] for n in ("h1", "h2", "h3", "h4"))
+    rng = random.Random(seed)
+    sports = rng.sample(range(20000, 60000), flows)
+    large_sport = rng.randrange(60001, 65000)
+    by_addr = topo.node_by_addr()
+    # which middle switch each five-tuple hashes to (TTL-2 probes)
+    say("probing the paths of every five-tuple (TTL 2)")
+    sp = ",".join(map(str, sports))
+    short_paths = [
+        agent(
+            tb,
+            "h1",
+            ["probe", "--dst", h3.addr, "--dport", str(PORT + i), "--sports", sp, "--max-ttl", "2"],
+        )
+        for i in range(2)
+    ]
+    large_hops = agent(
+        tb,
+        "h2",
+        [
+            "probe",
+            "--dst",
+            h4.addr,
+            "--dport",
+            str(LARGE_PORT),
+            "--sports",
+            str(large_sport),
+            "--max-ttl",
+            "2",
+        ],
+    )
+    large_mid = _middle_of(large_hops[str(large_sport)])  # type: ignore[index]
+    say(f"large flow H2->H4 hashes via {by_addr.get(large_mid or '', '?')}")
+    results = []
+    with sinks(tb, ["h3"], [PORT, PORT + 1]), sinks(tb, ["h4"], [LARGE_PORT]):
+        for name in ("alone", "large", "replicated"):
+            copies = 2 if name == "replicated" else 1
+            large = None
+            before = tb.qdisc_stats(["s1"])
+            t0 = time.perf_counter()
+            if name != "alone":
+                large = tb.popen_in(
+                    "h2",
+                    [
+                        *AGENT,
+                        "flows",
+                        "--dst",
+                        h4.addr,
+                        "--port",
+                        str(LARGE_PORT),
+                        "--size",
+                        str(10**15),
+                        "--sports",
+                        str(large_sport),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                time.sleep(warmup)
+            say(f"scenario '{LABELS[name]}': {flows} flows of {SHORT_BYTES} B H1->H3")
+            try:
+                recs = agent(
+                    tb,
+                    "h1",
+                    [
+                        "flows",
+                        "--dst",
+                        h3.addr,
+                        "--port",
+                        str(PORT),
+                        "--size",
+                        str(SHORT_BYTES),
+                        "--count",
+                        str(flows),
+                        "--copies",
+                        str(copies),
+                        "--sports",
+                        sp,
+                    ]
+                    + (["--cancel"] if cancel else []),
+                    timeout=600,
+                )
+            finally:
+                if large is not None:
+                    large.terminate()
+                    large.wait(timeout=10)
+            took = time.perf_counter() - t0
+            after = tb.qdisc_stats(["s1"])
+            large_bytes = sum(
+                after[("s1", port_name(m))]["bytes"] - before[("s1", port_name(m))]["bytes"]
+                for m in ("s3", "s4")
+            )
+            fct = [r["fct"] for r in recs if r["winner"] >= 0]  # type: ignore[union-attr]
+            hit = 0
+            if large_mid is not None and name != "alone":
+                for s in map(str, sports):
+                    mids = [_middle_of(short_paths[i][s]) for i in range(copies)]  # type: ignore[index]
+                    hit += all(m == large_mid for m in mids)
+            results.append(
+                Scenario(
+                    name,
+                    fct,
+                    flows - len(fct),
+                    hit / flows if name != "alone" else 0.0,
+                    large_bytes * 8 / took / 1e6,
+                )
+            )
+    return results
+
+
+def format_table(results: list[Scenario], rate_bps: int, host_shaping: bool = False) -> str:
+    """Table I as measured here beside the paper's values."""
+    shaping = "hosts and switches shaped" if host_shaping else "switch ports shaped"
+    lines = [
+        f"Table I (toy, {format_rate(rate_bps)} links, {shaping}, no propagation delay) — "
+        "measured vs paper (Mininet, 1 ms per link)",
+        f"{'scenario':<38}{'mean FCT':>10}{'paper':>9}{'99th FCT':>11}{'paper':>9}"
+        f"{'on large path':>15}",
+    ]
+    for r in results:
+        pm, p99 = PAPER[r.name]
+        lines.append(
+            f"{LABELS[r.name]:<38}{r.mean:>9.4f}s{pm:>8.4f}s{r.p99:>10.4f}s{p99:>8.4f}s"
+            f"{(f'{100 * r.collided:.0f}%' if r.name != 'alone' else '-'):>15}"
+        )
+    for r in results:
+        if r.unfinished:
+            lines.append(f"note: {r.unfinished} short flows did not finish in '{r.name}'")
+    return "\n".join(lines)
+
+
+def run_cli(args, say: Callable[[str], None]) -> None:
+    """``repflow testbed toy``: builds the toy topology, runs Table I, removes it."""
+    rate = parse_rate(args.link_rate)
+    if args.flows < 10:
+        raise UserError(f"--flows must be at least 10, got {args.flows}")
+    if netns.read_state(args.prefix) is not None:
+        raise UserError(
+            f"a testbed with prefix {args.prefix!r} is already up; "
+            f"run `repflow testbed down --prefix {args.prefix}` first"
+        )
+    t0 = time.perf_counter()
+    tb = netns.up(
+        toy(),
+        rate_bps=rate,
+        buffer=args.buffer,
+        seed=args.seed,
+        prefix=args.prefix,
+        progress=say,
+        host_shaping=args.host_shaping,
+    )
+    say(f"toy topology up in {time.perf_counter() - t0:.1f} s")
+    try:
+        results = run_toy(tb, args.flows, args.seed, args.cancel, say)
+    finally:
+        netns.down(args.prefix)
+    print(format_table(results, rate, args.host_shaping))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "toy.json.tmp"
+        tmp.write_text(
+            json.dumps(
+                {
+                    "config": {
+                        "link_rate_bps": rate,
+                        "buffer": args.buffer,
+                        "seed": args.seed,
+                        "flows": args.flows,
+                        "cancel": args.cancel,
+                        "host_shaping": args.host_shaping,
+                    },
+                    "paper": PAPER,
+                    "scenarios": [
+                        {
+                            "name": r.name,
+                            "mean": r.mean,
+                            "p99": r.p99,
+                            "fct": r.fct,
+                            "unfinished": r.unfinished,
+                            "collided": r.collided,
+                            "s1_uplink_mbps": r.s1_uplink_mbps,
+                        }
+                        for r in results
+                    ],
+                },
+                indent=1,
+            )
+        )
+        tmp.replace(out / "toy.json")

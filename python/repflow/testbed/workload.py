@@ -1,0 +1,316 @@
+"""``repflow testbed run``: real traffic on every host of the testbed, records in the run format.
+
+Every host namespace runs ``repflow serve`` (the receiver) and ``repflow load`` (an open-loop
+Poisson generator: sizes from the workload CDF, random other hosts as destinations, load relative
+to the host link rate). When every generator has stopped, their per-host run directories are
+merged into one run directory (``flows.parquet`` + ``run.json``) with the same schema as a
+simulated run, and the summary is printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from repflow.errors import UserError
+from repflow.testbed.netns import Testbed, run
+from repflow.testbed.units import format_rate, parse_duration
+
+REPFLOW = [sys.executable, "-m", "repflow"]
+SHORT_FLOW_BYTES = 100_000
+MEDIUM_FLOW_BYTES = 10_000_000
+#: ports each host serves: PORT .. PORT + SERVE_PORTS - 1 (copies use port + i)
+SERVE_PORTS = 4
+
+
+# --------------------------------------------------------------------------------- summary
+def _stats(label: str, df: pd.DataFrame) -> dict[str, Any]:
+    fct = np.sort(df["fct"].to_numpy(dtype=float))
+    fct = fct[np.isfinite(fct)]
+    sd = np.sort(df["slowdown"].to_numpy(dtype=float))
+    sd = sd[np.isfinite(sd)]
+
+    def pct(v: np.ndarray, q: float) -> float:
+        return float(np.percentile(v, q)) if len(v) else math.nan
+
+    return {
+        "bin": label, "count": int(len(df)), "finished": int(len(fct)),
+        "fct_mean": float(fct.mean()) if len(fct) else math.nan,
+        "fct_p50": pct(fct, 50), "fct_p99": pct(fct, 99), "fct_p999": pct(fct, 99.9),
+        "slowdown_mean": float(sd.mean()) if len(sd) else math.nan,
+        "slowdown_p50": pct(sd, 50), "slowdown_p99": pct(sd, 99), "slowdown_p999": pct(sd, 99.9),
+    }  # fmt: skip
+
+
+def summarize(flows: pd.DataFrame, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run summary (same bins and keys as the simulator's) computed from flow records."""
+    size = flows["size"]
+    bins = [
+        _stats("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
+        _stats("(100KB, 10MB]", flows[(size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)]),
+        _stats("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
+        _stats("all", flows),
+    ]
+    c = counters or {}
+    if c.get("flow_bytes"):
+        overhead = float(c.get("extra_copy_bytes", 0)) / float(c["flow_bytes"])
+    else:
+        app = float(flows["size"].sum())
+        sent = float(flows["bytes_sent"].sum())
+        overhead = max(0.0, sent - app) / app if app > 0 else 0.0
+    return {
+        "bins": bins,
+        "overhead": overhead,
+        "unfinished": int((~np.isfinite(flows["fct"])).sum()),
+    }
+
+
+def merge_host_runs(dirs: Sequence[Path]) -> tuple[pd.DataFrame, dict[str, Any], list[dict]]:
+    """Concatenates per-host run directories; renumbers flow ids by start time.
+
+    Returns the records, summed numeric counters and each host's ``run.json`` content.
+    """
+    from repflow.runio import load_run
+
+    frames, counters, metas = [], {}, []
+    for d in dirs:
+        res = load_run(d)
+        frames.append(res.flows)
+        metas.append(res.metadata)
+        for k, v in (res.metadata.get("counters") or {}).items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                counters[k] = counters.get(k, 0) + v
+    flows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if len(flows):
+        flows = flows.sort_values(["start", "src", "id"], kind="stable").reset_index(drop=True)
+        flows["id"] = np.arange(len(flows), dtype=np.int64)
+    return flows, counters, metas
+
+
+# ------------------------------------------------------------------------------- processes
+def require_net_commands() -> None:
+    """Stops with a clear message unless ``repflow serve`` and ``repflow load`` exist."""
+    for cmd in ("serve", "load"):
+        proc = subprocess.run(
+            [*REPFLOW, cmd, "--help"], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise UserError(
+                f"`repflow {cmd}` is not available in this build (it comes with repflow-net); "
+                "`repflow testbed run` needs it — `repflow testbed toy` and `check` do not"
+            )
+
+
+def _listening(tb: Testbed, host: str, port: int) -> bool:
+    out = run(tb.exec_argv(host, ["ss", "-Hltn", f"sport = :{port}"]), what="ss")
+    return bool(out.strip())
+
+
+@contextlib.contextmanager
+def servers(tb: Testbed, port: int, logdir: Path) -> Iterator[list[subprocess.Popen]]:
+    """``repflow serve`` on every host for the duration of the block."""
+    procs: list[subprocess.Popen] = []
+    try:
+        for h in tb.topo.hosts:
+            log = open(logdir / f"serve-{h.name}.log", "w")  # noqa: SIM115 - closed with process
+            procs.append(
+                tb.popen_in(
+                    h.name,
+                    [
+                        *REPFLOW,
+                        "serve",
+                        "--listen",
+                        f"{h.addr}:{port}",
+                        "--ports",
+                        str(SERVE_PORTS),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            log.close()
+        deadline = time.time() + 30
+        pending = list(tb.topo.hosts)
+        while pending:
+            for i, p in enumerate(procs):
+                if p.poll() is not None:
+                    text = (logdir / f"serve-{tb.topo.hosts[i].name}.log").read_text()
+                    raise UserError(
+                        f"`repflow serve` on {tb.topo.hosts[i].name} exited: {text.strip()[-300:]}"
+                    )
+            pending = [h for h in pending if not _listening(tb, h.name, port)]
+            if pending and time.time() > deadline:
+                raise UserError(f"`repflow serve` did not listen on {pending[0].name} within 30 s")
+            if pending:
+                time.sleep(0.2)
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def host_seed(seed: int, index: int) -> int:
+    """Distinct, fixed seed of host ``index``'s generator."""
+    return (seed * 1_000_003 + index * 7919 + 1) % (2**31 - 1)
+
+
+def run_workload(
+    tb: Testbed,
+    *,
+    scheme: str,
+    workload: str,
+    load: float,
+    duration: float,
+    seed: int,
+    out: str | os.PathLike[str],
+    port: int = 7000,
+    show_progress: bool = True,
+) -> tuple[Path, dict[str, Any]]:
+    """Runs the workload on every host, merges the records into run directory ``out``."""
+    from repflow.runio import check_out_dir, write_run
+
+    if not 0 < load <= 1:
+        raise UserError(f"--load must be in (0, 1], got {load}")
+    if scheme not in ("tcp", "repflow", "smartrep"):
+        raise UserError(f"--scheme must be tcp, repflow or smartrep, got {scheme!r}")
+    check_out_dir(out)
+    require_net_commands()
+    hosts = tb.topo.hosts
+    rate = format_rate(tb.rate_bps)
+    parent = Path(out).absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{Path(out).name}.hosts-", dir=parent))
+    try:
+        with servers(tb, port, work):
+            procs = []
+            t0 = time.time()
+            for i, h in enumerate(hosts):
+                peers = [(j, o) for j, o in enumerate(hosts) if j != i]
+                argv = [
+                    *REPFLOW, "load",
+                    "--peers", ",".join(f"{o.addr}:{port}" for _, o in peers),
+                    "--workload", workload, "--load", str(load), "--link-rate", rate,
+                    "--duration", f"{duration}s", "--scheme", scheme,
+                    "--seed", str(host_seed(seed, i)), "--out", str(work / f"host-{i}"),
+                    "--bind", h.addr, "--host-index", str(i),
+                    "--peer-indices", ",".join(str(j) for j, _ in peers),
+                ]  # fmt: skip
+                log = open(work / f"load-{h.name}.log", "w")  # noqa: SIM115
+                procs.append(tb.popen_in(h.name, argv, stdout=log, stderr=subprocess.STDOUT))
+                log.close()
+            _wait_loads(tb, procs, work, duration, t0, show_progress)
+        flows, counters, metas = merge_host_runs([work / f"host-{i}" for i in range(len(hosts))])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    from repflow import __version__
+
+    summary = summarize(flows, counters)
+    config = {
+        "scheme": {"name": scheme},
+        "workload": {"cdf": workload, "load": load},
+        "seed": seed,
+        "duration": duration,
+        "testbed": {
+            "topology": tb.topo.name,
+            **tb.topo.params,
+            "hosts": len(hosts),
+            "link_rate_bps": tb.rate_bps,
+            "buffer_packets": tb.buffer,
+            "ecmp_seed": tb.seed,
+            "ecmp_hash_seed_fixed": tb.hash_seed,
+            "host_shaping": tb.host_shaping,
+            "propagation_delay": 0.0,
+        },  # fmt: skip
+        "hosts": [m.get("config", {}) for m in metas[:1]],
+    }
+    meta = {
+        "version": __version__,
+        "source": "testbed",
+        "config": config,
+        "counters": {**counters, "flows": int(len(flows))},
+        "summary": summary,
+    }
+    path = write_run(out, flows, meta)
+    return path, meta
+
+
+def _wait_loads(
+    tb: Testbed,
+    procs: list[subprocess.Popen],
+    work: Path,
+    duration: float,
+    t0: float,
+    show_progress: bool,
+) -> None:
+    from tqdm import tqdm
+
+    limit = duration + 60 + 2 * duration
+    bar = tqdm(
+        total=round(duration), unit="s", desc="testbed run", disable=not show_progress, leave=False
+    )
+    try:
+        while any(p.poll() is None for p in procs):
+            el = time.time() - t0
+            bar.n = min(round(el), round(duration))
+            bar.refresh()
+            if el > limit:
+                raise UserError(f"`repflow load` still running {el:.0f} s after start; stopped")
+            time.sleep(0.5)
+    finally:
+        bar.close()
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=5)
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    for i, p in enumerate(procs):
+        if p.returncode != 0:
+            text = (work / f"load-{tb.topo.hosts[i].name}.log").read_text()
+            raise UserError(
+                f"`repflow load` on {tb.topo.hosts[i].name} failed "
+                f"(exit {p.returncode}): {text.strip()[-400:]}"
+            )
+
+
+def run_cli(tb: Testbed, args) -> None:
+    """``repflow testbed run``."""
+    from repflow.cli.sim import format_summary
+
+    duration = parse_duration(args.duration)
+    path, meta = run_workload(
+        tb,
+        scheme=args.scheme,
+        workload=args.workload,
+        load=args.load,
+        duration=duration,
+        seed=args.seed,
+        out=args.out,
+        port=args.port,
+    )
+    print(
+        f"testbed run: {args.scheme}, {args.workload}, load {args.load}, {duration:g} s on "
+        f"{len(tb.topo.hosts)} hosts -> {path}"
+    )
+    print(format_summary(meta["summary"], meta["counters"]))
