@@ -290,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--dst", required=True)
     a.add_argument("--dport", type=int, required=True)
     a.add_argument("--sports", required=True)
+    a.add_argument("--min-ttl", type=int, default=1)
     a.add_argument("--max-ttl", type=int, default=8)
     a = sub.add_parser("sink")
     a.add_argument("--ports", required=True)
@@ -310,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "probe":
         out = {
             sp: [
-                asdict(h) for h in probe_path(args.src, int(sp), args.dst, args.dport, args.max_ttl)
+                asdict(h)
+                for h in probe_path(
+                    args.src, int(sp), args.dst, args.dport, args.max_ttl, min_ttl=args.min_ttl
+                )
             ]
             for sp in args.sports.split(",")
         }

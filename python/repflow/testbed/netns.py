@@ -202,8 +202,13 @@ def node_route_batch(topo: Topology, node: str) -> list[str]:
 
 
 def tbf_burst(rate_bps: int) -> int:
-    """Token bucket size: two full frames, or 1 ms of the rate if larger."""
-    return max(2 * FRAME_BYTES, rate_bps // 8000)
+    """Token bucket depth: one full frame (plus slack for the bucket's rate-table rounding).
+
+    An idle port sends one frame at once and then one frame per frame time, i.e. the port never
+    sends faster than the link rate, even for an instant.
+    """
+    del rate_bps
+    return FRAME_BYTES + 86
 
 
 def node_tc_batch(

@@ -78,10 +78,11 @@ def probe_path(
     max_ttl: int = 8,
     timeout: float = 1.0,
     pause: float = 0.0,
+    min_ttl: int = 1,
 ) -> list[Hop]:
-    """Probes TTL 1, 2, … until the destination answers (or ``max_ttl``); returns the hops."""
+    """Probes TTL ``min_ttl``, … until the destination answers (or ``max_ttl``)."""
     hops: list[Hop] = []
-    for ttl in range(1, max_ttl + 1):
+    for ttl in range(min_ttl, max_ttl + 1):
         hop = probe_hop(src, sport, dst, dport, ttl, timeout)
         hops.append(hop)
         if hop.kind == "reached":

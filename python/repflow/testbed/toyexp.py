@@ -96,7 +96,19 @@ def run_toy(
         agent(
             tb,
             "h1",
-            ["probe", "--dst", h3.addr, "--dport", str(PORT + i), "--sports", sp, "--max-ttl", "2"],
+            [
+                "probe",
+                "--dst",
+                h3.addr,
+                "--dport",
+                str(PORT + i),
+                "--sports",
+                sp,
+                "--min-ttl",
+                "2",
+                "--max-ttl",
+                "2",
+            ],
         )
         for i in range(2)
     ]
@@ -111,6 +123,8 @@ def run_toy(
             str(LARGE_PORT),
             "--sports",
             str(large_sport),
+            "--min-ttl",
+            "2",
             "--max-ttl",
             "2",
         ],
@@ -218,8 +232,8 @@ def format_table(results: list[Scenario], rate_bps: int, host_shaping: bool = Fa
 def run_cli(args, say: Callable[[str], None]) -> None:
     """``repflow testbed toy``: builds the toy topology, runs Table I, removes it."""
     rate = parse_rate(args.link_rate)
-    if args.flows < 10:
-        raise UserError(f"--flows must be at least 10, got {args.flows}")
+    if not 10 <= args.flows <= 40_000:
+        raise UserError(f"--flows must be between 10 and 40000, got {args.flows}")
     if netns.read_state(args.prefix) is not None:
         raise UserError(
             f"a testbed with prefix {args.prefix!r} is already up; "

@@ -1,0 +1,260 @@
+"""The testbed on the real kernel (needs root): build a k = 4 fat-tree, check reachability,
+ECMP spreading over the uplinks, that TTL probes predict the path of a real TCP connection,
+a short workload with tcp and repflow, the toy experiment, and that teardown — also after a
+crash or Ctrl-C — leaves nothing behind.
+
+Everything runs under its own name prefixes and a private state directory, so it never touches
+a testbed a user has up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from repflow.testbed import checks, netns
+from repflow.testbed.topology import fat_tree, toy
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, veth, tc)"),
+    pytest.mark.skipif(
+        shutil.which("ip") is None or shutil.which("tc") is None,
+        reason="iproute2 (ip, tc) is not installed",
+    ),
+]
+
+PREFIX = "rfts-"
+
+
+def _root_view() -> tuple[list[str], list[str]]:
+    """Namespaces and root-namespace links (names only) — what must be unchanged by a run."""
+    links = subprocess.run(
+        ["ip", "-o", "link", "show"], capture_output=True, text=True, check=True
+    ).stdout
+    names = sorted(line.split(":")[1].strip().split("@")[0] for line in links.splitlines())
+    return sorted(netns.list_netns()), names
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tbstate")
+    old = os.environ.get("REPFLOW_TESTBED_STATE_DIR")
+    os.environ["REPFLOW_TESTBED_STATE_DIR"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("REPFLOW_TESTBED_STATE_DIR", None)
+    else:
+        os.environ["REPFLOW_TESTBED_STATE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def fattree(state_dir):
+    before = _root_view()
+    t0 = time.perf_counter()
+    tb = netns.up(fat_tree(4), rate_bps=20_000_000, buffer=50, seed=3, prefix=PREFIX)
+    up_s = time.perf_counter() - t0
+    try:
+        yield tb
+    finally:
+        t0 = time.perf_counter()
+        netns.down(PREFIX)
+        down_s = time.perf_counter() - t0
+        print(f"\nk=4 testbed: up {up_s:.2f} s, down {down_s:.2f} s")
+    assert _root_view() == before, "teardown left namespaces or links behind"
+    assert not (state_dir / "rfts.json").exists()
+
+
+def test_fat_tree_is_built_as_planned(fattree):
+    tb = fattree
+    present = set(netns.list_netns())
+    assert all(tb.ns(n) in present for n in tb.topo.nodes)
+    # a switch's kernel state: five-tuple hash, its own fixed seed, ECMP group to both aggs
+    sysctl = tb.run_in(
+        "e0",
+        [
+            "cat",
+            "/proc/sys/net/ipv4/fib_multipath_hash_policy",
+            "/proc/sys/net/ipv4/fib_multipath_hash_fields",
+            "/proc/sys/net/ipv4/icmp_ratelimit",
+        ],
+    ).split()
+    assert sysctl[0] == "3" and int(sysctl[1], 0) == 0x37 and sysctl[2] == "0"
+    if tb.hash_seed:
+        seed = tb.run_in("e0", ["cat", "/proc/sys/net/ipv4/fib_multipath_hash_seed"]).split()[0]
+        assert int(seed) == netns.hash_seed(3, "e0")
+    nh = netns.run(["ip", "-n", tb.ns("e0"), "nexthop", "show", "id", "1000"])
+    assert "group 3/4" in nh
+    stats = tb.qdisc_stats(["a0"])
+    assert set(stats) == {("a0", "to-e0"), ("a0", "to-e1"), ("a0", "to-c0"), ("a0", "to-c1")}
+    q = netns.run(["tc", "-n", tb.ns("a0"), "qdisc", "show", "dev", "to-c0"])
+    assert "tbf" in q and "rate 20Mbit" in q and "pfifo" in q and "limit 50p" in q
+
+
+def test_second_up_with_same_prefix_is_refused(fattree):
+    from repflow.errors import UserError
+
+    with pytest.raises(UserError, match="already up"):
+        netns.up(fat_tree(4), rate_bps=20_000_000, buffer=50, seed=3, prefix=PREFIX)
+
+
+def test_all_pairs_reachability(fattree):
+    r = checks.reachability(fattree)
+    assert r.pairs == 16 * 15
+    assert r.failed == []
+
+
+def test_flows_spread_over_uplinks(fattree):
+    sp = checks.spreading(fattree, flows_per_host=8, size=40_000)
+    assert sp.flows == 128
+    assert len(sp.uplink_bytes) == 16  # 8 edge + 8 aggregation switches
+    for switch, ups in sp.uplink_bytes.items():
+        assert len(ups) == 2
+        assert all(b > 0 for b in ups.values()), (switch, ups)
+    assert sp.ok, sp.uplink_bytes
+
+
+def test_ttl_probe_predicts_the_path_of_a_real_connection(fattree):
+    pp = checks.path_prediction(
+        fattree, pairs=[(0, 15), (5, 10)], sports=(41000, 41001, 41002, 41003), size=120_000
+    )
+    for c in pp.checks:
+        assert len(c.probed) == 5, c  # edge, agg, core, agg, edge
+        assert c.probed == c.taken, c
+    assert pp.distinct_paths >= 3  # the source port really changes the path
+
+
+def _net_commands_available() -> bool:
+    from repflow.testbed.workload import REPFLOW
+
+    return all(
+        subprocess.run([*REPFLOW, cmd, "--help"], capture_output=True, check=False).returncode == 0
+        for cmd in ("serve", "load")
+    )
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "repflow"])
+def test_short_workload(fattree, tmp_path, scheme):
+    if not _net_commands_available():
+        pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
+    from repflow.runio import load_run
+    from repflow.testbed.workload import run_workload
+
+    path, meta = run_workload(
+        fattree,
+        scheme=scheme,
+        workload="websearch",
+        load=0.2,
+        duration=4.0,
+        seed=5,
+        out=tmp_path / scheme,
+        show_progress=False,
+    )
+    res = load_run(path)
+    assert len(res.flows) > 20
+    assert set(res.flows["src"]) <= set(range(16)) and set(res.flows["dst"]) <= set(range(16))
+    assert (res.flows["src"] != res.flows["dst"]).all()
+    assert res.summary["bins"][0]["finished"] > 0
+    assert res.config["scheme"]["name"] == scheme
+    short = res.flows[res.flows["size"] <= 100_000]
+    if scheme == "repflow":
+        assert (short["copies"] >= 2).mean() > 0.9
+    else:
+        assert (res.flows["copies"] == 1).all()
+
+
+def test_toy_scenarios(state_dir):
+    from repflow.testbed.toyexp import run_toy
+
+    tb = netns.up(toy(), rate_bps=50_000_000, buffer=50, seed=1, prefix="rftt-", host_shaping=False)
+    try:
+        res = run_toy(tb, flows=40, seed=1, warmup=0.5)
+    finally:
+        netns.down("rftt-")
+    assert [r.name for r in res] == ["alone", "large", "replicated"]
+    for r in res:
+        assert r.unfinished == 0 and len(r.fct) == 40
+        assert all(0 < f < 5 for f in r.fct)
+    alone, large, _rep = res
+    # S1's port sends the first of the ten frames at once, then one per frame time at 50 Mb/s
+    assert alone.mean > 9 * 1514 * 8 / 50e6
+    # the large flow's queue at S1 hurts short flows that share its path
+    assert large.mean > alone.mean
+    assert 0 < large.collided < 1
+
+
+def test_failed_build_removes_what_it_created(state_dir, monkeypatch):
+    from repflow.errors import UserError
+
+    before = _root_view()
+
+    def broken(*_a, **_k):
+        return ["qdisc add dev no-such-port root tbf rate 1mbit burst 3000 limit 3000"]
+
+    monkeypatch.setattr(netns, "node_tc_batch", broken)
+    with pytest.raises(UserError, match="qdiscs"):
+        netns.up(toy(), rate_bps=50_000_000, buffer=50, seed=1, prefix="rftf-")
+    assert _root_view() == before
+    assert netns.read_state("rftf-") is None
+
+
+def _wait_for(pred, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _toy_running(prefix: str) -> bool:
+    st = netns.read_state(prefix)
+    if not st or st.get("status") != "up":
+        return False
+    return bool(
+        subprocess.run(
+            ["ip", "netns", "pids", f"{prefix}h1"], capture_output=True, text=True
+        ).stdout.strip()
+    )
+
+
+def test_crash_then_down_and_ctrl_c_leave_nothing(state_dir):
+    before = _root_view()
+    env = {**os.environ, "REPFLOW_TESTBED_STATE_DIR": str(state_dir)}
+    cmd = [sys.executable, "-m", "repflow", "testbed", "toy", "--flows", "5000"]
+    # crash: SIGKILL mid-experiment leaves namespaces and in-namespace processes; down cleans up
+    p = subprocess.Popen(
+        [*cmd, "--prefix", "rftc-"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    assert _wait_for(lambda: _toy_running("rftc-"), 30)
+    p.kill()
+    p.wait()
+    assert any(n.startswith("rftc-") for n in netns.list_netns())
+    out = subprocess.run(
+        [sys.executable, "-m", "repflow", "testbed", "down", "--prefix", "rftc-"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "removed 8 namespaces" in out
+    assert _root_view() == before
+    # Ctrl-C: the command cleans up by itself
+    p = subprocess.Popen(
+        [*cmd, "--prefix", "rfti-"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert _wait_for(lambda: _toy_running("rfti-"), 30)
+    p.send_signal(signal.SIGINT)
+    _out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert _root_view() == before
+    assert netns.read_state("rfti-") is None
