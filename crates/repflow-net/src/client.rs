@@ -1,0 +1,771 @@
+//! The sending side: replicate a flow over several TCP connections whose five-tuples differ,
+//! return at the first copy that is acknowledged (or answered), cancel the others.
+
+use crate::frame::{flags, Header};
+use crate::paths::{Fallback, PortSelector, Selection};
+use crate::policy::{DecisionReason, Policy, PolicyConfig, PortStrategy};
+use crate::probe::{probe_port, ProbeConfig};
+use crate::wire::{read_frame, write_counted, ReadError};
+use crate::{CopyFailure, NetError, Payload};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tracing::{debug, Instrument};
+
+/// How copies travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnMode {
+    /// Every copy on a new TCP connection (as in the papers); losers are reset (RST).
+    PerFlow,
+    /// Persistent connections per destination and path, frames multiplexed by flow id;
+    /// losers' unsent frames are skipped. Short and long flows use separate connections.
+    Pooled,
+}
+
+/// Settings of a [`Client`].
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Replication policy.
+    pub policy: PolicyConfig,
+    /// Connection mode.
+    pub mode: ConnMode,
+    /// Pre-shared key for HMAC tags (must match the server's).
+    pub key: Option<Vec<u8>>,
+    /// Time allowed to establish one copy's connection.
+    pub connect_timeout: Duration,
+    /// Time allowed for a whole flow (every copy) before it fails.
+    pub flow_timeout: Duration,
+    /// Largest response accepted from a server.
+    pub max_response: u32,
+    /// Path probing (SmartRep port strategy only).
+    pub probe: ProbeConfig,
+    /// Local address to send from (`None`: chosen by the kernel).
+    pub bind_ip: Option<IpAddr>,
+}
+
+impl ClientConfig {
+    /// Defaults around a policy: per-flow connections, no key, 2 s connect, 30 s per flow.
+    pub fn new(policy: PolicyConfig) -> Self {
+        ClientConfig {
+            policy,
+            mode: ConnMode::PerFlow,
+            key: None,
+            connect_timeout: Duration::from_secs(2),
+            flow_timeout: Duration::from_secs(30),
+            max_response: 64 << 20,
+            probe: ProbeConfig::default(),
+            bind_ip: None,
+        }
+    }
+}
+
+/// Where one copy went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Route {
+    /// Destination address of the copy.
+    pub dst: SocketAddr,
+    /// Source port it was bound to (`None`: kernel-chosen).
+    pub src_port: Option<u16>,
+}
+
+/// What happened to one flow or call.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FlowReport {
+    /// Flow id on the wire.
+    pub flow_id: u64,
+    /// Payload bytes.
+    pub size: u64,
+    /// Copies made (original included).
+    pub copies: u8,
+    /// Index of the copy that completed first.
+    pub winner: u8,
+    /// Flow completion time: from the call to the first acknowledgement (or response).
+    pub fct: Duration,
+    /// Bytes written to sockets by all copies (headers included) when the flow completed.
+    pub bytes_sent: u64,
+    /// Of those, bytes written by copies other than the winner.
+    pub bytes_wasted: u64,
+    /// Copies still running when the winner completed, then cancelled.
+    pub cancelled: u8,
+    /// Copies that failed before the winner completed.
+    pub failed: Vec<CopyFailure>,
+    /// The winner's acknowledgement said the receiver already had the flow (an earlier copy
+    /// arrived first there, but its acknowledgement came back later).
+    pub winner_was_duplicate: bool,
+    /// Why the flow got this many copies.
+    pub decision: DecisionReason,
+    /// Set when SmartRep ports could not be chosen by path and RepFlow ports were used.
+    pub fallback: Option<Fallback>,
+    /// Route of each copy.
+    pub routes: Vec<Route>,
+}
+
+/// Client-side counters (a snapshot).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClientCounters {
+    /// Flows and calls completed.
+    pub flows: u64,
+    /// Flows and calls that failed.
+    pub flows_failed: u64,
+    /// Copies started.
+    pub copies_sent: u64,
+    /// Flows won by a replica (copy index > 0) rather than the original.
+    pub copies_won_by_replica: u64,
+    /// Copies cancelled after another won.
+    pub copies_cancelled: u64,
+    /// Copies that failed (refused, reset, timed out, …).
+    pub copies_failed: u64,
+    /// Frames of losing copies skipped before being written (pooled mode).
+    pub frames_skipped: u64,
+    /// Bytes written by all copies.
+    pub bytes_sent: u64,
+    /// Bytes written by losing copies.
+    pub bytes_wasted: u64,
+    /// Path probes sent (one per source port and TTL).
+    pub probes: u64,
+    /// Flows whose SmartRep ports fell back to RepFlow ports.
+    pub path_fallbacks: u64,
+    /// Connections opened.
+    pub connections: u64,
+}
+
+#[derive(Debug, Default)]
+struct AtomicCounters {
+    flows: AtomicU64,
+    flows_failed: AtomicU64,
+    copies_sent: AtomicU64,
+    copies_won_by_replica: AtomicU64,
+    copies_cancelled: AtomicU64,
+    copies_failed: AtomicU64,
+    frames_skipped: AtomicU64,
+    bytes_sent: AtomicU64,
+    bytes_wasted: AtomicU64,
+    probes: AtomicU64,
+    path_fallbacks: AtomicU64,
+    connections: AtomicU64,
+}
+
+fn inc(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+struct Reply {
+    dup: bool,
+    body: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PoolKey {
+    dst: SocketAddr,
+    src_port: Option<u16>,
+    long: bool,
+}
+
+struct OutFrame {
+    head: Vec<u8>,
+    payload: Payload,
+    cancel: Arc<AtomicBool>,
+    written: Arc<AtomicU64>,
+}
+
+type Pending = Arc<Mutex<HashMap<(u64, u8), oneshot::Sender<Result<Reply, String>>>>>;
+
+struct PooledConn {
+    tx: mpsc::UnboundedSender<OutFrame>,
+    pending: Pending,
+    alive: Arc<AtomicBool>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for PooledConn {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+struct Inner {
+    cfg: ClientConfig,
+    policy: Mutex<Policy>,
+    selector: Mutex<PortSelector>,
+    busy: Mutex<HashMap<SocketAddr, HashSet<u16>>>,
+    probing: tokio::sync::Mutex<()>,
+    pools: tokio::sync::Mutex<HashMap<PoolKey, Arc<PooledConn>>>,
+    counters: Arc<AtomicCounters>,
+    id_base: u64,
+    next_seq: AtomicU64,
+    epoch: Instant,
+}
+
+/// A RepFlow/SmartRep client. Cheap to clone (shared state); usable from many tasks.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("mode", &self.inner.cfg.mode)
+            .field("policy", &self.inner.cfg.policy)
+            .finish()
+    }
+}
+
+fn random_base() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    h.finish() << 32
+}
+
+struct BusyGuard<'a> {
+    inner: &'a Inner,
+    dst: SocketAddr,
+    ports: Vec<u16>,
+}
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        if self.ports.is_empty() {
+            return;
+        }
+        let mut b = self.inner.busy.lock().expect("busy lock");
+        if let Some(s) = b.get_mut(&self.dst) {
+            for p in &self.ports {
+                s.remove(p);
+            }
+        }
+    }
+}
+
+struct PendingGuard {
+    pending: Pending,
+    key: (u64, u8),
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        self.pending.lock().expect("pending lock").remove(&self.key);
+    }
+}
+
+impl Client {
+    /// A client with the given settings. Needs a tokio runtime when used, not to be built.
+    pub fn new(cfg: ClientConfig) -> Self {
+        let (lo, hi) = cfg.probe.ports;
+        Client {
+            inner: Arc::new(Inner {
+                policy: Mutex::new(Policy::new(cfg.policy.clone())),
+                selector: Mutex::new(PortSelector::new(lo, hi)),
+                busy: Mutex::new(HashMap::new()),
+                probing: tokio::sync::Mutex::new(()),
+                pools: tokio::sync::Mutex::new(HashMap::new()),
+                counters: Arc::new(AtomicCounters::default()),
+                id_base: random_base(),
+                next_seq: AtomicU64::new(0),
+                epoch: Instant::now(),
+                cfg,
+            }),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.cfg
+    }
+
+    /// Replaces the copies rule (e.g. a new SmartRep table).
+    pub fn set_copies(&self, rule: crate::policy::CopiesRule) {
+        self.inner
+            .policy
+            .lock()
+            .expect("policy lock")
+            .set_copies(rule);
+    }
+
+    /// A snapshot of the counters.
+    pub fn counters(&self) -> ClientCounters {
+        let c = &self.inner.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ClientCounters {
+            flows: l(&c.flows),
+            flows_failed: l(&c.flows_failed),
+            copies_sent: l(&c.copies_sent),
+            copies_won_by_replica: l(&c.copies_won_by_replica),
+            copies_cancelled: l(&c.copies_cancelled),
+            copies_failed: l(&c.copies_failed),
+            frames_skipped: l(&c.frames_skipped),
+            bytes_sent: l(&c.bytes_sent),
+            bytes_wasted: l(&c.bytes_wasted),
+            probes: l(&c.probes),
+            path_fallbacks: l(&c.path_fallbacks),
+            connections: l(&c.connections),
+        }
+    }
+
+    /// Sends a one-way flow; returns when the first copy is acknowledged by the receiver.
+    ///
+    /// Cancel-safety: dropping the future cancels every copy (connections are reset, queued
+    /// pooled frames skipped); the receiver may or may not have got the flow, but never
+    /// delivers it twice.
+    pub async fn send(
+        &self,
+        dst: SocketAddr,
+        data: impl Into<Payload>,
+    ) -> Result<FlowReport, NetError> {
+        self.transfer(dst, data.into(), false).await.map(|(r, _)| r)
+    }
+
+    /// Sends a request and returns the first response. The server handles the request once
+    /// however many copies reach it.
+    ///
+    /// Cancel-safety: as for [`Client::send`]; the request may have been handled.
+    pub async fn call(
+        &self,
+        dst: SocketAddr,
+        data: impl Into<Payload>,
+    ) -> Result<(Vec<u8>, FlowReport), NetError> {
+        self.transfer(dst, data.into(), true)
+            .await
+            .map(|(r, b)| (b, r))
+    }
+
+    fn now(&self) -> Duration {
+        self.inner.epoch.elapsed()
+    }
+
+    async fn ensure_probed(&self, dst: SocketAddr, want: usize) {
+        let inner = &self.inner;
+        let _g = inner.probing.lock().await;
+        let pcfg = inner.cfg.probe.clone();
+        let src_ip = inner.cfg.bind_ip.unwrap_or(if dst.is_ipv4() {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        });
+        loop {
+            let next = inner
+                .selector
+                .lock()
+                .expect("selector lock")
+                .next_probe(dst, want);
+            let Some(port) = next else { break };
+            let cfg = pcfg.clone();
+            let src = SocketAddr::new(src_ip, port);
+            let outcome =
+                match tokio::task::spawn_blocking(move || probe_port(&cfg, src, dst)).await {
+                    Ok(o) => o,
+                    Err(_) => crate::paths::ProbeOutcome::NoAnswer,
+                };
+            inc(&inner.counters.probes, pcfg.ttls.len() as u64);
+            debug!(%dst, port, ?outcome, "path probe");
+            inner
+                .selector
+                .lock()
+                .expect("selector lock")
+                .record(dst, port, outcome);
+            tokio::time::sleep(pcfg.pace).await;
+        }
+    }
+
+    /// Routes for `n` copies, and the ports to release afterwards (per-flow SmartRep).
+    async fn plan(&self, dst: SocketAddr, n: u8) -> (Vec<Route>, Option<Fallback>, Vec<u16>) {
+        let plus = |n: u8| -> Vec<Route> {
+            (0..n)
+                .map(|i| Route {
+                    dst: SocketAddr::new(dst.ip(), dst.port().wrapping_add(u16::from(i))),
+                    src_port: None,
+                })
+                .collect()
+        };
+        if n <= 1 || self.inner.cfg.policy.ports == PortStrategy::DstPortPlus {
+            return (plus(n), None, Vec::new());
+        }
+        self.ensure_probed(dst, usize::from(n)).await;
+        let pooled = self.inner.cfg.mode == ConnMode::Pooled;
+        let mut busy = self.inner.busy.lock().expect("busy lock");
+        let set = busy.entry(dst).or_default();
+        let empty = HashSet::new();
+        let sel = self.inner.selector.lock().expect("selector lock").select(
+            dst,
+            usize::from(n),
+            if pooled { &empty } else { set },
+        );
+        match sel {
+            Selection::Ports(ports) => {
+                let routes = ports
+                    .iter()
+                    .map(|&p| Route {
+                        dst,
+                        src_port: Some(p),
+                    })
+                    .collect();
+                let held = if pooled {
+                    Vec::new()
+                } else {
+                    set.extend(ports.iter().copied());
+                    ports
+                };
+                (routes, None, held)
+            }
+            Selection::Fallback(f) => {
+                inc(&self.inner.counters.path_fallbacks, 1);
+                (plus(n), Some(f), Vec::new())
+            }
+        }
+    }
+
+    async fn connect(&self, route: Route) -> Result<TcpStream, String> {
+        let cfg = &self.inner.cfg;
+        let s = if route.dst.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(|e| format!("socket: {e}"))?;
+        if route.src_port.is_some() || cfg.bind_ip.is_some() {
+            let ip = cfg.bind_ip.unwrap_or(if route.dst.is_ipv4() {
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+            } else {
+                IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+            });
+            s.set_reuseaddr(true)
+                .map_err(|e| format!("reuseaddr: {e}"))?;
+            s.bind(SocketAddr::new(ip, route.src_port.unwrap_or(0)))
+                .map_err(|e| format!("bind: {e}"))?;
+        }
+        let stream = match tokio::time::timeout(cfg.connect_timeout, s.connect(route.dst)).await {
+            Err(_) => return Err(format!("connect to {} timed out", route.dst)),
+            Ok(Err(e)) => return Err(format!("connect to {}: {e}", route.dst)),
+            Ok(Ok(s)) => s,
+        };
+        inc(&self.inner.counters.connections, 1);
+        let _ = stream.set_nodelay(true);
+        // Closing resets the connection: a loser stops at once, and no TIME_WAIT is left
+        // on the client, so probed source ports can be reused.
+        let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+        Ok(stream)
+    }
+
+    async fn read_reply(
+        &self,
+        rd: &mut (impl tokio::io::AsyncRead + Unpin),
+        wait: Duration,
+    ) -> Result<crate::wire::ReadFrame, String> {
+        let cfg = &self.inner.cfg;
+        let f = read_frame(rd, cfg.key.as_deref(), cfg.max_response, wait, wait)
+            .await
+            .map_err(|e| match e {
+                ReadError::Eof => "connection closed before the reply".to_string(),
+                e => format!("reading reply: {e}"),
+            })?;
+        if f.header.flags & flags::REPLY == 0 {
+            return Err("frame without the reply flag".into());
+        }
+        Ok(f)
+    }
+
+    async fn copy_per_flow(
+        &self,
+        route: Route,
+        head: &[u8],
+        payload: &[u8],
+        written: &AtomicU64,
+        flow_id: u64,
+    ) -> Result<Reply, String> {
+        let mut stream = self.connect(route).await?;
+        write_counted(&mut stream, head, payload, written)
+            .await
+            .map_err(|e| format!("sending: {e}"))?;
+        let f = self
+            .read_reply(&mut stream, self.inner.cfg.flow_timeout)
+            .await?;
+        if f.header.flow_id != flow_id {
+            return Err(format!("reply for flow {}", f.header.flow_id));
+        }
+        let _ = stream.shutdown().await;
+        Ok(Reply {
+            dup: f.header.flags & flags::DUP != 0,
+            body: f.payload,
+        })
+    }
+
+    async fn pooled_conn(&self, key: PoolKey) -> Result<Arc<PooledConn>, String> {
+        let mut pools = self.inner.pools.lock().await;
+        if let Some(c) = pools.get(&key) {
+            if c.alive.load(Ordering::Relaxed) {
+                return Ok(c.clone());
+            }
+        }
+        let stream = self
+            .connect(Route {
+                dst: key.dst,
+                src_port: key.src_port,
+            })
+            .await?;
+        // Persistent connections close normally.
+        let _ = socket2::SockRef::from(&stream).set_linger(None);
+        let (mut rd, mut wr) = stream.into_split();
+        let (tx, mut rx) = mpsc::unbounded_channel::<OutFrame>();
+        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+        let alive = Arc::new(AtomicBool::new(true));
+        let fail_all = |pending: &Pending, why: &str| {
+            for (_, tx) in pending.lock().expect("pending lock").drain() {
+                let _ = tx.send(Err(why.to_string()));
+            }
+        };
+        let counters = self.inner.counters.clone();
+        let (p2, a2) = (pending.clone(), alive.clone());
+        let writer = tokio::spawn(async move {
+            while let Some(f) = rx.recv().await {
+                if f.cancel.load(Ordering::Relaxed) {
+                    inc(&counters.frames_skipped, 1);
+                    continue;
+                }
+                if let Err(e) =
+                    write_counted(&mut wr, &f.head, f.payload.as_slice(), &f.written).await
+                {
+                    a2.store(false, Ordering::Relaxed);
+                    fail_all(&p2, &format!("pooled connection write: {e}"));
+                    return;
+                }
+            }
+        });
+        let me = self.clone();
+        let (p3, a3) = (pending.clone(), alive.clone());
+        let reader = tokio::spawn(async move {
+            loop {
+                match me.read_reply(&mut rd, Duration::from_secs(86_400)).await {
+                    Ok(f) => {
+                        let k = (f.header.flow_id, f.header.copy);
+                        let tx = p3.lock().expect("pending lock").remove(&k);
+                        if let Some(tx) = tx {
+                            let _ = tx.send(Ok(Reply {
+                                dup: f.header.flags & flags::DUP != 0,
+                                body: f.payload,
+                            }));
+                        }
+                    }
+                    Err(e) => {
+                        a3.store(false, Ordering::Relaxed);
+                        fail_all(&p3, &format!("pooled connection: {e}"));
+                        return;
+                    }
+                }
+            }
+        });
+        let c = Arc::new(PooledConn {
+            tx,
+            pending,
+            alive,
+            tasks: [writer, reader],
+        });
+        pools.insert(key, c.clone());
+        Ok(c)
+    }
+
+    async fn copy_pooled(
+        &self,
+        key: PoolKey,
+        frame: OutFrame,
+        flow_id: u64,
+        copy: u8,
+    ) -> Result<Reply, String> {
+        let conn = self.pooled_conn(key).await?;
+        let (otx, orx) = oneshot::channel();
+        conn.pending
+            .lock()
+            .expect("pending lock")
+            .insert((flow_id, copy), otx);
+        let _guard = PendingGuard {
+            pending: conn.pending.clone(),
+            key: (flow_id, copy),
+        };
+        conn.tx
+            .send(frame)
+            .map_err(|_| "pooled connection closed".to_string())?;
+        match orx.await {
+            Ok(r) => r,
+            Err(_) => Err("pooled connection closed".into()),
+        }
+    }
+
+    async fn transfer(
+        &self,
+        dst: SocketAddr,
+        payload: Payload,
+        call: bool,
+    ) -> Result<(FlowReport, Vec<u8>), NetError> {
+        let start = Instant::now();
+        let size = payload.len() as u64;
+        if u32::try_from(size).is_err() {
+            return Err(NetError::TooLarge(size));
+        }
+        let inner = &self.inner;
+        let flow_id =
+            inner.id_base | (inner.next_seq.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff);
+        let span = tracing::debug_span!("flow", flow_id, size, call);
+        async move {
+            let decision = inner
+                .policy
+                .lock()
+                .expect("policy lock")
+                .decide(size, self.now());
+            let (routes, fallback, held) = self.plan(dst, decision.copies).await;
+            let _busy = BusyGuard {
+                inner,
+                dst,
+                ports: held,
+            };
+            let n = routes.len() as u8;
+            let long = size > inner.cfg.policy.threshold;
+            let key = inner.cfg.key.as_deref();
+            let written: Vec<Arc<AtomicU64>> =
+                (0..n).map(|_| Arc::new(AtomicU64::new(0))).collect();
+            let cancel = Arc::new(AtomicBool::new(false));
+            let mut futs = FuturesUnordered::new();
+            for (i, r) in routes.iter().enumerate() {
+                let head = Header {
+                    flags: if call { flags::CALL } else { 0 },
+                    copy: i as u8,
+                    copies: n,
+                    flow_id,
+                    length: 0,
+                }
+                .encode(key, payload.as_slice());
+                let w = written[i].clone();
+                let (payload, cancel, route) = (payload.clone(), cancel.clone(), *r);
+                futs.push(async move {
+                    let res = match inner.cfg.mode {
+                        ConnMode::PerFlow => {
+                            self.copy_per_flow(route, &head, payload.as_slice(), &w, flow_id)
+                                .await
+                        }
+                        ConnMode::Pooled => {
+                            let pk = PoolKey {
+                                dst: route.dst,
+                                src_port: route.src_port,
+                                long,
+                            };
+                            let frame = OutFrame {
+                                head,
+                                payload,
+                                cancel,
+                                written: w,
+                            };
+                            self.copy_pooled(pk, frame, flow_id, i as u8).await
+                        }
+                    };
+                    (i as u8, res)
+                });
+            }
+            inc(&inner.counters.copies_sent, u64::from(n));
+            let mut failed = Vec::new();
+            let outcome = tokio::time::timeout(inner.cfg.flow_timeout, async {
+                while let Some((i, r)) = futs.next().await {
+                    match r {
+                        Ok(reply) => return Some((i, reply)),
+                        Err(e) => {
+                            debug!(copy = i, error = %e, "copy failed");
+                            failed.push(CopyFailure { copy: i, error: e });
+                        }
+                    }
+                }
+                None
+            })
+            .await;
+            let fct = start.elapsed();
+            cancel.store(true, Ordering::Relaxed);
+            let still_running = futs.len() as u8;
+            drop(futs);
+            let total: u64 = written.iter().map(|w| w.load(Ordering::Relaxed)).sum();
+            let c = &inner.counters;
+            inc(&c.copies_failed, failed.len() as u64);
+            let (winner, reply) = match outcome {
+                Ok(Some(x)) => x,
+                other => {
+                    inc(&c.flows_failed, 1);
+                    inc(&c.bytes_sent, total);
+                    inc(&c.bytes_wasted, total);
+                    inc(&c.copies_cancelled, u64::from(still_running));
+                    if other.is_err() {
+                        for i in 0..n {
+                            if !failed.iter().any(|f| f.copy == i) {
+                                failed.push(CopyFailure {
+                                    copy: i,
+                                    error: format!(
+                                        "no reply within {:?} (stalled)",
+                                        inner.cfg.flow_timeout
+                                    ),
+                                });
+                            }
+                        }
+                    }
+                    failed.sort_by_key(|f| f.copy);
+                    return Err(NetError::AllCopiesFailed { flow_id, failed });
+                }
+            };
+            // The winner's whole frame was received, so it was all written, even if its
+            // (pooled) writer has not yet counted the last bytes.
+            let frame_len = Header {
+                flags: u8::from(key.is_some()),
+                copy: 0,
+                copies: 1,
+                flow_id,
+                length: 0,
+            }
+            .wire_len() as u64
+                + size;
+            written[usize::from(winner)].fetch_max(frame_len, Ordering::Relaxed);
+            let total: u64 = written.iter().map(|w| w.load(Ordering::Relaxed)).sum();
+            let wasted = total - frame_len;
+            inc(&c.flows, 1);
+            inc(&c.bytes_sent, total);
+            inc(&c.bytes_wasted, wasted);
+            inc(&c.copies_cancelled, u64::from(still_running));
+            if winner > 0 {
+                inc(&c.copies_won_by_replica, 1);
+            }
+            inner
+                .policy
+                .lock()
+                .expect("policy lock")
+                .record(self.now(), total, wasted);
+            Ok((
+                FlowReport {
+                    flow_id,
+                    size,
+                    copies: n,
+                    winner,
+                    fct,
+                    bytes_sent: total,
+                    bytes_wasted: wasted,
+                    cancelled: still_running,
+                    failed,
+                    winner_was_duplicate: reply.dup,
+                    decision: decision.reason,
+                    fallback,
+                    routes,
+                },
+                reply.body,
+            ))
+        }
+        .instrument(span)
+        .await
+    }
+}

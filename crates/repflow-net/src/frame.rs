@@ -1,0 +1,425 @@
+//! The wire format: one small, versioned header in front of every payload.
+//!
+//! ```text
+//!  0      2    3     4     5      6        8              16        20          36
+//!  +------+----+-----+-----+------+--------+--------------+---------+-----------+
+//!  | "RF" | v1 |flags|copy |copies|reserved|   flow id    | length  | tag (opt) |
+//!  +------+----+-----+-----+------+--------+--------------+---------+-----------+
+//! ```
+//!
+//! All integers are big-endian. The optional 16-byte tag is HMAC-SHA256 (truncated to its
+//! first 16 bytes) keyed with a pre-shared key over the 20 header bytes followed by the
+//! payload; it is present exactly when [`flags::TAG`] is set. `docs/protocol.md` is the
+//! normative description, with byte-exact test vectors that the tests below assert.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use thiserror::Error;
+
+/// The two magic bytes that open every frame (`"RF"`).
+pub const MAGIC: [u8; 2] = *b"RF";
+/// The protocol version this crate speaks.
+pub const VERSION: u8 = 1;
+/// Length of the fixed header, without the optional tag.
+pub const HEADER_LEN: usize = 20;
+/// Length of the optional authentication tag.
+pub const TAG_LEN: usize = 16;
+
+/// Flag bits of the header's `flags` byte.
+pub mod flags {
+    /// A 16-byte HMAC tag follows the fixed header.
+    pub const TAG: u8 = 0x01;
+    /// The frame is a request that wants a response (a *call*); without it, a one-way flow.
+    pub const CALL: u8 = 0x02;
+    /// The frame travels from receiver to sender: an acknowledgement (length 0) of a flow or
+    /// the response to a call.
+    pub const REPLY: u8 = 0x04;
+    /// On a reply: the copy it answers was a duplicate (another copy was delivered first).
+    pub const DUP: u8 = 0x08;
+    /// Every flag bit this version defines; the others must be zero.
+    pub const KNOWN: u8 = TAG | CALL | REPLY | DUP;
+}
+
+/// A frame that cannot be accepted.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// The first two bytes are not `"RF"`.
+    #[error("bad magic {0:02x?} (expected \"RF\")")]
+    BadMagic([u8; 2]),
+    /// A version this crate does not speak.
+    #[error("unsupported protocol version {0} (this side speaks {VERSION})")]
+    BadVersion(u8),
+    /// Undefined flag bits are set.
+    #[error("undefined flag bits set: {0:#04x}")]
+    UnknownFlags(u8),
+    /// The reserved field is not zero.
+    #[error("reserved header field is {0:#06x}, must be 0")]
+    Reserved(u16),
+    /// `copies` is zero or the copy index is not below it.
+    #[error("copy index {copy} not below copy count {copies}")]
+    BadCopy {
+        /// The copy index.
+        copy: u8,
+        /// The number of copies.
+        copies: u8,
+    },
+    /// The payload is longer than the receiver accepts.
+    #[error("payload of {len} bytes exceeds the limit of {max}")]
+    TooLong {
+        /// Announced length.
+        len: u32,
+        /// Limit.
+        max: u32,
+    },
+    /// A key is configured but the frame carries no tag.
+    #[error("frame is not authenticated (no tag) but a key is required")]
+    MissingTag,
+    /// The frame carries a tag but no key is configured to check it.
+    #[error("frame carries a tag but no key is configured")]
+    UnexpectedTag,
+    /// The tag does not verify.
+    #[error("authentication tag does not verify")]
+    BadTag,
+}
+
+/// The decoded fixed header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Header {
+    /// Flag bits (see [`flags`]).
+    pub flags: u8,
+    /// Index of this copy among the flow's copies (0 = the original).
+    pub copy: u8,
+    /// Number of copies the sender made of this flow (≥ 1).
+    pub copies: u8,
+    /// Flow identifier, unique per sender.
+    pub flow_id: u64,
+    /// Payload length in bytes.
+    pub length: u32,
+}
+
+impl Header {
+    /// Whether [`flags::TAG`] is set.
+    pub fn has_tag(&self) -> bool {
+        self.flags & flags::TAG != 0
+    }
+
+    /// Bytes of header on the wire: 20, or 36 with a tag.
+    pub fn wire_len(&self) -> usize {
+        HEADER_LEN + if self.has_tag() { TAG_LEN } else { 0 }
+    }
+
+    /// The 20 fixed header bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..2].copy_from_slice(&MAGIC);
+        b[2] = VERSION;
+        b[3] = self.flags;
+        b[4] = self.copy;
+        b[5] = self.copies;
+        // b[6..8] reserved = 0
+        b[8..16].copy_from_slice(&self.flow_id.to_be_bytes());
+        b[16..20].copy_from_slice(&self.length.to_be_bytes());
+        b
+    }
+
+    /// Parses and validates the 20 fixed header bytes (not the tag, not the length limit).
+    pub fn parse(b: &[u8; HEADER_LEN]) -> Result<Header, FrameError> {
+        if b[0..2] != MAGIC {
+            return Err(FrameError::BadMagic([b[0], b[1]]));
+        }
+        if b[2] != VERSION {
+            return Err(FrameError::BadVersion(b[2]));
+        }
+        let fl = b[3];
+        if fl & !flags::KNOWN != 0 {
+            return Err(FrameError::UnknownFlags(fl & !flags::KNOWN));
+        }
+        let reserved = u16::from_be_bytes([b[6], b[7]]);
+        if reserved != 0 {
+            return Err(FrameError::Reserved(reserved));
+        }
+        let h = Header {
+            flags: fl,
+            copy: b[4],
+            copies: b[5],
+            flow_id: u64::from_be_bytes(b[8..16].try_into().expect("8 bytes")),
+            length: u32::from_be_bytes(b[16..20].try_into().expect("4 bytes")),
+        };
+        if h.copies == 0 || h.copy >= h.copies {
+            return Err(FrameError::BadCopy {
+                copy: h.copy,
+                copies: h.copies,
+            });
+        }
+        Ok(h)
+    }
+
+    /// Checks the announced length against a limit.
+    pub fn check_length(&self, max: u32) -> Result<(), FrameError> {
+        if self.length > max {
+            Err(FrameError::TooLong {
+                len: self.length,
+                max,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Encodes the header (with a tag over `payload` when `key` is given, which also sets
+    /// [`flags::TAG`]); `length` is taken from `payload`.
+    ///
+    /// # Panics
+    /// If the payload is longer than `u32::MAX` bytes.
+    pub fn encode(mut self, key: Option<&[u8]>, payload: &[u8]) -> Vec<u8> {
+        self.length = u32::try_from(payload.len()).expect("payload longer than 4 GiB");
+        if key.is_some() {
+            self.flags |= flags::TAG;
+        } else {
+            self.flags &= !flags::TAG;
+        }
+        let fixed = self.to_bytes();
+        let mut out = Vec::with_capacity(self.wire_len());
+        out.extend_from_slice(&fixed);
+        if let Some(k) = key {
+            out.extend_from_slice(&compute_tag(k, &fixed, payload));
+        }
+        out
+    }
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// HMAC-SHA256 over `header ‖ payload`, truncated to 16 bytes.
+pub fn compute_tag(key: &[u8], header: &[u8; HEADER_LEN], payload: &[u8]) -> [u8; TAG_LEN] {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC accepts any key length");
+    mac.update(header);
+    mac.update(payload);
+    let full = mac.finalize().into_bytes();
+    let mut t = [0u8; TAG_LEN];
+    t.copy_from_slice(&full[..TAG_LEN]);
+    t
+}
+
+/// Verifies a tag in constant time.
+pub fn verify_tag(key: &[u8], header: &[u8; HEADER_LEN], payload: &[u8], tag: &[u8]) -> bool {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC accepts any key length");
+    mac.update(header);
+    mac.update(payload);
+    mac.verify_truncated_left(tag).is_ok()
+}
+
+/// Checks that a frame's authentication matches the receiver's configuration.
+pub fn check_auth(
+    key: Option<&[u8]>,
+    header: &Header,
+    payload: &[u8],
+    tag: Option<&[u8]>,
+) -> Result<(), FrameError> {
+    match (key, tag) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(FrameError::UnexpectedTag),
+        (Some(_), None) => Err(FrameError::MissingTag),
+        (Some(k), Some(t)) => {
+            if verify_tag(k, &header.to_bytes(), payload, t) {
+                Ok(())
+            } else {
+                Err(FrameError::BadTag)
+            }
+        }
+    }
+}
+
+/// A whole frame decoded from a byte buffer (see [`decode_frame`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The header.
+    pub header: Header,
+    /// The payload.
+    pub payload: &'a [u8],
+    /// Bytes of `buf` the frame occupies.
+    pub consumed: usize,
+}
+
+/// Decodes one complete frame from the front of `buf` (sans-IO; the tokio layer reads the
+/// same format incrementally). Returns `Ok(None)` when more bytes are needed. Checks the
+/// header, the length limit and the authentication against `key`.
+pub fn decode_frame<'a>(
+    buf: &'a [u8],
+    key: Option<&[u8]>,
+    max_len: u32,
+) -> Result<Option<Frame<'a>>, FrameError> {
+    if buf.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("20 bytes");
+    let header = Header::parse(fixed)?;
+    header.check_length(max_len)?;
+    let hl = header.wire_len();
+    let total = hl + header.length as usize;
+    if buf.len() < total {
+        return Ok(None);
+    }
+    let tag = header.has_tag().then(|| &buf[HEADER_LEN..hl]);
+    let payload = &buf[hl..total];
+    check_auth(key, &header, payload, tag)?;
+    Ok(Some(Frame {
+        header,
+        payload,
+        consumed: total,
+    }))
+}
+
+/// Encodes a whole frame (header, optional tag, payload) into one buffer.
+pub fn encode_frame(header: Header, key: Option<&[u8]>, payload: &[u8]) -> Vec<u8> {
+    let mut v = header.encode(key, payload);
+    v.extend_from_slice(payload);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    // The test vectors of docs/protocol.md; keep both in step.
+    #[test]
+    fn vector_1_flow_no_tag() {
+        let h = Header {
+            flags: 0,
+            copy: 0,
+            copies: 2,
+            flow_id: 0x0123_4567_89ab_cdef,
+            length: 0,
+        };
+        let f = encode_frame(h, None, b"hello");
+        assert_eq!(
+            hex(&f),
+            "524601000002000001234567 89abcdef0000000568656c6c6f".replace(' ', "")
+        );
+    }
+
+    #[test]
+    fn vector_2_ack_dup() {
+        let h = Header {
+            flags: flags::REPLY | flags::DUP,
+            copy: 1,
+            copies: 2,
+            flow_id: 42,
+            length: 0,
+        };
+        let f = encode_frame(h, None, b"");
+        assert_eq!(hex(&f), "5246010c01020000000000000000002a00000000");
+    }
+
+    #[test]
+    fn vector_3_call_with_tag() {
+        let h = Header {
+            flags: flags::CALL,
+            copy: 1,
+            copies: 3,
+            flow_id: 7,
+            length: 0,
+        };
+        let f = encode_frame(h, Some(b"repflow-test-key"), b"ping");
+        assert_eq!(
+            hex(&f[..HEADER_LEN]),
+            "52460103010300000000000000000007 00000004".replace(' ', "")
+        );
+        assert_eq!(hex(&f[HEADER_LEN..HEADER_LEN + TAG_LEN]), VECTOR_3_TAG);
+        assert_eq!(&f[HEADER_LEN + TAG_LEN..], b"ping");
+        let d = decode_frame(&f, Some(b"repflow-test-key"), 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.payload, b"ping");
+        assert_eq!(d.consumed, f.len());
+        assert_eq!(
+            decode_frame(&f, Some(b"other-key"), 100),
+            Err(FrameError::BadTag)
+        );
+        assert_eq!(decode_frame(&f, None, 100), Err(FrameError::UnexpectedTag));
+    }
+
+    /// HMAC-SHA256("repflow-test-key", header ‖ "ping")[..16]; cross-checked with Python's
+    /// `hmac` module (see docs/protocol.md).
+    const VECTOR_3_TAG: &str = "12aa49ffc72a640a7c5ee40f7ac04992";
+
+    #[test]
+    fn rejects_malformed() {
+        let good = encode_frame(
+            Header {
+                flags: 0,
+                copy: 0,
+                copies: 1,
+                flow_id: 1,
+                length: 0,
+            },
+            None,
+            b"x",
+        );
+        let mut b = good.clone();
+        b[0] = b'X';
+        assert!(matches!(
+            decode_frame(&b, None, 10),
+            Err(FrameError::BadMagic(_))
+        ));
+        let mut b = good.clone();
+        b[2] = 2;
+        assert_eq!(decode_frame(&b, None, 10), Err(FrameError::BadVersion(2)));
+        let mut b = good.clone();
+        b[3] = 0x40;
+        assert_eq!(
+            decode_frame(&b, None, 10),
+            Err(FrameError::UnknownFlags(0x40))
+        );
+        let mut b = good.clone();
+        b[7] = 1;
+        assert_eq!(decode_frame(&b, None, 10), Err(FrameError::Reserved(1)));
+        let mut b = good.clone();
+        b[4] = 1;
+        assert!(matches!(
+            decode_frame(&b, None, 10),
+            Err(FrameError::BadCopy { .. })
+        ));
+        assert!(matches!(
+            decode_frame(&good, None, 0),
+            Err(FrameError::TooLong { len: 1, max: 0 })
+        ));
+        assert_eq!(
+            decode_frame(&good, Some(b"k"), 10),
+            Err(FrameError::MissingTag)
+        );
+        assert_eq!(decode_frame(&good[..good.len() - 1], None, 10), Ok(None));
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrip(fl in 0u8..16, copies in 1u8..=255, c in any::<u8>(), id in any::<u64>(),
+                     payload in proptest::collection::vec(any::<u8>(), 0..300),
+                     keyed in any::<bool>()) {
+            let copy = c % copies;
+            let key: Option<&[u8]> = if keyed { Some(b"k3y") } else { None };
+            let h = Header { flags: fl, copy, copies, flow_id: id, length: 0 };
+            let mut f = encode_frame(h, key, &payload);
+            f.extend_from_slice(b"trailing");
+            let d = decode_frame(&f, key, 1000).unwrap().unwrap();
+            prop_assert_eq!(d.header.copy, copy);
+            prop_assert_eq!(d.header.copies, copies);
+            prop_assert_eq!(d.header.flow_id, id);
+            prop_assert_eq!(d.header.flags & !flags::TAG, fl & !flags::TAG);
+            prop_assert_eq!(d.header.has_tag(), keyed);
+            prop_assert_eq!(d.payload, &payload[..]);
+            prop_assert_eq!(d.consumed, f.len() - 8);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_frame(&b, None, 1 << 20);
+            let _ = decode_frame(&b, Some(b"k"), 1 << 20);
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Sans-IO part of SmartRep's hash-collision avoidance (HCA): a cache of probed paths per
+//! (destination, source port) and the choice of source ports whose paths differ pairwise.
+//!
+//! The driver (see [`crate::probe`] and [`crate::Client`]) asks [`PortSelector::next_probe`]
+//! which source port to probe next, runs the probe, and feeds the answer back with
+//! [`PortSelector::record`]; [`PortSelector::select`] then picks ports for a flow's copies.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+
+/// What one hop-limited probe learnt.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Hop {
+    /// An ICMP Time Exceeded came back from this router.
+    Router(IpAddr),
+    /// The destination itself answered (SYN-ACK or RST): it is within the hop limit.
+    Destination,
+    /// Nothing answered at this TTL.
+    Silent,
+}
+
+/// The path signature of one five-tuple: the hop seen at each probed TTL.
+pub type PathSig = Vec<Hop>;
+
+/// The outcome of probing one source port at every configured TTL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// A signature (at least one TTL answered).
+    Path(PathSig),
+    /// No TTL got an answer (no ICMP, e.g. loopback or filtered).
+    NoAnswer,
+}
+
+/// Why a flow's ports were not chosen by path.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Probes to this destination got no answer: plain RepFlow ports were used.
+    NoProbeAnswers,
+    /// Fewer distinct paths than copies were found within the probe budget.
+    FewerPaths {
+        /// Distinct paths known.
+        found: usize,
+    },
+    /// Every probed port of some path was busy; the kernel picked the port.
+    PortsBusy,
+}
+
+/// The ports chosen for a flow's copies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Source ports on pairwise different paths (one per copy).
+    Ports(Vec<u16>),
+    /// Use the RepFlow strategy (destination port + i) instead, for this reason.
+    Fallback(Fallback),
+}
+
+#[derive(Debug, Default)]
+struct DstState {
+    /// Probed source port → outcome.
+    probed: BTreeMap<u16, ProbeOutcome>,
+    /// Path → ports known to take it, in probe order.
+    by_path: BTreeMap<PathSig, Vec<u16>>,
+    next_port: u16,
+    no_answers: u32,
+}
+
+/// Path cache and HCA port choice for every destination.
+#[derive(Debug)]
+pub struct PortSelector {
+    first_port: u16,
+    last_port: u16,
+    /// After this many probes with no answer (and none with one), a destination is treated
+    /// as unprobeable.
+    pub give_up_after: u32,
+    /// At most this many ports are probed per destination.
+    pub max_probes: usize,
+    dsts: HashMap<SocketAddr, DstState>,
+}
+
+impl PortSelector {
+    /// Candidate source ports are `first_port..=last_port`.
+    pub fn new(first_port: u16, last_port: u16) -> Self {
+        PortSelector {
+            first_port,
+            last_port: last_port.max(first_port),
+            give_up_after: 3,
+            max_probes: 64,
+            dsts: HashMap::new(),
+        }
+    }
+
+    /// Distinct known paths to `dst`.
+    pub fn distinct_paths(&self, dst: SocketAddr) -> usize {
+        self.dsts.get(&dst).map_or(0, |d| d.by_path.len())
+    }
+
+    /// Whether probing `dst` was given up (no answers).
+    pub fn unprobeable(&self, dst: SocketAddr) -> bool {
+        self.dsts
+            .get(&dst)
+            .is_some_and(|d| d.by_path.is_empty() && d.no_answers >= self.give_up_after)
+    }
+
+    /// The next source port worth probing to find `want` distinct paths to `dst`, or `None`
+    /// when enough are known or the budget is spent.
+    pub fn next_probe(&mut self, dst: SocketAddr, want: usize) -> Option<u16> {
+        let (first, last, max_probes) = (self.first_port, self.last_port, self.max_probes);
+        let give_up = self.give_up_after;
+        let d = self.dsts.entry(dst).or_default();
+        if d.by_path.len() >= want
+            || d.probed.len() >= max_probes
+            || (d.by_path.is_empty() && d.no_answers >= give_up)
+        {
+            return None;
+        }
+        if d.next_port < first || d.next_port > last {
+            d.next_port = first;
+        }
+        let span = usize::from(last - first) + 1;
+        for _ in 0..span {
+            let p = d.next_port;
+            d.next_port = if p >= last { first } else { p + 1 };
+            if !d.probed.contains_key(&p) {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Records the outcome of probing `src_port` towards `dst` (the cache entry).
+    pub fn record(&mut self, dst: SocketAddr, src_port: u16, outcome: ProbeOutcome) {
+        let d = self.dsts.entry(dst).or_default();
+        match &outcome {
+            ProbeOutcome::Path(sig) => d.by_path.entry(sig.clone()).or_default().push(src_port),
+            ProbeOutcome::NoAnswer => d.no_answers += 1,
+        }
+        d.probed.insert(src_port, outcome);
+    }
+
+    /// The cached outcome for `(dst, src_port)`.
+    pub fn cached(&self, dst: SocketAddr, src_port: u16) -> Option<&ProbeOutcome> {
+        self.dsts.get(&dst).and_then(|d| d.probed.get(&src_port))
+    }
+
+    /// Chooses source ports for `copies` copies to `dst` on pairwise different paths,
+    /// avoiding ports in `busy`. With fewer known paths than copies, returns as many ports as
+    /// there are paths when at least two are known (the caller sends fewer copies), else a
+    /// fallback.
+    pub fn select(&self, dst: SocketAddr, copies: usize, busy: &HashSet<u16>) -> Selection {
+        let Some(d) = self.dsts.get(&dst) else {
+            return Selection::Fallback(Fallback::NoProbeAnswers);
+        };
+        if d.by_path.is_empty() {
+            return Selection::Fallback(Fallback::NoProbeAnswers);
+        }
+        let mut ports = Vec::new();
+        for candidates in d.by_path.values() {
+            if ports.len() == copies {
+                break;
+            }
+            match candidates.iter().find(|p| !busy.contains(p)) {
+                Some(&p) => ports.push(p),
+                None => return Selection::Fallback(Fallback::PortsBusy),
+            }
+        }
+        if ports.len() < copies && ports.len() < 2 && copies > 1 {
+            return Selection::Fallback(Fallback::FewerPaths { found: ports.len() });
+        }
+        Selection::Ports(ports)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(last: u8) -> ProbeOutcome {
+        ProbeOutcome::Path(vec![Hop::Router(IpAddr::from([10, 0, 0, last]))])
+    }
+
+    #[test]
+    fn hca_picks_pairwise_different_paths() {
+        let dst: SocketAddr = "10.1.0.2:5000".parse().unwrap();
+        let mut s = PortSelector::new(20000, 20010);
+        // Paths by port: 20000→a, 20001→a, 20002→b, 20003→c.
+        let answers = [r(1), r(1), r(2), r(3)];
+        let mut i = 0;
+        while let Some(p) = s.next_probe(dst, 3) {
+            s.record(dst, p, answers[i].clone());
+            i += 1;
+        }
+        assert_eq!(i, 4, "probing stops once 3 distinct paths are known");
+        assert_eq!(s.distinct_paths(dst), 3);
+        assert_eq!(s.cached(dst, 20001), Some(&r(1)));
+        match s.select(dst, 3, &HashSet::new()) {
+            Selection::Ports(p) => assert_eq!(p, vec![20000, 20002, 20003]),
+            other => panic!("{other:?}"),
+        }
+        // A busy port is replaced by another on the same path.
+        let busy: HashSet<u16> = [20000].into();
+        assert_eq!(
+            s.select(dst, 2, &busy),
+            Selection::Ports(vec![20001, 20002])
+        );
+        let busy: HashSet<u16> = [20002].into();
+        assert_eq!(
+            s.select(dst, 3, &busy),
+            Selection::Fallback(Fallback::PortsBusy)
+        );
+    }
+
+    #[test]
+    fn no_answers_fall_back() {
+        let dst: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let mut s = PortSelector::new(20000, 20100);
+        let mut probes = 0;
+        while let Some(p) = s.next_probe(dst, 2) {
+            s.record(dst, p, ProbeOutcome::NoAnswer);
+            probes += 1;
+        }
+        assert_eq!(probes, 3);
+        assert!(s.unprobeable(dst));
+        assert_eq!(
+            s.select(dst, 2, &HashSet::new()),
+            Selection::Fallback(Fallback::NoProbeAnswers)
+        );
+    }
+
+    #[test]
+    fn single_path_gives_fallback_and_budget_is_bounded() {
+        let dst: SocketAddr = "10.1.0.2:5000".parse().unwrap();
+        let mut s = PortSelector::new(20000, 20003);
+        s.max_probes = 10;
+        let mut n = 0;
+        while let Some(p) = s.next_probe(dst, 2) {
+            s.record(dst, p, r(9));
+            n += 1;
+        }
+        assert_eq!(n, 4, "port range exhausted");
+        assert_eq!(
+            s.select(dst, 2, &HashSet::new()),
+            Selection::Fallback(Fallback::FewerPaths { found: 1 })
+        );
+    }
+}

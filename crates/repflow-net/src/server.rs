@@ -1,0 +1,616 @@
+//! The receiving side: listens on one or more ports, accepts every copy, hands each flow or
+//! request to the application exactly once, acknowledges or answers every copy, and discards
+//! late duplicates.
+
+use crate::frame::{flags, Header};
+use crate::wire::{read_frame, write_all, ReadError};
+use crate::NetError;
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn, Instrument};
+
+/// Limits and settings of a [`Server`].
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Addresses to listen on (RepFlow: consecutive ports, so copy `i` can use port + `i`).
+    pub addrs: Vec<SocketAddr>,
+    /// Pre-shared key: when set, every frame must carry a valid HMAC tag.
+    pub key: Option<Vec<u8>>,
+    /// Largest accepted payload (bytes).
+    pub max_flow_size: u32,
+    /// Largest number of connections served at once; more are closed at once.
+    pub max_connections: usize,
+    /// Time allowed for a new connection's first frame header to arrive.
+    pub header_timeout: Duration,
+    /// Time allowed between two reads (within a frame, or between frames on a pooled
+    /// connection) before the connection is closed.
+    pub idle_timeout: Duration,
+    /// Flow ids remembered at most by the duplicate filter.
+    pub dedup_capacity: usize,
+    /// How long a flow id is remembered (unless all its copies arrived earlier).
+    pub dedup_ttl: Duration,
+    /// Flows delivered but not yet taken by the application before readers wait.
+    pub queue: usize,
+}
+
+impl ServerConfig {
+    /// Listens on `addr`'s port and the `ports − 1` following ones, with default limits.
+    pub fn ports(addr: SocketAddr, ports: u16) -> Self {
+        let addrs = (0..ports.max(1))
+            .map(|i| SocketAddr::new(addr.ip(), addr.port().wrapping_add(i)))
+            .collect();
+        ServerConfig {
+            addrs,
+            key: None,
+            max_flow_size: 64 << 20,
+            max_connections: 4096,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            dedup_capacity: 1 << 18,
+            dedup_ttl: Duration::from_secs(60),
+            queue: 1024,
+        }
+    }
+}
+
+/// Whether an [`Incoming`] is a one-way flow or a request that wants a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IncomingKind {
+    /// A one-way flow (already acknowledged to the sender).
+    Flow,
+    /// A request; answer it with [`Incoming::respond`].
+    Call,
+}
+
+/// A flow or request, delivered once however many copies arrive.
+#[derive(Debug)]
+pub struct Incoming {
+    /// Flow or call.
+    pub kind: IncomingKind,
+    /// The sender's flow id.
+    pub flow_id: u64,
+    /// Address of the connection that delivered the first complete copy.
+    pub peer: SocketAddr,
+    /// Which copy arrived first.
+    pub copy: u8,
+    /// The payload.
+    pub data: Vec<u8>,
+    responder: Option<Responder>,
+}
+
+impl Incoming {
+    /// Answers a call: the response goes back on every connection that carried a copy of the
+    /// request (and to copies that arrive later, while the flow id is remembered). Does
+    /// nothing for a flow. Dropping a call's `Incoming` without responding sends an empty
+    /// response.
+    pub fn respond(mut self, data: Vec<u8>) {
+        if let Some(r) = self.responder.take() {
+            r.respond(data);
+        }
+    }
+
+    /// Takes the responder out, to answer later or from elsewhere.
+    pub fn take_responder(&mut self) -> Option<Responder> {
+        self.responder.take()
+    }
+}
+
+/// The handle that answers one call (see [`Incoming::respond`]).
+#[derive(Debug)]
+pub struct Responder {
+    key: DedupKey,
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+impl Responder {
+    /// Sends the response. Never blocks; a connection whose send queue is full misses it.
+    pub fn respond(mut self, data: Vec<u8>) {
+        self.finish(data);
+    }
+
+    fn finish(&mut self, data: Vec<u8>) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let body: Arc<[u8]> = data.into();
+        let waiters = {
+            let mut d = self.shared.dedup.lock().expect("dedup lock");
+            d.complete(self.key, body.clone())
+        };
+        for (tx, h) in waiters {
+            let head = Header {
+                flags: flags::REPLY,
+                ..h
+            }
+            .encode(self.shared.cfg.key.as_deref(), &body);
+            let _ = tx.try_send(Out {
+                head,
+                body: Some(body.clone()),
+            });
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.finish(Vec::new());
+    }
+}
+
+/// Server-side counters (a snapshot).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ServerCounters {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Connections refused because of `max_connections`.
+    pub connections_rejected: u64,
+    /// Frames (copies) received completely.
+    pub copies_received: u64,
+    /// Flows delivered to the application.
+    pub flows_delivered: u64,
+    /// Calls delivered to the application.
+    pub calls_delivered: u64,
+    /// Late duplicate copies discarded.
+    pub duplicates: u64,
+    /// Payload bytes received (all copies).
+    pub bytes_received: u64,
+    /// Payload bytes of discarded duplicates.
+    pub duplicate_bytes: u64,
+    /// Connections closed for a malformed or oversized frame.
+    pub malformed: u64,
+    /// Connections closed for a missing or wrong authentication tag.
+    pub auth_failures: u64,
+    /// Connections closed by the header or idle timeout.
+    pub timeouts: u64,
+    /// Flow ids forgotten by the duplicate filter before all their copies arrived.
+    pub dedup_evictions: u64,
+}
+
+#[derive(Debug, Default)]
+struct AtomicCounters {
+    connections: AtomicU64,
+    connections_rejected: AtomicU64,
+    copies_received: AtomicU64,
+    flows_delivered: AtomicU64,
+    calls_delivered: AtomicU64,
+    duplicates: AtomicU64,
+    bytes_received: AtomicU64,
+    duplicate_bytes: AtomicU64,
+    malformed: AtomicU64,
+    auth_failures: AtomicU64,
+    timeouts: AtomicU64,
+}
+
+fn inc(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+type DedupKey = (IpAddr, u64);
+
+/// A frame queued for a connection's writer.
+#[derive(Debug)]
+struct Out {
+    head: Vec<u8>,
+    body: Option<Arc<[u8]>>,
+}
+
+#[derive(Debug)]
+enum Resp {
+    /// A flow: nothing to answer beyond the acknowledgement.
+    Flow,
+    /// A call being processed; connections (and the header to answer with) waiting.
+    Pending(Vec<(mpsc::Sender<Out>, Header)>),
+    /// A call answered.
+    Done(Arc<[u8]>),
+}
+
+#[derive(Debug)]
+struct Entry {
+    copies: u8,
+    seen: u8,
+    born: Instant,
+    resp: Resp,
+}
+
+enum Seen {
+    New,
+    /// Duplicate; the cached response if the call was answered.
+    Dup(Option<Arc<[u8]>>),
+}
+
+/// Bounded duplicate filter keyed by (peer address, flow id).
+#[derive(Debug)]
+struct Dedup {
+    map: HashMap<DedupKey, Entry>,
+    order: VecDeque<(DedupKey, Instant)>,
+    cap: usize,
+    ttl: Duration,
+    evictions: u64,
+}
+
+impl Dedup {
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(k, born)) = self.order.front() {
+            let old = now.duration_since(born) > self.ttl;
+            if !old && self.map.len() <= self.cap {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(e) = self.map.get(&k) {
+                if e.born == born && !matches!(e.resp, Resp::Pending(_)) {
+                    if e.seen < e.copies {
+                        self.evictions += 1;
+                    }
+                    self.map.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// Registers a complete copy; `waiter` is the connection to answer for calls.
+    fn on_copy(
+        &mut self,
+        key: DedupKey,
+        h: &Header,
+        call: bool,
+        waiter: &mpsc::Sender<Out>,
+        now: Instant,
+    ) -> Seen {
+        self.expire(now);
+        if let Some(e) = self.map.get_mut(&key) {
+            e.seen = e.seen.saturating_add(1);
+            let out = match &mut e.resp {
+                Resp::Flow => Seen::Dup(None),
+                Resp::Pending(w) => {
+                    w.push((waiter.clone(), *h));
+                    Seen::Dup(None)
+                }
+                Resp::Done(b) => Seen::Dup(Some(b.clone())),
+            };
+            if e.seen >= e.copies && !matches!(e.resp, Resp::Pending(_)) {
+                self.map.remove(&key);
+            }
+            return out;
+        }
+        let resp = if call {
+            Resp::Pending(vec![(waiter.clone(), *h)])
+        } else {
+            Resp::Flow
+        };
+        if h.copies > 1 || call {
+            self.map.insert(
+                key,
+                Entry {
+                    copies: h.copies,
+                    seen: 1,
+                    born: now,
+                    resp,
+                },
+            );
+            self.order.push_back((key, now));
+        }
+        Seen::New
+    }
+
+    /// Records a call's response; returns the connections waiting for it.
+    fn complete(&mut self, key: DedupKey, body: Arc<[u8]>) -> Vec<(mpsc::Sender<Out>, Header)> {
+        let now = Instant::now();
+        let Some(e) = self.map.get_mut(&key) else {
+            return Vec::new();
+        };
+        let waiters = match std::mem::replace(&mut e.resp, Resp::Done(body)) {
+            Resp::Pending(w) => w,
+            _ => Vec::new(),
+        };
+        if e.seen >= e.copies {
+            self.map.remove(&key);
+        } else {
+            e.born = now;
+            self.order.push_back((key, now));
+        }
+        waiters
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    cfg: ServerConfig,
+    counters: AtomicCounters,
+    dedup: Mutex<Dedup>,
+}
+
+/// A RepFlow server. Dropping it stops accepting and closes every connection.
+#[derive(Debug)]
+pub struct Server {
+    rx: mpsc::Receiver<Incoming>,
+    shared: Arc<Shared>,
+    addrs: Vec<SocketAddr>,
+    tasks: Vec<JoinHandle<()>>,
+    _shutdown: watch::Sender<bool>,
+}
+
+impl Server {
+    /// Binds every address of `cfg` and starts serving in the background (on the current
+    /// tokio runtime).
+    ///
+    /// Cancel-safety: if dropped before it completes, listeners bound so far are closed.
+    pub async fn bind(cfg: ServerConfig) -> Result<Server, NetError> {
+        let mut listeners = Vec::new();
+        for &addr in &cfg.addrs {
+            let l = bind_listener(addr).map_err(|source| NetError::Bind { addr, source })?;
+            listeners.push(l);
+        }
+        let addrs = listeners
+            .iter()
+            .map(|l| l.local_addr())
+            .collect::<Result<Vec<_>, _>>()?;
+        let (tx, rx) = mpsc::channel(cfg.queue.max(1));
+        let shared = Arc::new(Shared {
+            dedup: Mutex::new(Dedup {
+                map: HashMap::new(),
+                order: VecDeque::new(),
+                cap: cfg.dedup_capacity.max(1),
+                ttl: cfg.dedup_ttl,
+                evictions: 0,
+            }),
+            counters: AtomicCounters::default(),
+            cfg,
+        });
+        let sem = Arc::new(Semaphore::new(shared.cfg.max_connections.max(1)));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let tasks = listeners
+            .into_iter()
+            .map(|l| {
+                let (shared, sem, tx, stop) =
+                    (shared.clone(), sem.clone(), tx.clone(), stop_rx.clone());
+                tokio::spawn(accept_loop(l, shared, sem, tx, stop))
+            })
+            .collect();
+        Ok(Server {
+            rx,
+            shared,
+            addrs,
+            tasks,
+            _shutdown: stop_tx,
+        })
+    }
+
+    /// The next flow or request, each delivered exactly once; `None` once the server has
+    /// stopped.
+    ///
+    /// Cancel-safe: if the future is dropped, no flow is lost (it stays queued).
+    pub async fn next(&mut self) -> Option<Incoming> {
+        self.rx.recv().await
+    }
+
+    /// The addresses actually bound (ports resolved when 0 was asked).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// A snapshot of the counters.
+    pub fn counters(&self) -> ServerCounters {
+        let c = &self.shared.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServerCounters {
+            connections: l(&c.connections),
+            connections_rejected: l(&c.connections_rejected),
+            copies_received: l(&c.copies_received),
+            flows_delivered: l(&c.flows_delivered),
+            calls_delivered: l(&c.calls_delivered),
+            duplicates: l(&c.duplicates),
+            bytes_received: l(&c.bytes_received),
+            duplicate_bytes: l(&c.duplicate_bytes),
+            malformed: l(&c.malformed),
+            auth_failures: l(&c.auth_failures),
+            timeouts: l(&c.timeouts),
+            dedup_evictions: self.shared.dedup.lock().expect("dedup lock").evictions,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let s = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    s.set_reuseaddr(true)?;
+    s.bind(addr)?;
+    s.listen(1024)
+}
+
+async fn accept_loop(
+    l: TcpListener,
+    shared: Arc<Shared>,
+    sem: Arc<Semaphore>,
+    tx: mpsc::Sender<Incoming>,
+    stop: watch::Receiver<bool>,
+) {
+    loop {
+        let (stream, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = sem.clone().try_acquire_owned() else {
+            inc(&shared.counters.connections_rejected, 1);
+            warn!(%peer, "connection limit reached; closing");
+            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+            continue;
+        };
+        inc(&shared.counters.connections, 1);
+        let (shared, tx, mut stop) = (shared.clone(), tx.clone(), stop.clone());
+        let span = tracing::debug_span!("conn", %peer);
+        tokio::spawn(
+            async move {
+                tokio::select! {
+                    _ = serve_conn(stream, peer, &shared, &tx) => {}
+                    _ = stop.changed() => {}
+                }
+                drop(permit);
+            }
+            .instrument(span),
+        );
+    }
+}
+
+async fn serve_conn(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    app: &mpsc::Sender<Incoming>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let (otx, mut orx) = mpsc::channel::<Out>(256);
+    let writer = tokio::spawn(async move {
+        while let Some(o) = orx.recv().await {
+            let body = o.body.as_deref().unwrap_or(&[]);
+            if let Err(e) = write_all(&mut wr, &o.head, body).await {
+                debug!(error = %e, "write failed");
+                return;
+            }
+        }
+    });
+    let cfg = &shared.cfg;
+    let c = &shared.counters;
+    let key = cfg.key.as_deref();
+    let mut first = true;
+    loop {
+        let wait = if first {
+            cfg.header_timeout
+        } else {
+            cfg.idle_timeout
+        };
+        let f = match read_frame(&mut rd, key, cfg.max_flow_size, wait, cfg.idle_timeout).await {
+            Ok(f) => f,
+            Err(ReadError::Eof) => break,
+            Err(ReadError::Timeout) => {
+                inc(&c.timeouts, 1);
+                debug!("closing idle connection");
+                break;
+            }
+            Err(ReadError::Io(e)) => {
+                debug!(error = %e, "connection ended");
+                break;
+            }
+            Err(ReadError::Frame(e)) => {
+                if matches!(
+                    e,
+                    crate::FrameError::BadTag
+                        | crate::FrameError::MissingTag
+                        | crate::FrameError::UnexpectedTag
+                ) {
+                    inc(&c.auth_failures, 1);
+                } else {
+                    inc(&c.malformed, 1);
+                }
+                warn!(%peer, error = %e, "rejected frame; closing connection");
+                break;
+            }
+        };
+        first = false;
+        let h = f.header;
+        if h.flags & (flags::REPLY | flags::DUP) != 0 {
+            inc(&c.malformed, 1);
+            warn!(%peer, "reply flags on a request; closing connection");
+            break;
+        }
+        let len = f.payload.len() as u64;
+        inc(&c.copies_received, 1);
+        inc(&c.bytes_received, len);
+        let call = h.flags & flags::CALL != 0;
+        let dkey = (peer.ip(), h.flow_id);
+        let seen = {
+            let mut d = shared.dedup.lock().expect("dedup lock");
+            d.on_copy(dkey, &h, call, &otx, Instant::now())
+        };
+        let reply = |dup: bool| Header {
+            flags: flags::REPLY | if dup { flags::DUP } else { 0 },
+            ..h
+        };
+        match seen {
+            Seen::New => {
+                if call {
+                    inc(&c.calls_delivered, 1);
+                } else {
+                    inc(&c.flows_delivered, 1);
+                }
+                let inc_msg = Incoming {
+                    kind: if call {
+                        IncomingKind::Call
+                    } else {
+                        IncomingKind::Flow
+                    },
+                    flow_id: h.flow_id,
+                    peer,
+                    copy: h.copy,
+                    data: f.payload,
+                    responder: call.then(|| Responder {
+                        key: dkey,
+                        shared: shared.clone(),
+                        done: false,
+                    }),
+                };
+                if app.send(inc_msg).await.is_err() {
+                    break;
+                }
+                if !call {
+                    let head = reply(false).encode(key, &[]);
+                    if otx.send(Out { head, body: None }).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            Seen::Dup(cached) => {
+                inc(&c.duplicates, 1);
+                inc(&c.duplicate_bytes, len);
+                debug!(
+                    flow_id = h.flow_id,
+                    copy = h.copy,
+                    "late duplicate discarded"
+                );
+                let out = match (call, cached) {
+                    (false, _) => Some(Out {
+                        head: reply(true).encode(key, &[]),
+                        body: None,
+                    }),
+                    (true, Some(b)) => Some(Out {
+                        head: reply(true).encode(key, &b),
+                        body: Some(b),
+                    }),
+                    // Call still being processed: this connection was added as a waiter.
+                    (true, None) => None,
+                };
+                if let Some(o) = out {
+                    if otx.send(o).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    drop(otx);
+    // Let queued replies go out (bounded), then close.
+    let _ = tokio::time::timeout(cfg.idle_timeout, writer).await;
+}

@@ -1,0 +1,507 @@
+//! End-to-end tests on 127.0.0.1 with real sockets: exactly-once delivery, cancellation,
+//! pooled mode, fault injection, limits, authentication, SmartRep fallback.
+
+use repflow_net::frame::{encode_frame, Header};
+use repflow_net::load::{run_schedule, ScheduledFlow};
+use repflow_net::paths::Fallback;
+use repflow_net::policy::DecisionReason;
+use repflow_net::{
+    Client, ClientConfig, ConnMode, CopiesRule, IncomingKind, NetError, PolicyConfig, Server,
+    ServerConfig,
+};
+use std::collections::HashSet;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A base port with `n` free consecutive ports after it (RepFlow sends copy i to port + i).
+fn free_base(n: u16) -> u16 {
+    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9;
+    for _ in 0..500 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let base = 30000 + ((seed >> 33) % 2000) as u16 * 8;
+        let ok: Vec<_> = (0..n)
+            .map(|i| StdListener::bind(("127.0.0.1", base + i)))
+            .collect();
+        if ok.iter().all(|r| r.is_ok()) {
+            return base;
+        }
+    }
+    panic!("no free consecutive ports");
+}
+
+async fn server(ports: u16, tweak: impl Fn(&mut ServerConfig)) -> (Server, SocketAddr) {
+    for _ in 0..20 {
+        let base = free_base(ports);
+        let addr: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
+        let mut cfg = ServerConfig::ports(addr, ports);
+        tweak(&mut cfg);
+        if let Ok(s) = Server::bind(cfg.clone()).await {
+            return (s, addr);
+        }
+    }
+    panic!("cannot bind server");
+}
+
+fn payload(seed: u64, len: usize) -> Vec<u8> {
+    // First 8 bytes: seed; the rest a function of seed and position, so corruption shows.
+    let mut v = Vec::with_capacity(len.max(8));
+    v.extend_from_slice(&seed.to_be_bytes());
+    while v.len() < len {
+        let i = v.len() as u64;
+        v.push((seed.wrapping_mul(31).wrapping_add(i * 7) % 251) as u8);
+    }
+    v.truncate(len.max(8));
+    v
+}
+
+fn payload_ok(d: &[u8]) -> bool {
+    if d.len() < 8 {
+        return false;
+    }
+    let seed = u64::from_be_bytes(d[..8].try_into().unwrap());
+    d == payload(seed, d.len()).as_slice()
+}
+
+fn client(policy: PolicyConfig, mode: ConnMode) -> Client {
+    let mut cfg = ClientConfig::new(policy);
+    cfg.mode = mode;
+    cfg.flow_timeout = Duration::from_secs(10);
+    Client::new(cfg)
+}
+
+async fn exactly_once(mode: ConnMode, flows: u64) {
+    let (s, addr) = server(2, |_| {}).await;
+    let (ids, bad, _h) = sink_real(s);
+    let c = client(PolicyConfig::repflow(2), mode);
+    let sizes = [100u64, 1000, 9000, 20_000, 100_000];
+    let mut set = tokio::task::JoinSet::new();
+    let next = Arc::new(AtomicU64::new(0));
+    for _ in 0..16 {
+        let (c, next) = (c.clone(), next.clone());
+        set.spawn(async move {
+            let mut reports = Vec::new();
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= flows {
+                    break;
+                }
+                let size = sizes[(k % 5) as usize] as usize;
+                let r = c.send(addr, payload(k, size)).await.expect("flow");
+                reports.push(r);
+            }
+            reports
+        });
+    }
+    let mut reports = Vec::new();
+    while let Some(r) = set.join_next().await {
+        reports.extend(r.unwrap());
+    }
+    assert_eq!(reports.len() as u64, flows);
+    // Give the sink a moment to drain its queue.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let ids = ids.lock().unwrap().clone();
+    let uniq: HashSet<_> = ids.iter().collect();
+    assert_eq!(ids.len() as u64, flows, "each flow delivered once");
+    assert_eq!(uniq.len(), ids.len(), "no flow delivered twice");
+    assert_eq!(bad.load(Ordering::Relaxed), 0, "payloads intact");
+    let mut sent = 0;
+    let mut wasted = 0;
+    for r in &reports {
+        assert_eq!(r.copies, 2);
+        assert!(r.winner < 2);
+        assert!(r.bytes_wasted <= r.bytes_sent);
+        // The winner wrote at least the whole frame (20-byte header + payload).
+        assert!(r.bytes_sent - r.bytes_wasted >= r.size.max(8) + 20, "{r:?}");
+        assert_eq!(r.decision, DecisionReason::Replicated);
+        sent += r.bytes_sent;
+        wasted += r.bytes_wasted;
+    }
+    let k = c.counters();
+    assert_eq!(k.flows, flows);
+    assert_eq!(k.copies_sent, 2 * flows);
+    assert_eq!(k.bytes_sent, sent);
+    assert_eq!(k.bytes_wasted, wasted);
+    assert_eq!(k.flows_failed, 0);
+}
+
+/// Consumes the server in a task: records each delivered flow id, checks payloads, answers
+/// calls with the reversed request.
+fn sink_real(mut s: Server) -> (Arc<std::sync::Mutex<Vec<u64>>>, Arc<AtomicU64>, ()) {
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let bad = Arc::new(AtomicU64::new(0));
+    let (i2, b2) = (ids.clone(), bad.clone());
+    tokio::spawn(async move {
+        while let Some(inc) = s.next().await {
+            if !payload_ok(&inc.data) {
+                b2.fetch_add(1, Ordering::Relaxed);
+            }
+            i2.lock().unwrap().push(inc.flow_id);
+            if inc.kind == IncomingKind::Call {
+                let mut r = inc.data.clone();
+                r.reverse();
+                inc.respond(r);
+            }
+        }
+    });
+    (ids, bad, ())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_per_flow_connections() {
+    exactly_once(ConnMode::PerFlow, 2000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_pooled_connections() {
+    exactly_once(ConnMode::Pooled, 3000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_are_handled_once_and_answered() {
+    for mode in [ConnMode::PerFlow, ConnMode::Pooled] {
+        let (s, addr) = server(3, |_| {}).await;
+        let (ids, _bad, _) = sink_real(s);
+        let c = client(PolicyConfig::repflow(3), mode);
+        for k in 0..200u64 {
+            let req = payload(k, 64 + k as usize);
+            let (resp, r) = c.call(addr, req.clone()).await.unwrap();
+            let mut want = req;
+            want.reverse();
+            assert_eq!(resp, want);
+            assert_eq!(r.copies, 3);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let ids = ids.lock().unwrap().clone();
+        assert_eq!(ids.len(), 200, "{mode:?}: each request handled once");
+        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 200);
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// Accept, read everything, forward nothing.
+    Stall,
+    /// Forward this many bytes upstream, then reset both sides.
+    KillAfter(usize),
+    /// Forward at this many bytes per 10 ms.
+    Slow(usize),
+}
+
+/// A TCP proxy on `listen` towards `upstream` that injects `fault`; counts bytes forwarded.
+async fn proxy(listen: SocketAddr, upstream: SocketAddr, fault: Fault) -> Arc<AtomicU64> {
+    let l = TcpListener::bind(listen).await.unwrap();
+    let fwd = Arc::new(AtomicU64::new(0));
+    let f2 = fwd.clone();
+    tokio::spawn(async move {
+        while let Ok((mut down, _)) = l.accept().await {
+            let fwd = f2.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                match fault {
+                    Fault::Stall => {
+                        while let Ok(n) = down.read(&mut buf).await {
+                            if n == 0 {
+                                break;
+                            }
+                        }
+                    }
+                    Fault::KillAfter(limit) | Fault::Slow(limit) => {
+                        let Ok(up) = TcpStream::connect(upstream).await else {
+                            return;
+                        };
+                        let (mut ur, mut uw) = up.into_split();
+                        let (mut dr, mut dw) = down.into_split();
+                        let back = tokio::spawn(async move {
+                            let _ = tokio::io::copy(&mut ur, &mut dw).await;
+                        });
+                        let mut total = 0;
+                        loop {
+                            let cap = match fault {
+                                Fault::Slow(step) => step.min(buf.len()),
+                                _ => buf.len(),
+                            };
+                            let n = match dr.read(&mut buf[..cap]).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            let n = match fault {
+                                Fault::KillAfter(l) => n.min(l - total),
+                                _ => n,
+                            };
+                            if uw.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                            total += n;
+                            fwd.fetch_add(n as u64, Ordering::Relaxed);
+                            if matches!(fault, Fault::KillAfter(_)) && total >= limit {
+                                break; // drop both halves: the copy dies mid-transfer
+                            }
+                            if matches!(fault, Fault::Slow(_)) {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                        }
+                        back.abort();
+                    }
+                }
+            });
+        }
+    });
+    fwd
+}
+
+/// Server on ports S, S+1; client targets proxy ports P (copy 0, faulty) and P+1 (copy 1,
+/// clean forwarder to S+1).
+async fn faulty_setup(
+    fault0: Fault,
+) -> (SocketAddr, Arc<AtomicU64>, Arc<std::sync::Mutex<Vec<u64>>>) {
+    let (s, saddr) = server(2, |_| {}).await;
+    let (ids, bad, _) = sink_real(s);
+    let _ = bad;
+    let p = free_base(2);
+    let p0: SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
+    let p1: SocketAddr = format!("127.0.0.1:{}", p + 1).parse().unwrap();
+    let up1: SocketAddr = format!("127.0.0.1:{}", saddr.port() + 1).parse().unwrap();
+    let fwd0 = proxy(p0, saddr, fault0).await;
+    let _ = proxy(p1, up1, Fault::KillAfter(usize::MAX / 2)).await;
+    (p0, fwd0, ids)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_or_killed_copy_does_not_fail_the_flow() {
+    for fault in [Fault::Stall, Fault::KillAfter(5000)] {
+        let (dst, _fwd, ids) = faulty_setup(fault).await;
+        let c = client(PolicyConfig::repflow(2), ConnMode::PerFlow);
+        for k in 0..20u64 {
+            let data = payload(k, 50_000);
+            let r = c
+                .send(dst, data)
+                .await
+                .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+            assert_eq!(r.winner, 1, "{fault:?}: the clean copy wins");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(ids.lock().unwrap().len(), 20, "{fault:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losers_are_cancelled_and_bytes_saved() {
+    // Copy 0 crawls through a slow proxy (2 KB per 10 ms); copy 1 is clean and wins; copy 0
+    // is reset, so the slow proxy forwards far less than the 100 KB payload per flow.
+    let (dst, fwd0, ids) = faulty_setup(Fault::Slow(2048)).await;
+    let c = client(PolicyConfig::repflow(2), ConnMode::PerFlow);
+    for k in 0..5u64 {
+        let r = c.send(dst, payload(k, 100_000)).await.unwrap();
+        assert_eq!(r.winner, 1);
+        assert_eq!(r.cancelled, 1, "{r:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let forwarded = fwd0.load(Ordering::Relaxed);
+    assert!(
+        forwarded < 5 * 100_000 / 2,
+        "slow copies were cut short: {forwarded}"
+    );
+    assert_eq!(ids.lock().unwrap().len(), 5);
+    assert_eq!(c.counters().copies_cancelled, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_copies_failing_explains_each() {
+    let base = free_base(2);
+    let dst: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
+    let c = client(PolicyConfig::repflow(2), ConnMode::PerFlow);
+    match c.send(dst, vec![1u8; 100]).await {
+        Err(NetError::AllCopiesFailed { failed, .. }) => {
+            assert_eq!(failed.len(), 2);
+            assert!(
+                failed.iter().all(|f| f.error.contains("refused")),
+                "{failed:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.counters().flows_failed, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_malformed_and_auth() {
+    let (s, addr) = server(2, |c| {
+        c.max_flow_size = 10_000;
+        c.key = Some(b"secret".to_vec());
+        c.header_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let counters_of = Arc::new(tokio::sync::Mutex::new(s));
+    let srv = counters_of.clone();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let d2 = delivered.clone();
+    tokio::spawn(async move {
+        loop {
+            let mut g = srv.lock().await;
+            match tokio::time::timeout(Duration::from_millis(20), g.next()).await {
+                Ok(Some(_)) => {
+                    d2.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(None) => break,
+                Err(_) => {}
+            }
+            drop(g);
+            tokio::task::yield_now().await;
+        }
+    });
+    let mut cfg = ClientConfig::new(PolicyConfig::repflow(2));
+    cfg.key = Some(b"secret".to_vec());
+    cfg.flow_timeout = Duration::from_secs(3);
+    let good = Client::new(cfg.clone());
+    good.send(addr, vec![7u8; 5000]).await.unwrap();
+    // Too large: both copies' connections are closed by the server.
+    assert!(matches!(
+        good.send(addr, vec![7u8; 20_000]).await,
+        Err(NetError::AllCopiesFailed { .. })
+    ));
+    // Wrong key and no key.
+    cfg.key = Some(b"wrong".to_vec());
+    assert!(Client::new(cfg.clone())
+        .send(addr, vec![1u8; 10])
+        .await
+        .is_err());
+    cfg.key = None;
+    assert!(Client::new(cfg.clone())
+        .send(addr, vec![1u8; 10])
+        .await
+        .is_err());
+    // Garbage and a silent connection.
+    let mut raw = TcpStream::connect(addr).await.unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut sink = Vec::new();
+    let _ = raw.read_to_end(&mut sink).await; // closed by the server
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let _ = silent.read_to_end(&mut sink).await; // closed after the header timeout
+                                                 // A reply-flagged frame from a client is malformed too.
+    let mut raw = TcpStream::connect(addr).await.unwrap();
+    let f = encode_frame(
+        Header {
+            flags: 0x04,
+            copy: 0,
+            copies: 1,
+            flow_id: 9,
+            length: 0,
+        },
+        Some(b"secret"),
+        b"",
+    );
+    raw.write_all(&f).await.unwrap();
+    let _ = raw.read_to_end(&mut sink).await;
+    // Still serving everyone else.
+    good.send(addr, vec![7u8; 5000]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(delivered.load(Ordering::Relaxed), 2);
+    let k = counters_of.lock().await.counters();
+    assert_eq!(k.auth_failures, 4, "{k:?}");
+    assert_eq!(k.malformed, 4, "{k:?}"); // 2 oversized copies, garbage, reply flag
+    assert!(k.timeouts >= 1, "{k:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_limit_is_enforced() {
+    let (s, addr) = server(1, |c| c.max_connections = 1).await;
+    let _keep = Arc::new(tokio::sync::Mutex::new(s));
+    let _a = TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The second connection is reset at once (connect itself may already see the reset).
+    if let Ok(mut b) = TcpStream::connect(addr).await {
+        let mut buf = [0u8; 1];
+        let r = tokio::time::timeout(Duration::from_secs(2), b.read(&mut buf)).await;
+        assert!(
+            matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+            "second connection closed: {r:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(_keep.lock().await.counters().connections_rejected, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smartrep_on_loopback_falls_back_and_says_so() {
+    let (s, addr) = server(2, |_| {}).await;
+    let (ids, _, _) = sink_real(s);
+    let mut cfg = ClientConfig::new(PolicyConfig::smartrep(CopiesRule::Fixed(2)));
+    cfg.probe.ports = (23000, 23999);
+    let c = Client::new(cfg);
+    for k in 0..10u64 {
+        let r = c.send(addr, payload(k, 2000)).await.unwrap();
+        assert_eq!(r.copies, 2);
+        assert_eq!(r.fallback, Some(Fallback::NoProbeAnswers));
+        assert_eq!(r.routes[1].dst.port(), addr.port() + 1);
+    }
+    let k = c.counters();
+    assert_eq!(k.path_fallbacks, 10);
+    // Three source ports × two TTLs probed once, then the destination is known silent.
+    assert_eq!(k.probes, 6);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(ids.lock().unwrap().len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overhead_budget_stops_copies() {
+    let (s, addr) = server(2, |_| {}).await;
+    let _ = sink_real(s);
+    let mut p = PolicyConfig::repflow(2);
+    p.overhead_budget = Some((0.0, Duration::from_secs(60)));
+    let c = client(p, ConnMode::PerFlow);
+    let mut reasons = Vec::new();
+    for k in 0..20u64 {
+        let r = c.send(addr, payload(k, 30_000)).await.unwrap();
+        reasons.push(r.decision);
+    }
+    // With a zero budget, copies are made only while no extra byte has been recorded.
+    let first_budget = reasons
+        .iter()
+        .position(|r| *r == DecisionReason::BudgetExceeded)
+        .expect("budget kicks in");
+    assert!(reasons[first_budget..]
+        .iter()
+        .all(|r| *r == DecisionReason::BudgetExceeded));
+    // Above the threshold: never replicated.
+    let r = c.send(addr, payload(99, 150_000)).await.unwrap();
+    assert_eq!((r.copies, r.decision), (1, DecisionReason::AboveThreshold));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_runner_records_every_flow() {
+    let (s, addr) = server(2, |_| {}).await;
+    let (ids, _, _) = sink_real(s);
+    let c = client(PolicyConfig::repflow(2), ConnMode::PerFlow);
+    let flows: Vec<ScheduledFlow> = (0..50)
+        .map(|i| ScheduledFlow {
+            at: Duration::from_millis(i * 4),
+            dst: addr,
+            size: 1000 + i * 500,
+        })
+        .collect();
+    let out = run_schedule(
+        &c,
+        &flows,
+        Duration::from_millis(150),
+        Duration::from_secs(2),
+    )
+    .await;
+    // Flows at 0..148 ms start (38 of them); later ones are past the duration.
+    assert_eq!(out.len(), 38);
+    for (k, o) in out.iter().enumerate() {
+        assert_eq!(o.index, k);
+        let r = o.result.as_ref().unwrap().as_ref().unwrap();
+        assert_eq!(r.size, 1000 + k as u64 * 500);
+        assert!(o.started >= Duration::from_millis(k as u64 * 4));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(ids.lock().unwrap().len(), 38);
+}
