@@ -64,7 +64,8 @@ class Table:
         for i, r in enumerate(self.rows):
             cls = f' class="{self.classes[i]}"' if self.classes and self.classes[i] else ""
             body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        thead = f"<thead><tr>{head}</tr></thead>" if any(self.headers) else ""
+        return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
 
     def md(self) -> str:
         def esc(s: str) -> str:
@@ -234,6 +235,7 @@ def _render(
     if unavailable:
         meta_rows.append(["schemes not in this build", ", ".join(sorted(unavailable))])
     meta = Table(["", ""], meta_rows)
+    meta_md = Table(["item", "value"], meta_rows)
     grid_rows = [[k, ", ".join(str(v) for v in vals)] for k, vals in spec.get("grid", {}).items()]
     scheme_rows = [
         [label, json.dumps(ov, sort_keys=True)] for label, ov in (spec.get("schemes") or {}).items()
@@ -265,7 +267,7 @@ def _render(
         h.append(f"<p>{html.escape(spec['description'])}</p>")
         m += [spec["description"], ""]
     h += ["<h2>Run</h2>", meta.html().replace("<table>", "<table class=meta>", 1)]
-    m += ["## Run", "", meta.md(), ""]
+    m += ["## Run", "", meta_md.md(), ""]
     h += ["<h2>Published claims beside measured values</h2>",
           f"<p class=note>{html.escape(verdict_line)}. Verdicts use means across seeds; the "
           "criterion column states the tolerance.</p>", ctab.html()]  # fmt: skip
