@@ -92,6 +92,9 @@ def test_batches_use_valid_names_and_ecmp_groups():
     assert groups == ["nexthop add id 1000 group 3/4"]
     assert "route add 10.3.1.3/32 nhid 1000" in lines
     assert netns.node_route_batch(t, "h0") == ["route add default via 10.0.0.1 dev to-e0 onlink"]
+    assert netns.node_route_batch(t, "h0", rto_min_ms=10) == [
+        "route add default via 10.0.0.1 dev to-e0 onlink rto_min 10ms"
+    ]
     links = netns.node_link_batch(t, "a0")
     assert "address add 10.0.2.1/32 dev to-c0" in links
 
@@ -121,6 +124,10 @@ def test_switch_sysctls_hash_five_tuple_with_fixed_distinct_seeds():
     assert "net.ipv4.fib_multipath_hash_seed" not in dict(netns.sysctls(t, "a0", 7, False))
     host = dict(netns.sysctls(t, "h0", 7, True))
     assert "net.ipv4.ip_forward" not in host
+    assert host["net.ipv4.tcp_congestion_control"] == "reno"
+    assert dict(netns.sysctls(t, "h0", 7, True, "cubic"))["net.ipv4.tcp_congestion_control"] == (
+        "cubic"
+    )
 
 
 def test_sysctl_script_names_the_failing_key():

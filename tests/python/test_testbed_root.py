@@ -9,6 +9,7 @@ a testbed a user has up.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -129,6 +130,7 @@ def test_ttl_probe_predicts_the_path_of_a_real_connection(fattree):
     assert pp.distinct_paths >= 3  # the source port really changes the path
 
 
+@functools.cache
 def _net_commands_available() -> bool:
     from repflow.testbed.workload import REPFLOW
 

@@ -38,6 +38,25 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tcp(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tcp",
+        default="reno",
+        help="hosts' TCP congestion control (default reno, the papers' NewReno)",
+    )
+    p.add_argument(
+        "--rto-min",
+        default=None,
+        help="hosts' minimum TCP retransmission timeout, e.g. 10ms (default: Linux's 200ms)",
+    )
+
+
+def _rto_ms(text: str | None) -> float | None:
+    from repflow.testbed.units import parse_duration
+
+    return None if text is None else parse_duration(text, "--rto-min") * 1000.0
+
+
 def _cmd_up(args: argparse.Namespace) -> int:
     from repflow.testbed import netns
     from repflow.testbed.topology import fat_tree
@@ -55,6 +74,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
             prefix=args.prefix,
             progress=_say,
             host_shaping=not args.no_host_shaping,
+            tcp_cc=args.tcp,
+            rto_min_ms=_rto_ms(args.rto_min),
         )
     took = time.perf_counter() - t0
     print(
@@ -104,7 +125,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
         f"status: {state['status']}; {tb.topo.name}{' k=' + str(params['k']) if params else ''}"
         f", {len(tb.topo.hosts)} hosts, {len(tb.topo.switches)} switches, "
         f"{format_rate(tb.rate_bps)}, buffer {tb.buffer}, seed {tb.seed}, "
-        f"hash seed {'fixed per switch' if tb.hash_seed else 'UNAVAILABLE (random)'}"
+        f"hash seed {'fixed per switch' if tb.hash_seed else 'UNAVAILABLE (random)'}, "
+        f"hosts: TCP {tb.tcp_cc}, min RTO "
+        f"{'200ms (Linux)' if tb.rto_min_ms is None else f'{tb.rto_min_ms:g}ms'}, egress "
+        f"{'shaped' if tb.host_shaping else 'unshaped'}"
     )
     print(
         f"namespaces: {len(state['namespaces']) - len(missing)}/{len(state['namespaces'])} "
@@ -142,6 +166,7 @@ def _cmd_toy(args: argparse.Namespace) -> int:
     from repflow.testbed import toyexp
 
     with _sigterm_as_interrupt():
+        args.rto_min_ms = _rto_ms(args.rto_min)
         toyexp.run_cli(args, say=_say)
     return 0
 
@@ -171,6 +196,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="leave host egress unshaped (hosts send at veth speed; switches shape)",
     )
+    _add_tcp(p)
     _add_common(p)
     p.set_defaults(func=_cmd_up)
 
@@ -225,6 +251,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also shape host egress to the link rate (then the large flow queues in H2's own "
         "qdisc, not at S1, and the head-of-line blocking of Table I mostly disappears)",
     )
+    _add_tcp(p)
     p.add_argument("--out", help="optional directory for the per-flow results (toy.json)")
     p.add_argument("--prefix", default="rftoy-", help="name prefix (default rftoy-)")
     p.set_defaults(func=_cmd_toy)

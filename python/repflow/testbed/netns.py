@@ -112,8 +112,14 @@ def hash_seed(seed: int, switch: str) -> int:
     return int.from_bytes(digest[:4], "big") or 1
 
 
-def sysctls(topo: Topology, node: str, seed: int, have_seed: bool) -> list[tuple[str, str]]:
-    """Sysctls written inside ``node``'s namespace before its links exist."""
+def sysctls(
+    topo: Topology, node: str, seed: int, have_seed: bool, tcp_cc: str = "reno"
+) -> list[tuple[str, str]]:
+    """Sysctls written inside ``node``'s namespace before its links exist.
+
+    Hosts use ``tcp_cc`` (default ``reno``: the papers' TCP is NewReno, and a new namespace
+    would otherwise inherit the machine's default, which may be e.g. BBR).
+    """
     out = [
         # no IPv6 (no router solicitations or DAD noise in the queues and counters)
         ("net.ipv6.conf.all.disable_ipv6", "1"),
@@ -121,6 +127,8 @@ def sysctls(topo: Topology, node: str, seed: int, have_seed: bool) -> list[tuple
         ("net.ipv4.conf.all.rp_filter", "0"),
         ("net.ipv4.conf.default.rp_filter", "0"),
     ]
+    if topo.nodes[node].kind == "host":
+        out.append(("net.ipv4.tcp_congestion_control", tcp_cc))
     if topo.nodes[node].kind == "switch":
         out += [
             ("net.ipv4.ip_forward", "1"),
@@ -167,8 +175,12 @@ def node_link_batch(topo: Topology, node: str) -> list[str]:
     return lines
 
 
-def node_route_batch(topo: Topology, node: str) -> list[str]:
-    """``ip -n <ns> -batch`` lines: next hops, ECMP groups and routes (ports must be up)."""
+def node_route_batch(topo: Topology, node: str, rto_min_ms: float | None = None) -> list[str]:
+    """``ip -n <ns> -batch`` lines: next hops, ECMP groups and routes (ports must be up).
+
+    ``rto_min_ms`` sets TCP's minimum retransmission timeout on hosts (route attribute
+    ``rto_min``); None keeps Linux's 200 ms.
+    """
     me = topo.nodes[node]
     nbrs = topo.neighbours(node)
     lines: list[str] = []
@@ -176,7 +188,8 @@ def node_route_batch(topo: Topology, node: str) -> list[str]:
         if len(nbrs) != 1:
             raise ValueError(f"host {node} must have exactly one link")
         gw = topo.nodes[nbrs[0]]
-        lines.append(f"route add default via {gw.addr} dev {port_name(gw.name)} onlink")
+        rto = f" rto_min {rto_min_ms:g}ms" if rto_min_ms is not None else ""
+        lines.append(f"route add default via {gw.addr} dev {port_name(gw.name)} onlink{rto}")
         return lines
     nh_id = {nb: i + 1 for i, nb in enumerate(nbrs)}
     for nb in nbrs:
@@ -327,6 +340,8 @@ class Testbed:
     seed: int
     hash_seed: bool
     host_shaping: bool = True
+    tcp_cc: str = "reno"
+    rto_min_ms: float | None = None
 
     @classmethod
     def from_state(cls, state: dict) -> Testbed:
@@ -338,6 +353,9 @@ class Testbed:
             state["buffer"],
             state["seed"],
             state.get("hash_seed", False),
+            state.get("host_shaping", True),
+            state.get("tcp_cc", "reno"),
+            state.get("rto_min_ms"),
         )
 
     def ns(self, node: str) -> str:
@@ -408,6 +426,8 @@ def up(
     prefix: str = DEFAULT_PREFIX,
     progress: Callable[[str], None] | None = None,
     host_shaping: bool = True,
+    tcp_cc: str = "reno",
+    rto_min_ms: float | None = None,
 ) -> Testbed:
     """Creates the testbed; on any failure (or Ctrl-C) removes what it created and re-raises."""
     check_prefix(prefix)
@@ -415,6 +435,14 @@ def up(
     require_tools()
     if buffer < 1:
         raise UserError(f"--buffer must be at least 1 packet, got {buffer}")
+    if rto_min_ms is not None and not 1 <= rto_min_ms <= 10_000:
+        raise UserError(f"--rto-min must be between 1ms and 10s, got {rto_min_ms:g} ms")
+    avail_cc = sysctl_path("net.ipv4.tcp_available_congestion_control")
+    if avail_cc.exists() and tcp_cc not in avail_cc.read_text().split():
+        raise UserError(
+            f"--tcp: congestion control {tcp_cc!r} is not available in this kernel; "
+            f"available: {avail_cc.read_text().strip()}"
+        )
     feats = kernel_features()
     for name, key, needed in (
         (
@@ -451,7 +479,17 @@ def up(
                 f"exist but no state says this tool made them; delete them yourself (`ip netns "
                 f"del NAME`) or run `repflow testbed down --force --prefix {prefix}`"
             )
-        tb = Testbed(prefix, topo, rate_bps, buffer, seed, feats["hash_seed"], host_shaping)
+        tb = Testbed(
+            prefix,
+            topo,
+            rate_bps,
+            buffer,
+            seed,
+            feats["hash_seed"],
+            host_shaping,
+            tcp_cc,
+            rto_min_ms,
+        )
         state = {
             "prefix": prefix,
             "status": "building",
@@ -463,6 +501,8 @@ def up(
             "seed": seed,
             "hash_seed": feats["hash_seed"],
             "host_shaping": host_shaping,
+            "tcp_cc": tcp_cc,
+            "rto_min_ms": rto_min_ms,
         }
         _write_state(prefix, state)
         try:
@@ -491,7 +531,7 @@ def _build(tb: Testbed, say: Callable[[str], None]) -> None:
     )
 
     def set_sysctls(node: str) -> None:
-        script = sysctl_script(sysctls(topo, node, tb.seed, tb.hash_seed))
+        script = sysctl_script(sysctls(topo, node, tb.seed, tb.hash_seed, tb.tcp_cc))
         try:
             run(tb.exec_argv(node, ["sh", "-c", script]), what=f"sysctls of {node}")
         except CommandError as exc:
@@ -517,7 +557,7 @@ def _build(tb: Testbed, say: Callable[[str], None]) -> None:
         try:
             run(
                 ["ip", "-n", tb.ns(node), "-batch", "-"],
-                stdin="\n".join(node_route_batch(topo, node)) + "\n",
+                stdin="\n".join(node_route_batch(topo, node, tb.rto_min_ms)) + "\n",
                 what=f"routing of {node}",
             )
         except CommandError as exc:

@@ -248,6 +248,8 @@ def run_cli(args, say: Callable[[str], None]) -> None:
         prefix=args.prefix,
         progress=say,
         host_shaping=args.host_shaping,
+        tcp_cc=args.tcp,
+        rto_min_ms=args.rto_min_ms,
     )
     say(f"toy topology up in {time.perf_counter() - t0:.1f} s")
     try:
@@ -269,6 +271,8 @@ def run_cli(args, say: Callable[[str], None]) -> None:
                         "flows": args.flows,
                         "cancel": args.cancel,
                         "host_shaping": args.host_shaping,
+                        "tcp": args.tcp,
+                        "rto_min_ms": args.rto_min_ms,
                     },
                     "paper": PAPER,
                     "scenarios": [

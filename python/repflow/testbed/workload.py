@@ -238,6 +238,8 @@ def run_workload(
             "ecmp_seed": tb.seed,
             "ecmp_hash_seed_fixed": tb.hash_seed,
             "host_shaping": tb.host_shaping,
+            "tcp_cc": tb.tcp_cc,
+            "rto_min_ms": tb.rto_min_ms,
             "propagation_delay": 0.0,
         },  # fmt: skip
         "hosts": [m.get("config", {}) for m in metas[:1]],
