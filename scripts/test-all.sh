@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# The testbed's root tests drive iproute2 (ip, tc, ss): install it when root and it is missing.
+if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2
+fi
 python3 -m pip install --quiet --upgrade pip
 python3 -m pip install --quiet maturin
 python3 -m pip install --quiet -e '.[test,ray]'
