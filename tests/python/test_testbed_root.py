@@ -130,6 +130,13 @@ def test_ttl_probe_predicts_the_path_of_a_real_connection(fattree):
     assert pp.distinct_paths >= 3  # the source port really changes the path
 
 
+def test_repflow_copy_collision_rate_matches_four_paths(fattree):
+    co = checks.copy_collisions(fattree, pairs=8, per_pair=25, seed=2)
+    assert co.paths == 4 and co.samples == 200
+    # an even hash over 4 paths puts ~25 % of copies on their original's path (sd ~3 %)
+    assert 0.08 < co.rate < 0.45, co
+
+
 @functools.cache
 def _net_commands_available() -> bool:
     from repflow.testbed.workload import REPFLOW

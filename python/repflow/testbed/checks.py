@@ -288,6 +288,69 @@ def path_prediction(
     return result
 
 
+# ----------------------------------------------------------------------- copy collisions
+@dataclass
+class Collisions:
+    """How often a RepFlow copy (destination port + 1, same source port) hashes onto exactly
+    the same path as its original, measured with TTL probes between hosts in different pods."""
+
+    samples: int
+    collided: int
+    paths: int  # equal-cost paths between the sampled pairs
+
+    @property
+    def rate(self) -> float:
+        return self.collided / self.samples if self.samples else float("nan")
+
+
+def copy_collisions(
+    tb: Testbed, pairs: int = 8, per_pair: int = 25, seed: int = 1, dport: int = SINK_PORT
+) -> Collisions:
+    """Probes ``pairs × per_pair`` random inter-pod five-tuples and their dport+1 copies."""
+    import random
+
+    rng = random.Random(seed)
+    hosts = tb.topo.hosts
+    by_addr = tb.topo.node_by_addr()
+    chosen = []
+    while len(chosen) < pairs:
+        s, d = rng.sample(range(len(hosts)), 2)
+        if hosts[s].pod != hosts[d].pod or len({h.pod for h in hosts}) == 1:
+            chosen.append((s, d))
+    jobs = [(s, d, rng.sample(range(20000, 60000), per_pair)) for s, d in chosen]
+
+    def one(job) -> int:
+        s, d, sports = job
+        sp = ",".join(map(str, sports))
+        paths = []
+        for port in (dport, dport + 1):
+            res = agent(
+                tb,
+                hosts[s].name,
+                ["probe", "--dst", hosts[d].addr, "--dport", str(port), "--sports", sp],
+            )
+            paths.append(
+                {
+                    k: [
+                        by_addr.get(h["addr"], h["addr"]) for h in v if h["kind"] == "time-exceeded"
+                    ]
+                    for k, v in res.items()
+                }
+            )  # type: ignore[union-attr]
+        return sum(paths[0][k] == paths[1][k] and bool(paths[0][k]) for k in paths[0])
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        collided = sum(pool.map(one, jobs))
+    s, d = chosen[0]
+    routes = tb.topo.routes()
+
+    def count(node: str, dst: str) -> int:
+        return 1 if node == dst else sum(count(n, dst) for n in routes[node][dst])
+
+    npaths = count(tb.topo.neighbours(hosts[s].name)[0], hosts[d].name)
+    return Collisions(pairs * per_pair, collided, npaths)
+
+
 # ---------------------------------------------------------------------------------- all
 def run_all(tb: Testbed, flows_per_host: int = 8, report: Callable[[str], None] = print) -> bool:
     """Runs every check and prints what it measured; True when all passed."""
@@ -316,5 +379,11 @@ def run_all(tb: Testbed, flows_per_host: int = 8, report: Callable[[str], None] 
             f"  {c.src}->{c.dst} sport {c.sport}: probed {'-'.join(c.probed)}  "
             f"taken {'-'.join(c.taken)}"
         )
+    co = copy_collisions(tb)
+    report(
+        f"RepFlow copy collisions (dst port + 1, same source port): {co.collided}/{co.samples}"
+        f" = {100 * co.rate:.0f}% of inter-pod five-tuples share the whole path "
+        f"({co.paths} equal-cost paths; an ideal hash gives {100 / co.paths:.0f}%)"
+    )
     report(f"checks took {time.perf_counter() - t0:.1f} s")
     return r.ok and sp.ok and pp.ok
