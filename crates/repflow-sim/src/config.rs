@@ -191,7 +191,10 @@ pub struct TcpConfig {
     pub delayed_ack_timeout: Duration,
     /// Duplicate ACKs that trigger fast retransmit.
     pub dupack_threshold: u32,
-    /// Receive-window cap on bytes in flight (none: unlimited).
+    /// Cap on bytes in flight (the receive window). Default 65,535 B: ns-3 as used by the
+    /// RepFlow paper has no window scaling, and the paper's model takes M = 64 KB. `null`
+    /// (JSON) or `"none"` removes the cap.
+    #[serde(with = "opt_bytes")]
     pub max_window: Option<Bytes>,
 }
 
@@ -209,7 +212,7 @@ impl Default for TcpConfig {
             delayed_ack: false,
             delayed_ack_timeout: Duration(1_000_000_000),
             dupack_threshold: 3,
-            max_window: None,
+            max_window: Some(Bytes(65_535)),
         }
     }
 }
@@ -318,7 +321,7 @@ impl Config {
         let t = &self.topology;
         match t.kind {
             TopologyKind::FatTree => {
-                if t.k < 4 || t.k % 2 != 0 {
+                if t.k < 4 || !t.k.is_multiple_of(2) {
                     return Err(ConfigError::new(
                         "topology.k",
                         format!("fat-tree arity must be an even number ≥ 4, got {}", t.k),
@@ -368,25 +371,40 @@ impl Config {
             if b.0 < (self.tcp.mss + self.tcp.header) as u64 {
                 return Err(ConfigError::new(
                     "queue.limit_bytes",
-                    format!("must hold at least one full packet ({} B)", self.tcp.mss + self.tcp.header),
+                    format!(
+                        "must hold at least one full packet ({} B)",
+                        self.tcp.mss + self.tcp.header
+                    ),
                 ));
             }
         }
         if self.queue.host_limit_packets == 0 {
-            return Err(ConfigError::new("queue.host_limit_packets", "must be at least 1"));
+            return Err(ConfigError::new(
+                "queue.host_limit_packets",
+                "must be at least 1",
+            ));
         }
         let tcp = &self.tcp;
         if tcp.mss == 0 || tcp.mss > 65_000 {
-            return Err(ConfigError::new("tcp.mss", "must be between 1 and 65000 bytes"));
+            return Err(ConfigError::new(
+                "tcp.mss",
+                "must be between 1 and 65000 bytes",
+            ));
         }
         if tcp.init_cwnd == 0 {
-            return Err(ConfigError::new("tcp.init_cwnd", "must be at least 1 segment"));
+            return Err(ConfigError::new(
+                "tcp.init_cwnd",
+                "must be at least 1 segment",
+            ));
         }
         if tcp.min_rto.ps() == 0 {
             return Err(ConfigError::new("tcp.min_rto", "must be positive"));
         }
         if tcp.max_rto < tcp.min_rto {
-            return Err(ConfigError::new("tcp.max_rto", "must be at least tcp.min_rto"));
+            return Err(ConfigError::new(
+                "tcp.max_rto",
+                "must be at least tcp.min_rto",
+            ));
         }
         if tcp.initial_rto.ps() == 0 {
             return Err(ConfigError::new("tcp.initial_rto", "must be positive"));
@@ -395,14 +413,23 @@ impl Config {
             return Err(ConfigError::new("tcp.rto_backoff", "must be a number ≥ 1"));
         }
         if tcp.dupack_threshold == 0 {
-            return Err(ConfigError::new("tcp.dupack_threshold", "must be at least 1"));
+            return Err(ConfigError::new(
+                "tcp.dupack_threshold",
+                "must be at least 1",
+            ));
         }
         if tcp.delayed_ack && tcp.delayed_ack_timeout.ps() == 0 {
-            return Err(ConfigError::new("tcp.delayed_ack_timeout", "must be positive"));
+            return Err(ConfigError::new(
+                "tcp.delayed_ack_timeout",
+                "must be positive",
+            ));
         }
         if let Some(w) = tcp.max_window {
             if w.0 < tcp.mss as u64 {
-                return Err(ConfigError::new("tcp.max_window", "must be at least one MSS"));
+                return Err(ConfigError::new(
+                    "tcp.max_window",
+                    "must be at least one MSS",
+                ));
             }
         }
         let w = &self.workload;
@@ -413,10 +440,16 @@ impl Config {
             ));
         }
         if w.duration.ps() == 0 {
-            return Err(ConfigError::new("workload.duration", "must be a positive duration"));
+            return Err(ConfigError::new(
+                "workload.duration",
+                "must be a positive duration",
+            ));
         }
         if w.cdf.trim().is_empty() && w.cdf_text.is_none() {
-            return Err(ConfigError::new("workload.cdf", "name a built-in workload or a CDF file"));
+            return Err(ConfigError::new(
+                "workload.cdf",
+                "name a built-in workload or a CDF file",
+            ));
         }
         if w.pairs == PairPattern::InterPod && t.kind == TopologyKind::Star {
             return Err(ConfigError::new(
@@ -426,9 +459,43 @@ impl Config {
         }
         let s = &self.scheme;
         if s.copies == 0 || s.copies > 64 {
-            return Err(ConfigError::new("scheme.copies", "must be between 1 and 64"));
+            return Err(ConfigError::new(
+                "scheme.copies",
+                "must be between 1 and 64",
+            ));
         }
         Ok(())
+    }
+}
+
+/// `Option<Bytes>` that also accepts the string `"none"`.
+mod opt_bytes {
+    use crate::units::Bytes;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(b) => s.serialize_str(&b.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            S(String),
+            F(f64),
+        }
+        match Option::<Raw>::deserialize(d)? {
+            None => Ok(None),
+            Some(Raw::S(s)) if s.trim().eq_ignore_ascii_case("none") => Ok(None),
+            Some(Raw::S(s)) => Bytes::parse(&s).map(Some).map_err(serde::de::Error::custom),
+            Some(Raw::F(v)) if v.is_finite() && v >= 0.0 => Ok(Some(Bytes(v.round() as u64))),
+            Some(Raw::F(v)) => Err(serde::de::Error::custom(format!(
+                "{v} is not a size in bytes"
+            ))),
+        }
     }
 }
 

@@ -1,21 +1,180 @@
 //! The discrete-event engine: integer-picosecond time, a deterministic event queue and seeded
 //! random streams. Nothing here knows about networks.
 
+use std::collections::BinaryHeap;
+
 /// Simulated time in picoseconds.
 pub type Time = u64;
 
-/// A monotone priority queue of events ordered by `(time, insertion order)`.
+/// The pending events of a run, ordered by `(time, insertion order)`.
 ///
-/// Implemented as a radix heap over the 128-bit key `time << 64 | sequence`: the key of every
-/// pushed event is at least the key of the last popped one (simulated time never goes back and
-/// sequence numbers only grow), which lets a push cost O(1) and a pop amortized O(log range)
-/// with no comparisons between unrelated events. Ties in time are broken by insertion order,
-/// so a run is reproducible bit for bit.
+/// Near events (packet arrivals at the end of a link: the bulk of all events) go to a
+/// calendar wheel of `2^k` slots of fixed width; the current slot is kept sorted and the next
+/// occupied slot is found through an occupancy bitmap, so a push or a pop costs O(1) in the
+/// usual case. Events beyond the wheel's horizon wait in an overflow heap and move onto the
+/// wheel as it turns. Timers (one per open connection, far away, rarely due) live in their own
+/// heap. The earliest head among them is served, and all share one sequence counter, so the
+/// order is exactly that of a single priority queue: a seed gives bit-identical runs.
 pub struct EventQueue<E> {
-    buckets: Vec<Vec<(u128, E)>>,
-    last: u128,
+    wheel: Wheel<E>,
+    timers: BinaryHeap<Entry<E>>,
     seq: u64,
+}
+
+struct Entry<E> {
+    time: Time,
+    seq: u64,
+    e: E,
+}
+
+impl<E> Entry<E> {
+    #[inline]
+    fn key(&self) -> (Time, u64) {
+        (self.time, self.seq)
+    }
+}
+impl<E> PartialEq for Entry<E> {
+    fn eq(&self, o: &Self) -> bool {
+        self.key() == o.key()
+    }
+}
+impl<E> Eq for Entry<E> {}
+impl<E> PartialOrd for Entry<E> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<E> Ord for Entry<E> {
+    #[inline]
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // Reversed: BinaryHeap is a max-heap.
+        o.key().cmp(&self.key())
+    }
+}
+
+const WHEEL_BITS: u32 = 11;
+const WHEEL_SLOTS: u64 = 1 << WHEEL_BITS;
+
+struct Wheel<E> {
+    shift: u32,
+    slots: Vec<Vec<Entry<E>>>,
+    occupied: Vec<u64>,
+    /// Absolute slot number (time >> shift) of the current slot.
+    cur: u64,
+    /// The current slot is sorted by descending key (its minimum is last).
+    cur_sorted: bool,
     len: usize,
+    overflow: BinaryHeap<Entry<E>>,
+}
+
+impl<E> Wheel<E> {
+    fn new(shift: u32) -> Self {
+        Wheel {
+            shift,
+            slots: (0..WHEEL_SLOTS).map(|_| Vec::new()).collect(),
+            occupied: vec![0; (WHEEL_SLOTS / 64) as usize],
+            cur: 0,
+            cur_sorted: false,
+            len: 0,
+            overflow: BinaryHeap::new(),
+        }
+    }
+
+    #[inline]
+    fn place(&mut self, x: Entry<E>) {
+        let abs = x.time >> self.shift;
+        debug_assert!(abs >= self.cur, "event scheduled in the past");
+        if abs - self.cur >= WHEEL_SLOTS {
+            self.overflow.push(x);
+            return;
+        }
+        let idx = (abs & (WHEEL_SLOTS - 1)) as usize;
+        let slot = &mut self.slots[idx];
+        if abs == self.cur && self.cur_sorted {
+            let k = x.key();
+            let pos = slot.partition_point(|y| y.key() > k);
+            slot.insert(pos, x);
+        } else {
+            slot.push(x);
+        }
+        self.occupied[idx >> 6] |= 1 << (idx & 63);
+    }
+
+    #[inline]
+    fn push(&mut self, x: Entry<E>) {
+        self.len += 1;
+        self.place(x);
+    }
+
+    /// Next occupied absolute slot after `cur`, within the horizon.
+    fn next_occupied(&self) -> Option<u64> {
+        let start = self.cur + 1;
+        let mut scanned = 0u64;
+        while scanned < WHEEL_SLOTS - 1 {
+            let abs = start + scanned;
+            let idx = abs & (WHEEL_SLOTS - 1);
+            let word = self.occupied[(idx >> 6) as usize] >> (idx & 63);
+            if word != 0 {
+                let off = word.trailing_zeros() as u64;
+                if scanned + off < WHEEL_SLOTS - 1 {
+                    return Some(abs + off);
+                }
+                return None;
+            }
+            scanned += 64 - (idx & 63);
+        }
+        None
+    }
+
+    /// Makes the current slot hold the wheel's minimum and returns its key, unless that
+    /// minimum lies in a slot after `limit` (then the wheel does not turn and `None` is
+    /// returned): the wheel must never turn past an event served from elsewhere, since later
+    /// pushes may be as early as that event.
+    #[inline]
+    fn settle(&mut self, limit: u64) -> Option<(Time, u64)> {
+        if self.len == 0 {
+            return None;
+        }
+        loop {
+            let idx = (self.cur & (WHEEL_SLOTS - 1)) as usize;
+            if !self.slots[idx].is_empty() {
+                if !self.cur_sorted {
+                    self.slots[idx].sort_unstable_by_key(|y| std::cmp::Reverse(y.key()));
+                    self.cur_sorted = true;
+                }
+                return self.slots[idx].last().map(|y| y.key());
+            }
+            self.occupied[idx >> 6] &= !(1 << (idx & 63));
+            let next = self.next_occupied();
+            let over = self.overflow.peek().map(|y| y.time >> self.shift);
+            let target = match (next, over) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+                (None, None) => unreachable!("len > 0"),
+            };
+            if target > limit {
+                return None;
+            }
+            self.cur = target;
+            self.cur_sorted = false;
+            while let Some(y) = self.overflow.peek() {
+                if (y.time >> self.shift) - self.cur >= WHEEL_SLOTS {
+                    break;
+                }
+                let y = self.overflow.pop().expect("peeked");
+                self.place(y);
+            }
+        }
+    }
+
+    /// Pops the minimum; call only right after `settle` returned `Some`.
+    #[inline]
+    fn pop_settled(&mut self) -> Option<Entry<E>> {
+        let idx = (self.cur & (WHEEL_SLOTS - 1)) as usize;
+        self.len -= 1;
+        self.slots[idx].pop()
+    }
 }
 
 impl<E> Default for EventQueue<E> {
@@ -25,75 +184,75 @@ impl<E> Default for EventQueue<E> {
 }
 
 impl<E> EventQueue<E> {
-    /// An empty queue at time zero.
+    /// An empty queue with the default slot width (about 65 ns).
     pub fn new() -> Self {
+        Self::with_slot_width(65_536)
+    }
+
+    /// An empty queue whose wheel slots are about `width_ps` wide (rounded to a power of two).
+    /// A width near the typical gap between near events keeps slots short.
+    pub fn with_slot_width(width_ps: u64) -> Self {
+        let shift = 63 - width_ps.max(1).leading_zeros();
         EventQueue {
-            buckets: (0..129).map(|_| Vec::new()).collect(),
-            last: 0,
+            wheel: Wheel::new(shift),
+            timers: BinaryHeap::new(),
             seq: 0,
-            len: 0,
         }
     }
 
-    #[inline]
-    fn bucket_of(&self, key: u128) -> usize {
-        let x = key ^ self.last;
-        if x == 0 {
-            0
-        } else {
-            128 - x.leading_zeros() as usize
-        }
-    }
-
-    /// Schedules `event` at `time`. `time` must not be earlier than the last popped event.
+    /// Schedules a near event (such as a packet arrival) at `time`.
     #[inline]
     pub fn push(&mut self, time: Time, event: E) {
-        let key = ((time as u128) << 64) | self.seq as u128;
+        let x = Entry {
+            time,
+            seq: self.seq,
+            e: event,
+        };
         self.seq += 1;
-        debug_assert!(key >= self.last, "event scheduled in the past");
-        let b = self.bucket_of(key);
-        self.buckets[b].push((key, event));
-        self.len += 1;
+        self.wheel.push(x);
+    }
+
+    /// Schedules a timer at `time`. Ordered exactly as if it had been [`EventQueue::push`]ed.
+    #[inline]
+    pub fn push_timer(&mut self, time: Time, event: E) {
+        self.timers.push(Entry {
+            time,
+            seq: self.seq,
+            e: event,
+        });
+        self.seq += 1;
     }
 
     /// Removes and returns the earliest event, with its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        if self.len == 0 {
-            return None;
-        }
-        if self.buckets[0].is_empty() {
-            let b = (1..129)
-                .find(|&i| !self.buckets[i].is_empty())
-                .expect("len > 0 implies a non-empty bucket");
-            let items = std::mem::take(&mut self.buckets[b]);
-            let min = items.iter().map(|(k, _)| *k).min().expect("non-empty");
-            self.last = min;
-            for (k, e) in items {
-                let nb = self.bucket_of(k);
-                self.buckets[nb].push((k, e));
-            }
-            // Give the emptied bucket's allocation back for reuse.
-            if self.buckets[b].capacity() == 0 {
-                self.buckets[b] = Vec::with_capacity(16);
-            }
-        }
-        // Bucket 0 holds exactly the events whose key equals `last`: one at most, since keys
-        // are unique.
-        let (key, e) = self.buckets[0].pop().expect("bucket 0 non-empty");
-        debug_assert_eq!(key, self.last);
-        self.len -= 1;
-        Some(((key >> 64) as Time, e))
+        let limit = self
+            .timers
+            .peek()
+            .map_or(u64::MAX, |t| t.time >> self.wheel.shift);
+        let near = self.wheel.settle(limit);
+        let take_timer = match (near, self.timers.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(n), Some(t)) => t.key() < n,
+        };
+        let x = if take_timer {
+            self.timers.pop()
+        } else {
+            self.wheel.pop_settled()
+        };
+        x.map(|x| (x.time, x.e))
     }
 
     /// Number of pending events.
     pub fn len(&self) -> usize {
-        self.len
+        self.wheel.len + self.timers.len()
     }
 
     /// Whether no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 }
 
@@ -191,6 +350,47 @@ mod tests {
         assert_eq!(q.pop(), Some((10, 'a')));
         assert_eq!(q.pop(), Some((10, 'c')));
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn queue_mixes_wheel_overflow_and_timers_in_order() {
+        let mut q = EventQueue::with_slot_width(1000);
+        let mut rng = Rng::new(9, 9);
+        let mut now = 0u64;
+        let mut out = Vec::new();
+        let mut n = 0u64;
+        for i in 0..50_000u64 {
+            let r = rng.below(10);
+            if r < 6 || q.is_empty() {
+                // Near, far (beyond the horizon), or timer.
+                let t = match rng.below(3) {
+                    0 => now + rng.below(5_000),
+                    1 => now + rng.below(50_000_000),
+                    _ => now,
+                };
+                if i % 2 == 0 {
+                    q.push(t, n);
+                } else {
+                    q.push_timer(t, n);
+                }
+                n += 1;
+            } else {
+                let (t, e) = q.pop().unwrap();
+                assert!(t >= now);
+                now = t;
+                out.push((t, e));
+            }
+        }
+        while let Some(x) = q.pop() {
+            out.push(x);
+        }
+        assert_eq!(out.len() as u64, n);
+        for w in out.windows(2) {
+            assert!(
+                w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1),
+                "{w:?}"
+            );
+        }
     }
 
     #[test]

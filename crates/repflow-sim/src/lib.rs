@@ -15,8 +15,10 @@
 
 pub mod config;
 pub mod engine;
+pub mod ideal;
 pub mod metrics;
 pub mod network;
+pub mod queue;
 pub mod replication;
 pub mod sim;
 pub mod transport;

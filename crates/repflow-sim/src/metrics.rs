@@ -131,7 +131,11 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 fn bin_stats(label: &str, flows: &[&FlowRecord]) -> BinStats {
-    let mut fct: Vec<f64> = flows.iter().filter(|f| f.fct.is_finite()).map(|f| f.fct).collect();
+    let mut fct: Vec<f64> = flows
+        .iter()
+        .filter(|f| f.fct.is_finite())
+        .map(|f| f.fct)
+        .collect();
     let mut sd: Vec<f64> = flows
         .iter()
         .filter(|f| f.slowdown.is_finite())
@@ -164,12 +168,18 @@ fn bin_stats(label: &str, flows: &[&FlowRecord]) -> BinStats {
 impl Summary {
     /// Computes the summary of `records`.
     pub fn from_records(records: &[FlowRecord], counters: &Counters) -> Summary {
-        let short: Vec<&FlowRecord> = records.iter().filter(|r| r.size <= SHORT_FLOW_BYTES).collect();
+        let short: Vec<&FlowRecord> = records
+            .iter()
+            .filter(|r| r.size <= SHORT_FLOW_BYTES)
+            .collect();
         let medium: Vec<&FlowRecord> = records
             .iter()
             .filter(|r| r.size > SHORT_FLOW_BYTES && r.size <= MEDIUM_FLOW_BYTES)
             .collect();
-        let large: Vec<&FlowRecord> = records.iter().filter(|r| r.size > MEDIUM_FLOW_BYTES).collect();
+        let large: Vec<&FlowRecord> = records
+            .iter()
+            .filter(|r| r.size > MEDIUM_FLOW_BYTES)
+            .collect();
         let all: Vec<&FlowRecord> = records.iter().collect();
         Summary {
             bins: vec![

@@ -1,7 +1,17 @@
-//! Glue: builds the network from a [`Config`], runs the workload, collects records.
+//! Glue: builds the network from a [`Config`], runs the workload through the replication
+//! layer and TCP, and collects per-flow records.
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, PairPattern};
+use crate::engine::{EventQueue, Rng, Time};
+use crate::ideal::{ideal_fct, Hop};
 use crate::metrics::{Counters, FlowRecord, Summary};
+use crate::network::{FiveTuple, NodeKind, Path, Topology, TxClock};
+use crate::queue::{kind, DropTail, Packet, Port, Qdisc};
+use crate::replication::{policy_for, CopySpec, FlowSpec, ReplicationPolicy};
+use crate::transport::{CongestionControl, NewReno, Receiver, Sender, TcpParams};
+use crate::units::PS_PER_SEC;
+use crate::workload::{builtin_text, Cdf};
+use std::time::Instant;
 use thiserror::Error;
 
 /// Why a run could not be done.
@@ -46,9 +56,551 @@ pub struct RunOutput {
     pub config: Config,
 }
 
+/// Loads the flow-size CDF a configuration names (built-in name, inline text, or file path).
+pub fn load_cdf(cfg: &Config) -> Result<Cdf, SimError> {
+    let w = &cfg.workload;
+    let (text, origin): (String, String) = if let Some(t) = &w.cdf_text {
+        (t.clone(), format!("workload.cdf ({})", w.cdf))
+    } else if let Some(t) = builtin_text(&w.cdf) {
+        (
+            t.to_string(),
+            format!("workload.cdf (built-in '{}')", w.cdf),
+        )
+    } else {
+        let names: Vec<&str> = crate::workload::BUILTIN.iter().map(|b| b.0).collect();
+        let t = std::fs::read_to_string(&w.cdf).map_err(|e| {
+            SimError::Input(format!(
+                "workload.cdf: '{}' is neither a built-in workload ({}) nor a readable file ({e})",
+                w.cdf,
+                names.join(", ")
+            ))
+        })?;
+        (t, format!("workload.cdf file '{}'", w.cdf))
+    };
+    Cdf::parse(&text).map_err(|e| SimError::Input(format!("{origin}: {e}")))
+}
+
+const EV_ARRIVE: u64 = 0;
+const EV_RTO: u64 = 1;
+const EV_DELACK: u64 = 2;
+const EV_FLOW: u64 = 3;
+
+#[inline]
+fn ev(tag: u64, id: u32) -> u64 {
+    (tag << 32) | id as u64
+}
+
+struct Conn {
+    flow: u32,
+    copy: u8,
+    fwd: Path,
+    rev: Path,
+    snd: Sender,
+    rcv: Receiver,
+    rto_at: Option<Time>,
+    delack_at: Option<Time>,
+    wire_bytes: u64,
+}
+
+struct FlowState {
+    spec: FlowSpec,
+    start: Time,
+    first_conn: u32,
+    copies: u8,
+    finish: Option<Time>,
+    winner: i32,
+}
+
+struct World<'a> {
+    cfg: &'a Config,
+    topo: Topology,
+    ports: Vec<Port>,
+    tcp: TcpParams,
+    conns: Vec<Conn>,
+    flows: Vec<FlowState>,
+    q: EventQueue<u64>,
+    now: Time,
+    out: Vec<Packet>,
+    policy: Box<dyn ReplicationPolicy>,
+    cdf: Cdf,
+    rng_arrivals: Rng,
+    rng_ports: Rng,
+    mean_interarrival_s: f64,
+    next_arrival_s: f64,
+    arrivals_done: bool,
+    end_arrivals: Time,
+    counters: Counters,
+    copies_buf: Vec<CopySpec>,
+}
+
+fn new_cc() -> Box<dyn CongestionControl> {
+    Box::new(NewReno)
+}
+
+impl<'a> World<'a> {
+    fn new(cfg: &'a Config) -> Result<World<'a>, SimError> {
+        let cdf = load_cdf(cfg)?;
+        let topo = Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
+        let (lp, lb) = match cfg.queue.limit_bytes {
+            Some(b) => (0, b.0),
+            None => (cfg.queue.limit_packets, 0),
+        };
+        let ports = topo
+            .links
+            .iter()
+            .map(|l| {
+                let qd = if topo.nodes[l.from as usize] == NodeKind::Host {
+                    DropTail {
+                        limit_packets: cfg.queue.host_limit_packets,
+                        limit_bytes: 0,
+                    }
+                } else {
+                    DropTail {
+                        limit_packets: lp,
+                        limit_bytes: lb,
+                    }
+                };
+                Port::new(TxClock::new(l.rate), l.delay, Qdisc::DropTail(qd))
+            })
+            .collect();
+        let capacity_bps: f64 = (0..topo.n_hosts)
+            .map(|h| topo.links[topo.out_links[h][0] as usize].rate.bps() as f64)
+            .sum();
+        let mean_bytes = cdf.mean_bytes();
+        // Wheel slots about a 64th of a full packet's time on the fastest link: near
+        // events then spread over few-entry slots.
+        let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
+        let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
+        let slot = crate::units::Rate(fastest).tx_time(full) / 64;
+        let lambda = cfg.workload.load * capacity_bps / (8.0 * mean_bytes);
+        let mut w = World {
+            cfg,
+            topo,
+            ports,
+            tcp: TcpParams::from_config(&cfg.tcp),
+            conns: Vec::new(),
+            flows: Vec::new(),
+            q: EventQueue::with_slot_width(slot),
+            now: 0,
+            out: Vec::with_capacity(64),
+            policy: policy_for(&cfg.scheme),
+            cdf,
+            rng_arrivals: Rng::new(cfg.seed, 1),
+            rng_ports: Rng::new(cfg.seed, 2),
+            mean_interarrival_s: 1.0 / lambda,
+            next_arrival_s: 0.0,
+            arrivals_done: false,
+            end_arrivals: cfg.workload.duration.ps(),
+            counters: Counters::default(),
+            copies_buf: Vec::new(),
+        };
+        w.schedule_next_arrival();
+        Ok(w)
+    }
+
+    fn schedule_next_arrival(&mut self) {
+        let gap = self.rng_arrivals.exp(self.mean_interarrival_s);
+        self.next_arrival_s += gap;
+        let t = (self.next_arrival_s * PS_PER_SEC as f64).round() as Time;
+        let capped = self
+            .cfg
+            .workload
+            .max_flows
+            .is_some_and(|m| self.flows.len() as u64 >= m);
+        if t >= self.end_arrivals || capped {
+            self.arrivals_done = true;
+        } else {
+            self.q.push_timer(t, ev(EV_FLOW, 0));
+        }
+    }
+
+    fn pick_pair(&mut self) -> (u32, u32) {
+        let n = self.topo.n_hosts as u64;
+        let src = self.rng_arrivals.below(n) as u32;
+        loop {
+            let dst = self.rng_arrivals.below(n) as u32;
+            if dst == src {
+                continue;
+            }
+            if self.cfg.workload.pairs == PairPattern::InterPod
+                && self.topo.host_group[dst as usize] == self.topo.host_group[src as usize]
+            {
+                continue;
+            }
+            return (src, dst);
+        }
+    }
+
+    fn start_flow(&mut self) {
+        let (src, dst) = self.pick_pair();
+        let size = self.cdf.sample(&mut self.rng_arrivals);
+        let id = self.flows.len() as u64;
+        let spec = FlowSpec { id, src, dst, size };
+        self.copies_buf.clear();
+        self.policy
+            .plan(&spec, &mut self.rng_ports, &mut self.copies_buf);
+        let first_conn = self.conns.len() as u32;
+        let n = self.copies_buf.len();
+        self.counters.flows += 1;
+        self.counters.flow_bytes += size;
+        if self.now < self.end_arrivals {
+            self.counters.offered_load += size as f64;
+        }
+        self.counters.extra_copy_bytes += size * (n as u64 - 1);
+        self.flows.push(FlowState {
+            spec,
+            start: self.now,
+            first_conn,
+            copies: n as u8,
+            finish: None,
+            winner: -1,
+        });
+        for i in 0..n {
+            let c = self.copies_buf[i];
+            let t = FiveTuple {
+                src,
+                dst,
+                sport: c.sport,
+                dport: c.dport,
+                proto: 6,
+            };
+            let conn_id = self.conns.len() as u32;
+            let snd = Sender::new(conn_id, size, &self.tcp, new_cc());
+            let total = snd.total_segments();
+            self.conns.push(Conn {
+                flow: id as u32,
+                copy: i as u8,
+                fwd: self.topo.path(t),
+                rev: self.topo.path(t.reversed()),
+                snd,
+                rcv: Receiver::new(total),
+                rto_at: None,
+                delack_at: None,
+                wire_bytes: 0,
+            });
+            self.counters.connections += 1;
+            let tcp = self.tcp;
+            let now = self.now;
+            let mut out = std::mem::take(&mut self.out);
+            self.conns[conn_id as usize].snd.start(&tcp, now, &mut out);
+            self.out = out;
+            self.flush(conn_id);
+        }
+    }
+
+    /// Injects the packets a connection emitted and re-arms its timers.
+    fn flush(&mut self, conn_id: u32) {
+        let mut out = std::mem::take(&mut self.out);
+        for mut pkt in out.drain(..) {
+            let c = &mut self.conns[conn_id as usize];
+            c.wire_bytes += pkt.bytes as u64;
+            let path = if pkt.kind == kind::DATA || pkt.kind == kind::SYN {
+                c.fwd
+            } else {
+                c.rev
+            };
+            pkt.hop = 0;
+            self.enqueue(path.links()[0], pkt);
+        }
+        self.out = out;
+        let now = self.now;
+        let c = &mut self.conns[conn_id as usize];
+        if let Some(d) = c.snd.rto_deadline {
+            if c.rto_at.is_none_or(|a| d < a) {
+                c.rto_at = Some(d.max(now));
+                self.q.push_timer(d.max(now), ev(EV_RTO, conn_id));
+            }
+        }
+        if let Some(d) = c.rcv.delack_deadline {
+            if c.delack_at.is_none_or(|a| d < a) {
+                c.delack_at = Some(d.max(now));
+                self.q.push_timer(d.max(now), ev(EV_DELACK, conn_id));
+            }
+        }
+    }
+
+    #[inline]
+    fn enqueue(&mut self, link: u32, pkt: Packet) {
+        let port = &mut self.ports[link as usize];
+        match port.enqueue(pkt, self.now) {
+            Some(true) => {
+                let t = port.head_arrival().expect("just enqueued");
+                self.q.push(t, ev(EV_ARRIVE, link));
+            }
+            Some(false) => {}
+            None => {
+                self.counters.drops += 1;
+                if self.topo.nodes[self.topo.links[link as usize].from as usize] == NodeKind::Host {
+                    self.counters.host_drops += 1;
+                } else {
+                    self.counters.switch_drops += 1;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn on_arrive(&mut self, link: u32) {
+        let port = &mut self.ports[link as usize];
+        let mut pkt = port.pop_arrived();
+        if let Some(t) = port.head_arrival() {
+            self.q.push(t, ev(EV_ARRIVE, link));
+        }
+        self.counters.packet_hops += 1;
+        let c = &self.conns[pkt.conn as usize];
+        let forward = pkt.kind == kind::DATA || pkt.kind == kind::SYN;
+        let path = if forward { &c.fwd } else { &c.rev };
+        pkt.hop += 1;
+        if (pkt.hop as usize) < path.len() {
+            let next = path.links()[pkt.hop as usize];
+            self.enqueue(next, pkt);
+            return;
+        }
+        // At the end host.
+        let conn_id = pkt.conn;
+        let tcp = self.tcp;
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.out);
+        let c = &mut self.conns[conn_id as usize];
+        if forward {
+            let completed = c.rcv.on_packet(&tcp, &pkt, now, &mut out);
+            self.out = out;
+            if completed {
+                self.copy_completed(conn_id);
+            }
+        } else {
+            c.snd.on_packet(&tcp, &pkt, now, &mut out);
+            self.out = out;
+        }
+        self.flush(conn_id);
+    }
+
+    fn copy_completed(&mut self, conn_id: u32) {
+        let c = &self.conns[conn_id as usize];
+        let (flow_id, copy) = (c.flow as usize, c.copy);
+        let f = &mut self.flows[flow_id];
+        if f.finish.is_some() {
+            return;
+        }
+        f.finish = Some(self.now);
+        f.winner = copy as i32;
+        self.counters.flows_finished += 1;
+        if self.policy.cancel_losers() && f.copies > 1 {
+            let (first, n) = (f.first_conn, f.copies as u32);
+            for other in first..first + n {
+                if other != conn_id {
+                    self.conns[other as usize].snd.cancel();
+                }
+            }
+        }
+    }
+
+    fn on_rto(&mut self, conn_id: u32) {
+        let now = self.now;
+        let c = &mut self.conns[conn_id as usize];
+        if c.rto_at != Some(now) {
+            return; // superseded
+        }
+        c.rto_at = None;
+        match c.snd.rto_deadline {
+            None => {}
+            Some(d) if d > now => {
+                c.rto_at = Some(d);
+                self.q.push_timer(d, ev(EV_RTO, conn_id));
+            }
+            Some(_) => {
+                let tcp = self.tcp;
+                let mut out = std::mem::take(&mut self.out);
+                c.snd.on_timeout(&tcp, now, &mut out);
+                self.out = out;
+                self.flush(conn_id);
+            }
+        }
+    }
+
+    fn on_delack(&mut self, conn_id: u32) {
+        let now = self.now;
+        let c = &mut self.conns[conn_id as usize];
+        if c.delack_at != Some(now) {
+            return;
+        }
+        c.delack_at = None;
+        match c.rcv.delack_deadline {
+            None => {}
+            Some(d) if d > now => {
+                c.delack_at = Some(d);
+                self.q.push_timer(d, ev(EV_DELACK, conn_id));
+            }
+            Some(_) => {
+                let tcp = self.tcp;
+                let mut out = std::mem::take(&mut self.out);
+                c.rcv.on_delack_timer(conn_id, &tcp, &mut out);
+                self.out = out;
+                self.flush(conn_id);
+            }
+        }
+    }
+
+    fn run(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<(), SimError> {
+        let t_end = self.end_arrivals + self.cfg.workload.drain.ps();
+        let mut last_report = Instant::now();
+        let mut events: u64 = 0;
+        while let Some((t, e)) = self.q.pop() {
+            if t > t_end {
+                break;
+            }
+            self.now = t;
+            events += 1;
+            let id = e as u32;
+            match e >> 32 {
+                EV_ARRIVE => self.on_arrive(id),
+                EV_RTO => self.on_rto(id),
+                EV_DELACK => self.on_delack(id),
+                EV_FLOW => {
+                    self.start_flow();
+                    self.schedule_next_arrival();
+                }
+                _ => unreachable!("unknown event tag"),
+            }
+            if self.arrivals_done && self.counters.flows_finished == self.counters.flows {
+                break;
+            }
+            if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
+                last_report = Instant::now();
+                let p = Progress {
+                    sim_time: self.now as f64 / PS_PER_SEC as f64,
+                    duration: self.end_arrivals as f64 / PS_PER_SEC as f64,
+                    flows_started: self.counters.flows,
+                    flows_finished: self.counters.flows_finished,
+                    events,
+                };
+                if !progress(&p) {
+                    return Err(SimError::Cancelled);
+                }
+            }
+        }
+        self.counters.events = events;
+        Ok(())
+    }
+
+    fn hops(&self, path: &Path) -> Vec<Hop> {
+        path.links()
+            .iter()
+            .map(|&l| {
+                let link = &self.topo.links[l as usize];
+                Hop {
+                    clock: TxClock::new(link.rate),
+                    delay: link.delay,
+                }
+            })
+            .collect()
+    }
+
+    fn records(&self) -> Vec<FlowRecord> {
+        let secs = |t: Time| t as f64 / PS_PER_SEC as f64;
+        self.flows
+            .iter()
+            .map(|f| {
+                let copy = f.winner.max(0) as u32;
+                let c = &self.conns[(f.first_conn + copy) as usize];
+                let ideal = ideal_fct(
+                    &self.hops(&c.fwd),
+                    &self.hops(&c.rev),
+                    f.spec.size,
+                    &self.tcp,
+                    new_cc(),
+                );
+                let conns =
+                    &self.conns[f.first_conn as usize..(f.first_conn + f.copies as u32) as usize];
+                let (fct, finish) = match f.finish {
+                    Some(t) => (secs(t - f.start), secs(t)),
+                    None => (f64::NAN, f64::NAN),
+                };
+                let ideal_s = secs(ideal);
+                FlowRecord {
+                    id: f.spec.id,
+                    src: f.spec.src,
+                    dst: f.spec.dst,
+                    size: f.spec.size,
+                    start: secs(f.start),
+                    finish,
+                    fct,
+                    ideal_fct: ideal_s,
+                    slowdown: fct / ideal_s,
+                    copies: f.copies as u32,
+                    winner: f.winner,
+                    bytes_sent: conns.iter().map(|c| c.wire_bytes).sum(),
+                    retransmissions: conns.iter().map(|c| c.snd.stats.retransmissions).sum(),
+                    timeouts: conns.iter().map(|c| c.snd.stats.timeouts).sum(),
+                }
+            })
+            .collect()
+    }
+}
+
 /// Runs one simulation. `progress` is called now and then; returning `false` cancels the run.
-pub fn run(config: &Config, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<RunOutput, SimError> {
+pub fn run(
+    config: &Config,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput, SimError> {
     config.validate()?;
-    let _ = progress;
-    Err(SimError::Cancelled)
+    let wall = Instant::now();
+    let mut world = World::new(config)?;
+    tracing::info!(
+        hosts = world.topo.n_hosts,
+        links = world.topo.links.len(),
+        "simulation starting"
+    );
+    world.run(progress)?;
+    let records = world.records();
+    let mut counters = world.counters.clone();
+    counters.sim_time = world.now as f64 / PS_PER_SEC as f64;
+    let capacity_bytes: f64 = (0..world.topo.n_hosts)
+        .map(|h| {
+            world.topo.links[world.topo.out_links[h][0] as usize]
+                .rate
+                .bps() as f64
+                / 8.0
+        })
+        .sum();
+    counters.offered_load /= capacity_bytes * config.workload.duration.secs();
+    counters.max_switch_queue = world
+        .ports
+        .iter()
+        .zip(&world.topo.links)
+        .filter(|(_, l)| world.topo.nodes[l.from as usize] != NodeKind::Host)
+        .map(|(p, _)| p.max_backlog as u64)
+        .max()
+        .unwrap_or(0);
+    counters.extra_copy_bytes_sent = world
+        .flows
+        .iter()
+        .map(|f| {
+            (0..f.copies as u32)
+                .filter(|&i| i as i32 != f.winner.max(0))
+                .map(|i| {
+                    world.conns[(f.first_conn + i) as usize]
+                        .snd
+                        .stats
+                        .payload_bytes
+                })
+                .sum::<u64>()
+        })
+        .sum();
+    counters.wall_time = wall.elapsed().as_secs_f64();
+    counters.events_per_sec = counters.events as f64 / counters.wall_time.max(1e-9);
+    counters.packet_hops_per_sec = counters.packet_hops as f64 / counters.wall_time.max(1e-9);
+    let summary = Summary::from_records(&records, &counters);
+    tracing::info!(
+        flows = counters.flows,
+        events = counters.events,
+        wall = counters.wall_time,
+        "simulation done"
+    );
+    Ok(RunOutput {
+        records,
+        counters,
+        summary,
+        config: config.clone(),
+    })
 }

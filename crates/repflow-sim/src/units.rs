@@ -58,13 +58,13 @@ impl fmt::Display for Duration {
         let ps = self.0;
         if ps == 0 {
             write!(f, "0s")
-        } else if ps % PS_PER_SEC == 0 {
+        } else if ps.is_multiple_of(PS_PER_SEC) {
             write!(f, "{}s", ps / PS_PER_SEC)
-        } else if ps % 1_000_000_000 == 0 {
+        } else if ps.is_multiple_of(1_000_000_000) {
             write!(f, "{}ms", ps / 1_000_000_000)
-        } else if ps % 1_000_000 == 0 {
+        } else if ps.is_multiple_of(1_000_000) {
             write!(f, "{}us", ps / 1_000_000)
-        } else if ps % 1_000 == 0 {
+        } else if ps.is_multiple_of(1_000) {
             write!(f, "{}ns", ps / 1_000)
         } else {
             write!(f, "{ps}ps")
@@ -116,11 +116,11 @@ impl Rate {
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b % 1_000_000_000 == 0 {
+        if b.is_multiple_of(1_000_000_000) {
             write!(f, "{}Gbps", b / 1_000_000_000)
-        } else if b % 1_000_000 == 0 {
+        } else if b.is_multiple_of(1_000_000) {
             write!(f, "{}Mbps", b / 1_000_000)
-        } else if b % 1_000 == 0 {
+        } else if b.is_multiple_of(1_000) {
             write!(f, "{}kbps", b / 1_000)
         } else {
             write!(f, "{b}bps")
@@ -165,9 +165,9 @@ impl Bytes {
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= 1_000_000 && b % 1_000_000 == 0 {
+        if b >= 1_000_000 && b.is_multiple_of(1_000_000) {
             write!(f, "{}MB", b / 1_000_000)
-        } else if b >= 1000 && b % 1000 == 0 {
+        } else if b >= 1000 && b.is_multiple_of(1000) {
             write!(f, "{}KB", b / 1000)
         } else {
             write!(f, "{b}B")

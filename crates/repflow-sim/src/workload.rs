@@ -87,7 +87,10 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
 
 /// The text of a built-in workload, by name.
 pub fn builtin_text(name: &str) -> Option<&'static str> {
-    BUILTIN.iter().find(|(n, _, _)| *n == name).map(|(_, _, t)| *t)
+    BUILTIN
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, t)| *t)
 }
 
 impl Cdf {
@@ -160,7 +163,7 @@ impl Cdf {
                     message: format!("size {size} is negative"),
                 });
             }
-            if c < -1e-12 || c > 1.0 + 1e-9 {
+            if !(-1e-12..=1.0 + 1e-9).contains(&c) {
                 return Err(CdfError::Malformed {
                     line: lineno,
                     message: format!(
@@ -185,7 +188,9 @@ impl Cdf {
                 if c < pc - 1e-12 {
                     return Err(CdfError::Malformed {
                         line: lineno,
-                        message: format!("cumulative probability decreases ({cum} after a larger value)"),
+                        message: format!(
+                            "cumulative probability decreases ({cum} after a larger value)"
+                        ),
                     });
                 }
             }
@@ -250,7 +255,7 @@ impl Cdf {
 
     /// Exact mean of [`Cdf::sample`] in bytes.
     pub fn mean_bytes(&self) -> f64 {
-        self.expect(|lo, hi| integral_of_ceil_clamped(lo, hi))
+        self.expect(integral_of_ceil_clamped)
     }
 
     /// Exact probability that a sample is at most `bytes`.

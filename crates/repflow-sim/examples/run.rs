@@ -1,0 +1,35 @@
+//! Runs a simulation from a JSON configuration given on the command line (or the bench-A
+//! scenario with `bench-a`) and prints counters and summary; used for profiling.
+
+use repflow_sim::{run, Config};
+
+fn main() {
+    let arg = std::env::args().nth(1).unwrap_or_else(|| "bench-a".into());
+    let json = if arg == "bench-a" {
+        r#"{"topology": {"kind": "fat-tree", "k": 8, "link_rate": "10Gbps", "link_delay": "1us"},
+            "queue": {"limit_packets": 100}, "scheme": {"name": "tcp"},
+            "workload": {"cdf": "websearch", "load": 0.5, "duration": "50ms"}}"#
+            .to_string()
+    } else {
+        arg
+    };
+    let cfg = Config::from_json(&json).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2)
+    });
+    let out = run(&cfg, &mut |_| true).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2)
+    });
+    println!("{}", serde_json::to_string_pretty(&out.counters).unwrap());
+    for b in &out.summary.bins {
+        println!(
+            "{:>14} n={:>6} fct mean {:.3e} p99 {:.3e} sd mean {:.2} p99 {:.2}",
+            b.bin, b.count, b.fct_mean, b.fct_p99, b.slowdown_mean, b.slowdown_p99
+        );
+    }
+    println!(
+        "overhead {:.4} unfinished {}",
+        out.summary.overhead, out.summary.unfinished
+    );
+}
