@@ -112,16 +112,28 @@ def _toml_value(value: Any, where: str) -> str:
 
 
 def dumps_toml(config: Mapping[str, Any]) -> str:
-    """Writes a configuration as TOML text that :func:`load_toml` reads back unchanged.
+    """Writes a configuration as TOML text that means the same configuration.
 
-    ``None`` values (unset optional fields) are left out: absent means unset.
+    TOML has no null: an unset optional field (``None``) is left out when its default is
+    unset too, and written as ``"none"`` when the default is a value (``tcp.max_window``).
     """
+    try:
+        defaults = default_config()
+    except UserError:  # pragma: no cover - no core
+        defaults = {}
     lines: list[str] = []
     scalars = [(k, v) for k, v in config.items() if not isinstance(v, Mapping)]
     tables = [(k, v) for k, v in config.items() if isinstance(v, Mapping)]
+
+    def unset_value(section: str, key: str) -> str | None:
+        d = defaults.get(section) if section else defaults
+        has_default = isinstance(d, dict) and d.get(key) is not None
+        return '"none"' if has_default else None
+
     for k, v in scalars:
-        if v is not None:
-            lines.append(f"{_toml_key(k)} = {_toml_value(v, k)}")
+        text = _toml_value(v, k) if v is not None else unset_value("", k)
+        if text is not None:
+            lines.append(f"{_toml_key(k)} = {text}")
     order = {name: i for i, name in enumerate(SECTIONS)}
     tables.sort(key=lambda kv: order.get(kv[0], len(order)))
     for name, table in tables:
@@ -131,8 +143,9 @@ def dumps_toml(config: Mapping[str, Any]) -> str:
         for k, v in table.items():
             if isinstance(v, Mapping):
                 raise TypeError(f"{name}.{k}: nested tables deeper than one level")
-            if v is not None:
-                lines.append(f"{_toml_key(k)} = {_toml_value(v, f'{name}.{k}')}")
+            text = _toml_value(v, f"{name}.{k}") if v is not None else unset_value(name, k)
+            if text is not None:
+                lines.append(f"{_toml_key(k)} = {text}")
     return "\n".join(lines) + "\n"
 
 

@@ -194,3 +194,13 @@ def test_changing_the_cdf_of_a_run_json_drops_its_old_text(tmp_path: Path):
     flags = {"workload": {"cdf": "datamining"}}
     other = config_io.validate(config_io.build_config(tmp_path / "run.json", flags))
     assert other["workload"]["cdf_text"] == core.workload_text("datamining")
+
+
+def test_unset_field_with_a_non_null_default_round_trips_as_none(tmp_path: Path):
+    cfg = config_io.validate(config_io.apply_sets({}, ["tcp.max_window=none"]), resolve=False)
+    assert cfg["tcp"]["max_window"] is None
+    default = config_io.default_config()["tcp"]["max_window"]
+    assert default is not None  # otherwise this test checks nothing
+    path = tmp_path / "run.toml"
+    path.write_text(config_io.dumps_toml(cfg))
+    assert config_io.validate(config_io.load_toml(path), resolve=False) == cfg

@@ -107,3 +107,42 @@ def test_dump_config_prints_a_loadable_complete_toml(tmp_path: Path, capsys):
     assert cfg["topology"]["k"] == 4 and cfg["scheme"]["name"] == "repflow"
     assert cfg["tcp"]["min_rto"] == "1ms"
     assert set(config_io.known_keys()) >= {f"tcp.{k}" for k in cfg["tcp"]}
+
+
+def test_cli_run_writes_readable_run_dir(tmp_path: Path, capsys):
+    import pandas as pd
+    from repflow import runio
+
+    cdf = tmp_path / "small.cdf"
+    cdf.write_text("1000 0\n20000 0.5\n200000 1\n")
+    out = tmp_path / "runs" / "a"
+    argv = ["sim", "--k", "4", "--workload", str(cdf), "--load", "0.3", "--duration", "3ms",
+            "--scheme", "repflow", "--seed", "5", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    for label in ("(0, 100KB]", "(100KB, 10MB]", "(10MB, inf)", "all", "replication overhead",
+                  "drops", "events", "packet-hops/s", "peak memory"):  # fmt: skip
+        assert label in text, label
+    assert sorted(p.name for p in out.iterdir()) == ["flows.parquet", "run.json"]
+    assert [p.name for p in out.parent.iterdir()] == ["a"]  # no temp dir left behind
+    run = runio.load_run(out)
+    assert run.config["seed"] == 5 and run.config["topology"]["k"] == 4
+    assert run.config["scheme"]["name"] == "repflow"
+    assert len(run.flows) == run.counters["flows"] > 0
+    assert run.metadata["peak_memory_bytes"] > 0 and "repflow" in run.metadata["command"]
+    # The same command again refuses the now non-empty directory; --force replaces it with
+    # identical records (same seed).
+    assert main(argv + ["--quiet"]) == 2
+    assert main(argv + ["--quiet", "--force"]) == 0
+    pd.testing.assert_frame_equal(runio.load_run(out).flows, run.flows)
+
+
+def test_bench_smoke_json(capsys):
+    import json
+
+    assert main(["bench", "--duration", "100us", "--json", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["scenario"] == "bench-A" and report["duration"] == "100us"
+    assert report["packet_hops"] > 0 and report["events"] > 0 and report["flows"] >= 0
+    assert report["peak_memory_bytes"] >= report["baseline_memory_bytes"] > 0
+    assert report["reference"]["htsim_packet_hops_per_sec"] == 2.7e6

@@ -4,8 +4,8 @@ bench-A: 8-pod fat-tree (128 hosts), 10 Gb/s links, 1 µs propagation per link, 
 DropTail, TCP NewReno, web-search flow sizes at load 0.5, 50 ms of arrivals then drain.
 
 The simulation runs in a child Python process that imports only the Rust core, so the peak
-resident set size it reports (``getrusage`` max RSS of that process) is the simulation's plus
-a bare interpreter's (the baseline, also reported). This is a benchmark, not a test: the
+resident set size it reports (``VmHWM`` of that process) is the simulation's plus a bare
+interpreter's (the baseline, also reported). This is a benchmark, not a test: the
 figures are printed, never compared to decide success.
 """
 
@@ -61,9 +61,25 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run_bench)  # fmt: skip
 
 
+def _peak_rss_bytes() -> int:
+    """Peak RSS of this process: ``VmHWM`` on Linux (per address space, so it starts afresh
+    at ``exec`` — ``getrusage`` max RSS is inherited from the forking parent), else
+    ``getrusage``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
 def _child() -> None:
     """Entry point of the measuring child process: config JSON on stdin, result on stdout."""
-    import resource
     import time
 
     from repflow import _core
@@ -74,7 +90,7 @@ def _child() -> None:
         from repflow.cli.sim import SimProgress
 
         progress = SimProgress(enabled=True)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    base = _peak_rss_bytes()
     t0 = time.perf_counter()
     try:
         out = _core.simulate(json.dumps(request["config"]), progress)
@@ -90,7 +106,7 @@ def _child() -> None:
         if progress is not None:
             progress.close()
     elapsed = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _peak_rss_bytes()
     print(json.dumps({
         "flows": len(out["records"]["id"]),
         "counters": json.loads(out["counters"]),

@@ -60,13 +60,14 @@ class SimProgress:
         self.bar: Any = None
         self.phase = ""
 
-    def _open(self, phase: str, total: float, unit: str, desc: str) -> None:
+    def _open(self, phase: str, total: float, initial: float, unit: str, desc: str) -> None:
         from tqdm import tqdm
 
         self.close()
         self.phase = phase
-        self.bar = tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, leave=False,
-                        dynamic_ncols=True, mininterval=0.25)  # fmt: skip
+        # `initial`: progress made before this bar opened does not count towards its rate.
+        self.bar = tqdm(total=total, initial=initial, unit=unit, desc=desc, file=sys.stderr,
+                        leave=False, dynamic_ncols=True, mininterval=0.25)  # fmt: skip
 
     def __call__(self, sim_time: float, duration: float, started: int, finished: int,
                  events: int) -> bool:  # fmt: skip
@@ -74,11 +75,12 @@ class SimProgress:
             return True
         if sim_time < duration:
             if self.phase != "arrivals":
-                self._open("arrivals", round(duration * 1e3, 6), "ms", "arrivals (sim ms)")
+                self._open("arrivals", round(duration * 1e3, 6), round(sim_time * 1e3, 6),
+                           "ms", "arrivals (sim ms)")  # fmt: skip
             self.bar.n = min(round(sim_time * 1e3, 6), self.bar.total)
         else:
             if self.phase != "drain":
-                self._open("drain", started, "flow", "drain (flows done)")
+                self._open("drain", max(started, 1), finished, "flow", "drain (flows done)")
             self.bar.total = max(started, 1)
             self.bar.n = finished
         self.bar.set_postfix(flows=started, done=finished, events=_si(events), refresh=False)
