@@ -75,9 +75,9 @@ class SimProgress:
             return True
         if sim_time < duration:
             if self.phase != "arrivals":
-                self._open("arrivals", round(duration * 1e3, 6), round(sim_time * 1e3, 6),
+                self._open("arrivals", round(duration * 1e3, 2), round(sim_time * 1e3, 2),
                            "ms", "arrivals (sim ms)")  # fmt: skip
-            self.bar.n = min(round(sim_time * 1e3, 6), self.bar.total)
+            self.bar.n = min(round(sim_time * 1e3, 2), self.bar.total)
         else:
             if self.phase != "drain":
                 self._open("drain", max(started, 1), finished, "flow", "drain (flows done)")
