@@ -73,6 +73,20 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _json_default(obj: Any) -> Any:
+    """JSON for numpy scalars and arrays, paths and sets in run metadata."""
+    if hasattr(obj, "item") and getattr(obj, "ndim", 0) == 0:  # numpy scalar
+        value = obj.item()
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+    if hasattr(obj, "tolist"):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, set | frozenset):
+        return sorted(obj)
+    raise TypeError(f"run metadata: {type(obj).__name__} is not JSON-serializable")
+
+
 def flows_table(flows: pd.DataFrame) -> pa.Table:
     """Converts a records DataFrame to an Arrow table with the run-directory schema."""
     missing = [c for c in RECORD_COLUMNS if c not in flows.columns]
@@ -107,7 +121,7 @@ def write_run(
         pq.write_table(table, tmp / FLOWS_FILE, compression="zstd")
         doc = {"format": FORMAT_VERSION, **_jsonable(dict(meta))}
         with open(tmp / RUN_FILE, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, allow_nan=False)
+            json.dump(doc, fh, indent=2, allow_nan=False, default=_json_default)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())

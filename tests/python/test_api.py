@@ -201,3 +201,12 @@ def test_simulate_accepts_a_toml_path(tmp_path: Path, small_cdf, small_run: SimR
     path.write_text(dumps_toml(_small_config(small_cdf)))
     res = repflow.simulate(path)
     pd.testing.assert_frame_equal(res.flows, small_run.flows)
+
+
+def test_numpy_and_path_metadata_are_written_as_json(tmp_path: Path):
+    res = _fake_result()
+    res.metadata.update(n=np.int64(3), x=np.float64("nan"), arr=np.array([1.5, 2.0]),
+                        where=tmp_path)  # fmt: skip
+    back = runio.load_run(res.save(tmp_path / "r"))
+    assert back.metadata["n"] == 3 and back.metadata["x"] is None
+    assert back.metadata["arr"] == [1.5, 2.0] and back.metadata["where"] == str(tmp_path)
