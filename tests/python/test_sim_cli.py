@@ -146,3 +146,21 @@ def test_bench_smoke_json(capsys):
     assert report["packet_hops"] > 0 and report["events"] > 0 and report["flows"] >= 0
     assert report["peak_memory_bytes"] >= report["baseline_memory_bytes"] > 0
     assert report["reference"]["htsim_packet_hops_per_sec"] == 2.7e6
+
+
+def test_interrupted_run_writes_nothing(tmp_path: Path, monkeypatch, capsys):
+    from repflow.cli import sim
+
+    calls = []
+
+    def stop(self, *progress):
+        calls.append(progress)
+        return False  # what Ctrl-C amounts to: the core stops the run
+
+    monkeypatch.setattr(sim.SimProgress, "__call__", stop)
+    out = tmp_path / "out"
+    argv = ["sim", "--k", "4", "--link-rate", "10Gbps", "--duration", "200ms", "--out", str(out)]
+    assert main(argv) == 130
+    assert calls, "the progress callback was never called"
+    assert "interrupted" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
