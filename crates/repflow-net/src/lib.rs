@@ -32,7 +32,12 @@ pub use client::{Client, ClientConfig, ClientCounters, ConnMode, FlowReport, Rou
 pub use frame::{FrameError, Header};
 pub use policy::{CopiesRule, CopiesTable, PolicyConfig, PortStrategy};
 pub use probe::ProbeConfig;
-pub use server::{Incoming, IncomingKind, Responder, Server, ServerConfig, ServerCounters};
+pub use server::{
+    Incoming, IncomingKind, Responder, Server, ServerConfig, ServerCounters, ServerStats,
+};
+
+/// The tokio this crate is built on (for embedding it in a runtime of the same version).
+pub use tokio;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

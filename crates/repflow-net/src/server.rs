@@ -398,7 +398,30 @@ impl Server {
 
     /// A snapshot of the counters.
     pub fn counters(&self) -> ServerCounters {
-        let c = &self.shared.counters;
+        self.shared.counters()
+    }
+
+    /// A handle that reads the counters from elsewhere (e.g. while a task awaits
+    /// [`Server::next`]).
+    pub fn stats(&self) -> ServerStats {
+        ServerStats(self.shared.clone())
+    }
+}
+
+/// Reads a [`Server`]'s counters; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ServerStats(Arc<Shared>);
+
+impl ServerStats {
+    /// A snapshot of the counters.
+    pub fn counters(&self) -> ServerCounters {
+        self.0.counters()
+    }
+}
+
+impl Shared {
+    fn counters(&self) -> ServerCounters {
+        let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         ServerCounters {
             connections: l(&c.connections),
@@ -412,7 +435,7 @@ impl Server {
             malformed: l(&c.malformed),
             auth_failures: l(&c.auth_failures),
             timeouts: l(&c.timeouts),
-            dedup_evictions: self.shared.dedup.lock().expect("dedup lock").evictions,
+            dedup_evictions: self.dedup.lock().expect("dedup lock").evictions,
         }
     }
 }

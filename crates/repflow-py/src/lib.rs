@@ -10,6 +10,8 @@ use pyo3::types::{PyDict, PyList};
 use repflow_sim::workload::{Cdf, SizeUnit, BUILTIN};
 use repflow_sim::{Config, Progress, SimError};
 
+mod net;
+
 create_exception!(
     _core,
     ConfigError,
@@ -95,7 +97,13 @@ fn simulate<'py>(
                 if let Some(f) = &progress {
                     match f.call1(
                         py,
-                        (p.sim_time, p.duration, p.flows_started, p.flows_finished, p.events),
+                        (
+                            p.sim_time,
+                            p.duration,
+                            p.flows_started,
+                            p.flows_finished,
+                            p.events,
+                        ),
                     ) {
                         Ok(v) => !matches!(v.extract::<bool>(py), Ok(false)),
                         Err(e) => {
@@ -116,7 +124,9 @@ fn simulate<'py>(
     let out = match result {
         Ok(o) => o,
         Err(SimError::Config(e)) => return Err(config_err(e)),
-        Err(SimError::Cancelled) => return Err(PyKeyboardInterrupt::new_err("simulation cancelled")),
+        Err(SimError::Cancelled) => {
+            return Err(PyKeyboardInterrupt::new_err("simulation cancelled"))
+        }
         Err(e) => return Err(PyValueError::new_err(e.to_string())),
     };
     let r = &out.records;
@@ -142,9 +152,18 @@ fn simulate<'py>(
     col!("timeouts", timeouts);
     let d = PyDict::new(py);
     d.set_item("records", cols)?;
-    d.set_item("counters", serde_json::to_string(&out.counters).map_err(config_err)?)?;
-    d.set_item("summary", serde_json::to_string(&out.summary).map_err(config_err)?)?;
-    d.set_item("config", serde_json::to_string(&out.config).map_err(config_err)?)?;
+    d.set_item(
+        "counters",
+        serde_json::to_string(&out.counters).map_err(config_err)?,
+    )?;
+    d.set_item(
+        "summary",
+        serde_json::to_string(&out.summary).map_err(config_err)?,
+    )?;
+    d.set_item(
+        "config",
+        serde_json::to_string(&out.config).map_err(config_err)?,
+    )?;
     Ok(d)
 }
 
@@ -165,5 +184,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    net::register(m)?;
     Ok(())
 }

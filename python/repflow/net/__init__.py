@@ -1,0 +1,312 @@
+"""Python front of ``repflow-net``, the real-socket RepFlow/SmartRep transport.
+
+- :class:`Client` / :class:`Server`: blocking calls (the GIL is released while waiting, Ctrl-C
+  works) with ``a``-prefixed asyncio variants that run the blocking call in a worker thread.
+- :func:`make_schedule`, :func:`load_records`, :func:`summarize`: the open-loop generator of
+  ``repflow load`` (Poisson arrivals, sizes from a workload CDF) and its records in the
+  simulator's run format.
+
+See ``docs/library.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from repflow.errors import UserError
+
+#: Flows up to this size are "short" in summaries (the papers' bin).
+SHORT_FLOW_BYTES = 100_000
+MEDIUM_FLOW_BYTES = 10_000_000
+
+
+def _core() -> Any:
+    from repflow import _core
+
+    if not hasattr(_core, "NetClient"):
+        raise UserError(
+            "this build of repflow._core lacks the network library; rebuild it with "
+            "`maturin develop --release` (or `pip install -e .`)"
+        )
+    return _core
+
+
+def _user_error(exc: Exception) -> UserError:
+    return UserError(str(exc))
+
+
+@dataclass
+class Incoming:
+    """A flow or call received by a :class:`Server` (each delivered exactly once)."""
+
+    token: int
+    kind: str  # "flow" or "call"
+    flow_id: int
+    peer: str
+    copy: int
+    data: bytes
+
+
+class Server:
+    """A RepFlow server on ``listen``'s port and the ``ports - 1`` following ones.
+
+    With ``sink=True`` flows are dropped and calls echoed in the background (what
+    ``repflow serve`` does); otherwise take them with :meth:`recv`.
+    """
+
+    def __init__(self, listen: str, ports: int = 4, *, sink: bool = False, **limits: Any):
+        try:
+            self._s = _core().NetServer(listen, ports, sink=sink, **limits)
+        except (ValueError, ConnectionError) as exc:
+            raise _user_error(exc) from None
+
+    @property
+    def addrs(self) -> list[str]:
+        """Bound ``ADDR:PORT`` strings."""
+        return list(self._s.addrs())
+
+    def counters(self) -> dict[str, int]:
+        """Server counters (connections, flows delivered, duplicates, rejections, ...)."""
+        return json.loads(self._s.counters())
+
+    def recv(self, timeout: float = 1.0) -> Incoming | None:
+        """The next flow or call, or ``None`` after ``timeout`` seconds."""
+        t = self._s.recv(timeout)
+        return None if t is None else Incoming(*t)
+
+    def respond(self, incoming: Incoming, data: bytes) -> None:
+        """Answers a call."""
+        self._s.respond(incoming.token, data)
+
+    async def arecv(self, timeout: float = 1.0) -> Incoming | None:
+        """:meth:`recv` for asyncio (runs in a worker thread)."""
+        return await asyncio.to_thread(self.recv, timeout)
+
+    def close(self) -> None:
+        """Stops serving and closes every connection."""
+        self._s.close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Client:
+    """A RepFlow/SmartRep client (see ``docs/library.md`` for every keyword)."""
+
+    def __init__(self, scheme: str = "repflow", **options: Any):
+        try:
+            self._c = _core().NetClient(scheme, **options)
+        except ValueError as exc:
+            raise _user_error(exc) from None
+
+    def send(
+        self, addr: str, data: bytes | None = None, *, size: int | None = None
+    ) -> dict[str, Any]:
+        """Sends one flow; returns its report (``fct`` in seconds, ``copies``, ``winner``,
+        ``bytes_sent``, ``bytes_wasted``, ``cancelled``, ``failed``, ``fallback``, ...).
+
+        Raises :class:`ConnectionError` naming each copy's failure when every copy fails.
+        """
+        report = json.loads(self._c.send(addr, data, size))
+        return _seconds(report)
+
+    def call(self, addr: str, data: bytes) -> tuple[bytes, dict[str, Any]]:
+        """Sends a request; returns the first response and the report."""
+        body, report = self._c.call(addr, data)
+        return body, _seconds(json.loads(report))
+
+    async def asend(
+        self, addr: str, data: bytes | None = None, *, size: int | None = None
+    ) -> dict[str, Any]:
+        """:meth:`send` for asyncio (runs in a worker thread)."""
+        return await asyncio.to_thread(self.send, addr, data, size=size)
+
+    async def acall(self, addr: str, data: bytes) -> tuple[bytes, dict[str, Any]]:
+        """:meth:`call` for asyncio (runs in a worker thread)."""
+        return await asyncio.to_thread(self.call, addr, data)
+
+    def counters(self) -> dict[str, int]:
+        """Client counters (copies sent, won by a replica, cancelled, bytes wasted, ...)."""
+        return json.loads(self._c.counters())
+
+    def run_load(
+        self,
+        at: Sequence[float],
+        dsts: Sequence[str],
+        sizes: Sequence[int],
+        duration: float,
+        drain: float,
+    ) -> dict[str, list]:
+        """Replays a schedule (see ``repflow._core.NetClient.run_load``)."""
+        return self._c.run_load(
+            [float(x) for x in at], list(dsts), [int(s) for s in sizes], duration, drain
+        )
+
+
+def _seconds(report: dict[str, Any]) -> dict[str, Any]:
+    fct = report.get("fct")
+    if isinstance(fct, Mapping):  # serde's Duration: {"secs", "nanos"}
+        report["fct"] = fct["secs"] + fct["nanos"] * 1e-9
+    return report
+
+
+# ------------------------------------------------------------------ open-loop generator
+def sample_sizes(cdf: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
+    """Flow sizes (bytes) at cumulative probabilities ``u``, as the simulator samples them:
+    linear interpolation between CDF points, rounded up to a whole unit, at least one unit.
+    """
+    pts = np.asarray(cdf["points"], dtype=float)
+    xs, cs = pts[:, 0], pts[:, 1]
+    idx = np.searchsorted(cs, u, side="left")  # first point with cum >= u
+    lo = np.clip(idx - 1, 0, len(cs) - 1)
+    hi = np.clip(idx, 0, len(cs) - 1)
+    x0, x1, c0, c1 = xs[lo], xs[hi], cs[lo], cs[hi]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(c1 > c0, x0 + (x1 - x0) * (u - c0) / (c1 - c0), x1)
+    v = np.where(idx == 0, xs[0], v)
+    v = np.where(idx >= len(cs), xs[-1], v)
+    units = np.maximum(np.ceil(v), 1.0)
+    return (units * int(cdf["unit_bytes"])).astype(np.int64)
+
+
+@dataclass
+class Schedule:
+    """Flows of one host's open-loop run, sorted by start time."""
+
+    at: np.ndarray  # seconds from the start
+    peer: np.ndarray  # index into the peer list
+    size: np.ndarray  # bytes
+    rate: float  # arrivals per second
+
+
+def make_schedule(
+    cdf: Mapping[str, Any],
+    *,
+    load: float,
+    link_rate_bps: float,
+    duration: float,
+    peers: int,
+    seed: int,
+) -> Schedule:
+    """Poisson arrivals at ``load`` × the host link rate, sizes from ``cdf``, destinations
+    uniform over ``peers``. Same arguments → same schedule.
+    """
+    if peers < 1:
+        raise UserError("--peers: give at least one ADDR:PORT")
+    rate = load * link_rate_bps / 8.0 / float(cdf["mean_bytes"])
+    rng = np.random.default_rng(seed)
+    gaps: list[np.ndarray] = []
+    total = 0.0
+    chunk = max(16, int(rate * duration * 1.1) + 16)
+    while total < duration:
+        g = rng.exponential(1.0 / rate, chunk)
+        gaps.append(g)
+        total += float(g.sum())
+    at = np.cumsum(np.concatenate(gaps))
+    at = at[at < duration]
+    n = len(at)
+    size = sample_sizes(cdf, rng.random(n))
+    peer = rng.integers(0, peers, n)
+    return Schedule(at=at, peer=peer, size=size, rate=rate)
+
+
+def load_records(
+    raw: Mapping[str, Sequence[Any]],
+    sched: Schedule,
+    *,
+    host_index: int,
+    peer_indices: Sequence[int],
+    link_rate_bps: float,
+    base_rtt: float = 0.0,
+) -> pd.DataFrame:
+    """Turns ``Client.run_load`` output into records with the simulator's columns.
+
+    ``ideal_fct = size·8 / link_rate + base_rtt``; ``retransmissions`` and ``timeouts`` are
+    −1 (not measured on real sockets); ``src``/``dst`` are host indices (0 when unknown).
+    """
+    from repflow.api import RECORD_COLUMNS
+
+    idx = np.asarray(raw["index"], dtype=np.int64)
+    size = sched.size[idx]
+    start = np.asarray(raw["start"], dtype=float)
+    fct = np.asarray(raw["fct"], dtype=float)
+    ideal = size * 8.0 / float(link_rate_bps) + base_rtt
+    peers = np.asarray(list(peer_indices) or [0] * (int(sched.peer.max(initial=0)) + 1))
+    df = pd.DataFrame(
+        {
+            "id": idx,
+            "src": np.full(len(idx), host_index, dtype=np.int64),
+            "dst": peers[sched.peer[idx]].astype(np.int64),
+            "size": size.astype(np.int64),
+            "start": start,
+            "finish": start + fct,
+            "fct": fct,
+            "ideal_fct": ideal,
+            "slowdown": fct / ideal,
+            "copies": np.asarray(raw["copies"], dtype=np.int64),
+            "winner": np.asarray(raw["winner"], dtype=np.int64),
+            "bytes_sent": np.asarray(raw["bytes_sent"], dtype=np.int64),
+            "retransmissions": np.full(len(idx), -1, dtype=np.int64),
+            "timeouts": np.full(len(idx), -1, dtype=np.int64),
+        }
+    )
+    return df[list(RECORD_COLUMNS)]
+
+
+def _bin(label: str, df: pd.DataFrame) -> dict[str, Any]:
+    fct = df["fct"].to_numpy(dtype=float)
+    fct = np.sort(fct[np.isfinite(fct)])
+    sd = df["slowdown"].to_numpy(dtype=float)
+    sd = np.sort(sd[np.isfinite(sd)])
+
+    def pct(v: np.ndarray, q: float) -> float:
+        return float(np.percentile(v, q)) if len(v) else math.nan
+
+    return {
+        "bin": label, "count": int(len(df)), "finished": int(len(fct)),
+        "fct_mean": float(fct.mean()) if len(fct) else math.nan,
+        "fct_p50": pct(fct, 50), "fct_p99": pct(fct, 99), "fct_p999": pct(fct, 99.9),
+        "slowdown_mean": float(sd.mean()) if len(sd) else math.nan,
+        "slowdown_p50": pct(sd, 50), "slowdown_p99": pct(sd, 99), "slowdown_p999": pct(sd, 99.9),
+    }  # fmt: skip
+
+
+def summarize(flows: pd.DataFrame, counters: Mapping[str, Any]) -> dict[str, Any]:
+    """Summary with the simulator's bins and keys; ``overhead`` = extra copy bytes /
+    application bytes (planned copies, as the simulator counts it)."""
+    size = flows["size"]
+    bins = [
+        _bin("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
+        _bin("(100KB, 10MB]", flows[(size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)]),
+        _bin("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
+        _bin("all", flows),
+    ]
+    fb = float(counters.get("flow_bytes", 0))
+    return {
+        "bins": bins,
+        "overhead": float(counters.get("extra_copy_bytes", 0)) / fb if fb else 0.0,
+        "unfinished": int((~np.isfinite(flows["fct"].to_numpy(dtype=float))).sum()),
+    }
+
+
+__all__ = [
+    "Client",
+    "Incoming",
+    "Schedule",
+    "Server",
+    "load_records",
+    "make_schedule",
+    "sample_sizes",
+    "summarize",
+]
