@@ -290,11 +290,15 @@ def list_netns() -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # state
 # ---------------------------------------------------------------------------------------------
+def _lock_path(prefix: str) -> Path:
+    return state_dir() / f"{prefix.rstrip('-')}.lock"
+
+
 @contextlib.contextmanager
 def _locked(prefix: str) -> Iterator[None]:
     d = state_dir()
     d.mkdir(parents=True, exist_ok=True)
-    with open(d / f"{prefix.rstrip('-')}.lock", "w") as fh:
+    with open(_lock_path(prefix), "w") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -652,6 +656,10 @@ def down(prefix: str = DEFAULT_PREFIX, force: bool = False) -> list[str]:
         deleted = _teardown(names)
         with contextlib.suppress(FileNotFoundError):
             _state_path(prefix).unlink()
+        with contextlib.suppress(OSError):
+            _lock_path(prefix).unlink()
+    with contextlib.suppress(OSError):
+        state_dir().rmdir()  # only if empty
     return deleted
 
 
