@@ -194,3 +194,32 @@ def test_cli_sampled_sizes_match_the_api(tmp_path):
     cont = fct_table("websearch", 0.4)
     assert csv["tcp_short_p99"].iloc[0] == pytest.approx(ref["tcp_short_p99"].iloc[0])
     assert csv["tcp_short_p99"].iloc[0] != pytest.approx(cont["tcp_short_p99"].iloc[0])
+
+
+def test_overlay_on_real_simulated_runs(tmp_path):
+    """A tiny real sweep (fat-tree k=4, 150 ms of web search) through the simulator."""
+    import repflow
+    from repflow.runio import write_run
+
+    for scheme in ("tcp", "repflow"):
+        cfg = {
+            "topology": {"kind": "fat-tree", "k": 4},
+            "workload": {"cdf": "websearch", "load": 0.5, "duration": "150ms"},
+            "scheme": {"name": scheme},
+            "seed": 3,
+        }
+        try:
+            res = repflow.simulate(cfg)
+        except UserError as exc:  # simulator not built in this checkout
+            pytest.skip(f"simulator unavailable: {exc}")
+        write_run(tmp_path / "sweep" / scheme, res.flows, {**res.metadata, "summary": res.summary})
+    table, curves = overlay_table(tmp_path / "sweep")
+    assert sorted(table.scheme) == ["repflow", "tcp"]
+    ref = fct_table("websearch", [0.5], k=12, M=44)
+    for _, r in table.iterrows():
+        f = pd.read_parquet(tmp_path / "sweep" / r.scheme / "flows.parquet")
+        short = f[f["size"] <= 100_000]["slowdown"].dropna()
+        assert r.short_flows == (f["size"] <= 100_000).sum() > 0
+        assert r.sim_short_mean == pytest.approx(short.mean())
+        assert r.sim_short_mean >= 1.0  # a slowdown is never below the ideal
+        assert r.model_short_mean == pytest.approx(ref[f"{r.scheme}_short_mean"].iloc[0])
