@@ -25,7 +25,7 @@ name = "tiny"
 claims = ["repflow-ns3"]
 [base]
 topology = { kind = "fat-tree", k = 4 }
-workload = { duration = "3ms", drain = "1s" }
+workload = { duration = "100ms", drain = "2s" }
 [grid]
 scheme = ["tcp", "repflow"]
 "workload.cdf" = ["websearch"]
@@ -143,7 +143,9 @@ def _sweep_cmd(spec: Path, out: Path) -> list[str]:
 
 def test_killed_sweep_resumes_to_the_same_store(tmp_path):
     spec = tmp_path / "tiny.toml"
-    spec.write_text(TINY.replace("seed = [1, 2]", "seed = [1, 2, 3]"))
+    # Twelve points of ~0.2 s each on one worker: the kill lands mid-way.
+    text = TINY.replace("seed = [1, 2]", "seed = [1, 2, 3]").replace('"100ms"', '"200ms"')
+    spec.write_text(text)
     killed = tmp_path / "killed"
     proc = subprocess.Popen(_sweep_cmd(spec, killed), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -36,30 +36,47 @@ Task = tuple[str, dict[str, Any]]
 Runner = Callable[[str, dict[str, Any]], PointResult]
 
 
+#: Run counters that measure the machine, not the simulation (kept out of run.json so that a
+#: point's stored result is identical whoever computed it; wall time goes to timing.json).
+VOLATILE = frozenset({"wall_time", "events_per_sec", "packet_hops_per_sec", "peak_memory_bytes"})
+
+
 def run_point(key: str, config: dict[str, Any]) -> PointResult:
-    """Simulates one point; never raises for a failing simulation (the error is returned)."""
+    """Simulates one point (the default runner); raises if the simulation fails."""
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    t0 = time.perf_counter()
+    import pyarrow as pa
+
+    import repflow
+    from repflow.api import RECORD_COLUMNS
+
+    res = repflow.simulate(config)
+    table = pa.Table.from_pandas(res.flows[list(RECORD_COLUMNS)], preserve_index=False)
+    md = res.metadata
+    counters = {k: v for k, v in (md.get("counters") or {}).items() if k not in VOLATILE}
+    run = {
+        "version": md.get("version"),
+        "core_version": md.get("core_version"),
+        "config": md.get("config"),
+        "counters": counters,
+        "summary": res.summary,
+    }
+    return PointResult(
+        key=key, ok=True, flows_ipc=table_to_ipc(table), run=run,
+        wall=time.perf_counter() - t0, where=where,
+    )  # fmt: skip
+
+
+def execute(runner: Runner, key: str, config: dict[str, Any]) -> PointResult:
+    """Runs ``runner`` in a worker, turning any failure into a failed :class:`PointResult`
+    (with the error line and traceback) so that one bad point never stops a sweep."""
     where = f"{socket.gethostname()}:{os.getpid()}"
     t0 = time.perf_counter()
     try:
-        import pyarrow as pa
-
-        import repflow
-        from repflow.api import RECORD_COLUMNS
-
-        res = repflow.simulate(config)
-        table = pa.Table.from_pandas(res.flows[list(RECORD_COLUMNS)], preserve_index=False)
-        md = res.metadata
-        run = {
-            "version": md.get("version"),
-            "core_version": md.get("core_version"),
-            "config": md.get("config"),
-            "counters": md.get("counters"),
-            "summary": res.summary,
-        }
-        return PointResult(
-            key=key, ok=True, flows_ipc=table_to_ipc(table), run=run,
-            wall=time.perf_counter() - t0, where=where,
-        )  # fmt: skip
+        result = runner(key, config)
+        if not result.where:
+            result.where = where
+        return result
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException
@@ -145,7 +162,7 @@ class LocalExecutor(Executor):
             while pending or inflight:
                 while pending and len(inflight) < self.workers:
                     task = pending.pop()
-                    inflight[self._pool.submit(self.runner, *task)] = task
+                    inflight[self._pool.submit(execute, self.runner, *task)] = task
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
@@ -224,7 +241,7 @@ class RayExecutor(Executor):
             self._started = True
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, min(jobs or cpus, cpus))
-        self._remote = ray.remote(num_cpus=1, max_retries=1)(runner)
+        self._remote = ray.remote(num_cpus=1, max_retries=1)(execute)
 
     def run(self, tasks: Iterable[Task], on_result: Callable[[PointResult], None]) -> None:
         ray = self._ray
@@ -235,7 +252,7 @@ class RayExecutor(Executor):
             while pending or inflight:
                 while pending and len(inflight) < self.workers:
                     task = pending.pop()
-                    inflight[self._remote.remote(*task)] = task
+                    inflight[self._remote.remote(self.runner, *task)] = task
                 done, _ = ray.wait(list(inflight), num_returns=1)
                 for ref in done:
                     task = inflight.pop(ref)
