@@ -223,3 +223,19 @@ def test_overlay_on_real_simulated_runs(tmp_path):
         assert r.sim_short_mean == pytest.approx(short.mean())
         assert r.sim_short_mean >= 1.0  # a slowdown is never below the ideal
         assert r.model_short_mean == pytest.approx(ref[f"{r.scheme}_short_mean"].iloc[0])
+
+
+def test_overlay_models_repflow_with_more_copies_as_n_distinct_paths(tmp_path):
+    _write_run(tmp_path / "sweep" / "two", "repflow", 0.5, 1)
+    d = tmp_path / "sweep" / "three"
+    _write_run(d, "repflow", 0.5, 2)
+    meta = json.loads((d / "run.json").read_text())
+    meta["config"]["scheme"]["copies"] = 3
+    (d / "run.json").write_text(json.dumps(meta))
+    table, _ = overlay_table(tmp_path / "sweep")
+    assert sorted(table.scheme) == ["repflow", "repflow-3copies"]
+    ref = fct_table("websearch", [0.5], n=3).iloc[0]
+    r = table[table.scheme == "repflow-3copies"].iloc[0]
+    assert r.runs == 1
+    assert r.model_short_mean == pytest.approx(ref.smartrep_n_short_mean)
+    assert r.model_large_p99 == pytest.approx(ref.smartrep_n_large_p99)

@@ -99,8 +99,13 @@ def _run_params(cfg: dict, where: Path) -> dict:
     threshold = parse_size(_get(cfg, "scheme", "threshold", default="100KB"), "scheme.threshold")
     mw = _get(cfg, "tcp", "max_window")
     max_window = parse_size(mw, "tcp.max_window") if mw is not None else 65_536.0
+    name = str(scheme).lower()
+    copies = _get(cfg, "scheme", "copies", default=2)
+    if name == "repflow" and copies not in (None, 2):
+        # RepFlow with n copies: modelled as n copies on distinct paths (SmartRep II-C)
+        name = f"repflow-{int(copies)}copies"
     return {
-        "scheme": str(scheme).lower(),
+        "scheme": name,
         "load": float(load),
         # the CDF's name (built-in name or path); its text, when stored, is what gets modelled
         "workload": str(wl) if wl else "inline-cdf",
@@ -164,12 +169,23 @@ def simulated_stats(root: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
     return pd.DataFrame(rows), params
 
 
+def _model_value(scheme, load, stat, pts, dist, loads, kw) -> float:
+    if scheme in MODELLED:
+        return float(pts.loc[load, f"{MODELLED[scheme]}_{stat}"])
+    m = re.fullmatch(r"repflow-(\d+)copies", scheme)
+    if m:
+        t = fct_table(dist, [load], n=int(m.group(1)), **kw)
+        return float(t[f"smartrep_n_{stat}"].iloc[0])
+    return float("nan")
+
+
 def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, dict]:
     """Simulated statistics beside the model's values for the same workload, scheme and load.
 
     Adds ``model_<stat>`` and ``ratio_<stat>`` (= simulated / model) columns for the schemes
-    the model describes (:data:`MODELLED`); others get NaN there. Also returns, per workload,
-    the model's table at a fine load grid (for curves).
+    the model describes (:data:`MODELLED`, and ``repflow`` with ``scheme.copies = n != 2``,
+    labelled ``repflow-<n>copies`` and modelled as n copies on distinct paths); others get NaN.
+    Also returns, per workload, the model's table at a fine load grid (for curves).
     """
     sim, params = simulated_stats(root)
     curves: dict[str, pd.DataFrame] = {}
@@ -201,7 +217,7 @@ def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, 
         g = g.copy()
         for stat in ("short_mean", "short_p99", "large_mean", "large_p99"):
             model_vals = [
-                pts.loc[ld, f"{MODELLED[s]}_{stat}"] if s in MODELLED else np.nan
+                _model_value(s, ld, stat, pts, dist, loads, kw)
                 for s, ld in zip(g["scheme"], g["load"], strict=True)
             ]
             g[f"model_{stat}"] = model_vals
