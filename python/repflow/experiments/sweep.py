@@ -22,7 +22,7 @@ from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
 #: Simulator throughput used for estimates before any point of a store has been timed:
 #: wall seconds per gigabyte of offered traffic, measured on the development machine
 #: (one core of a 2-core VM) with the quick spec.
-SECONDS_PER_OFFERED_GB = 2.0
+SECONDS_PER_OFFERED_GB = 3.0
 
 
 @dataclass
