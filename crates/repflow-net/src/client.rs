@@ -520,7 +520,9 @@ impl Client {
             .await?;
         // Persistent connections close normally.
         let _ = socket2::SockRef::from(&stream).set_linger(None);
-        let (mut rd, mut wr) = stream.into_split();
+        let (rd, wr) = stream.into_split();
+        let mut rd = tokio::io::BufReader::with_capacity(16 * 1024, rd);
+        let mut wr = tokio::io::BufWriter::with_capacity(16 * 1024, wr);
         let (tx, mut rx) = mpsc::unbounded_channel::<OutFrame>();
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
@@ -532,14 +534,29 @@ impl Client {
         let counters = self.inner.counters.clone();
         let (p2, a2) = (pending.clone(), alive.clone());
         let writer = tokio::spawn(async move {
-            while let Some(f) = rx.recv().await {
-                if f.cancel.load(Ordering::Relaxed) {
-                    inc(&counters.frames_skipped, 1);
-                    continue;
+            // Frames queued together go out in one write; a frame whose flow already
+            // completed on another copy is skipped.
+            while let Some(mut f) = rx.recv().await {
+                let mut res = Ok(());
+                loop {
+                    if f.cancel.load(Ordering::Relaxed) {
+                        inc(&counters.frames_skipped, 1);
+                    } else {
+                        res =
+                            write_counted(&mut wr, &f.head, f.payload.as_slice(), &f.written).await;
+                        if res.is_err() {
+                            break;
+                        }
+                    }
+                    match rx.try_recv() {
+                        Ok(next) => f = next,
+                        Err(_) => break,
+                    }
                 }
-                if let Err(e) =
-                    write_counted(&mut wr, &f.head, f.payload.as_slice(), &f.written).await
-                {
+                if res.is_ok() {
+                    res = wr.flush().await;
+                }
+                if let Err(e) = res {
                     a2.store(false, Ordering::Relaxed);
                     fail_all(&p2, &format!("pooled connection write: {e}"));
                     return;

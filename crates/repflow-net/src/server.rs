@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
@@ -504,12 +505,25 @@ async fn serve_conn(
     app: &mpsc::Sender<Incoming>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
+    let mut rd = tokio::io::BufReader::with_capacity(16 * 1024, rd);
     let (otx, mut orx) = mpsc::channel::<Out>(256);
     let writer = tokio::spawn(async move {
-        while let Some(o) = orx.recv().await {
-            let body = o.body.as_deref().unwrap_or(&[]);
-            if let Err(e) = write_all(&mut wr, &o.head, body).await {
+        // Replies queued together go out in one write.
+        let mut wr = tokio::io::BufWriter::with_capacity(16 * 1024, wr);
+        while let Some(mut o) = orx.recv().await {
+            loop {
+                let body = o.body.as_deref().unwrap_or(&[]);
+                if let Err(e) = write_all(&mut wr, &o.head, body).await {
+                    debug!(error = %e, "write failed");
+                    return;
+                }
+                match orx.try_recv() {
+                    Ok(next) => o = next,
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = wr.flush().await {
                 debug!(error = %e, "write failed");
                 return;
             }

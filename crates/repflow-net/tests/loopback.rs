@@ -505,3 +505,22 @@ async fn schedule_runner_records_every_flow() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(ids.lock().unwrap().len(), 38);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_short_and_long_flows_use_separate_connections() {
+    let (s, addr) = server(2, |_| {}).await;
+    let stats = s.stats();
+    let (ids, bad, _) = sink_real(s);
+    let c = client(PolicyConfig::repflow(2), ConnMode::Pooled);
+    for k in 0..20u64 {
+        let size = if k % 2 == 0 { 1000 } else { 200_000 };
+        let r = c.send(addr, payload(k, size)).await.unwrap();
+        assert_eq!(r.copies, if size > 100_000 { 1 } else { 2 });
+    }
+    // Short flows: one persistent connection per copy slot (2); long flows: their own (1).
+    assert_eq!(c.counters().connections, 3);
+    assert_eq!(stats.counters().connections, 3);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(ids.lock().unwrap().len(), 20);
+    assert_eq!(bad.load(Ordering::Relaxed), 0);
+}
