@@ -86,37 +86,25 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     Ok(ReadFrame { header, payload })
 }
 
-/// Writes `head` then `body`, adding every byte accepted by the socket to `counter` as it
-/// goes (so a copy cancelled mid-write has counted what it sent).
+/// Writes `head` then `body` (vectored, without copying), adding every byte accepted by the
+/// socket to `counter` as it goes (so a copy cancelled mid-write has counted what it sent).
 pub(crate) async fn write_counted<W: AsyncWrite + Unpin>(
     w: &mut W,
     head: &[u8],
     body: &[u8],
     counter: &AtomicU64,
 ) -> io::Result<()> {
-    // Small frames go out in one write (one segment with TCP_NODELAY).
-    if head.len() + body.len() <= 16 * 1024 {
-        let mut v = Vec::with_capacity(head.len() + body.len());
-        v.extend_from_slice(head);
-        v.extend_from_slice(body);
-        return write_slice(w, &v, counter).await;
-    }
-    write_slice(w, head, counter).await?;
-    write_slice(w, body, counter).await
-}
-
-async fn write_slice<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    mut b: &[u8],
-    counter: &AtomicU64,
-) -> io::Result<()> {
-    while !b.is_empty() {
-        let n = w.write(b).await?;
+    let (mut h, mut b) = (0, 0);
+    while h < head.len() || b < body.len() {
+        let bufs = [io::IoSlice::new(&head[h..]), io::IoSlice::new(&body[b..])];
+        let n = w.write_vectored(&bufs).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
         counter.fetch_add(n as u64, Ordering::Relaxed);
-        b = &b[n..];
+        let from_head = n.min(head.len() - h);
+        h += from_head;
+        b += n - from_head;
     }
     Ok(())
 }

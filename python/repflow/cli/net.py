@@ -257,6 +257,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     client = _make_client(args)
     rows = []
     first_error = None
+    probed = 0
     t0 = time.monotonic()
     for i in range(args.count):
         start = time.monotonic() - t0
@@ -269,6 +270,9 @@ def cmd_send(args: argparse.Namespace) -> int:
             rows.append((i, start, math.nan, 0, -1, 0, 0, None))
         else:
             fb = r.get("fallback")
+            routes = r.get("routes") or []
+            if len(routes) > 1 and all(x.get("src_port") for x in routes):
+                probed += 1
             rows.append((i, start, r["fct"], r["copies"], r["winner"], r["bytes_sent"],
                          r["bytes_wasted"], None if fb is None else json.dumps(fb)))  # fmt: skip
         if interval:
@@ -294,6 +298,11 @@ def cmd_send(args: argparse.Namespace) -> int:
     app = size * len(ok)
     print(f"  bytes sent {sent} (application {app}), wasted by losing copies {wasted}"
           + (f" ({wasted / sent:.1%})" if sent else ""))  # fmt: skip
+    if args.scheme == "smartrep":
+        print(
+            f"  SmartRep: {probed} flows sent from probed source ports on distinct paths "
+            f"({counters['probes']} probes)"
+        )
     for fb in sorted(fallbacks):
         print(f"  note: SmartRep path choice fell back to RepFlow ports: {fb}")
     if first_error:
