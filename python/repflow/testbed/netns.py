@@ -398,6 +398,7 @@ class Testbed:
                                 "packets": int(q.get("packets", 0)),
                                 "drops": int(q.get("drops", 0)),
                                 "backlog": int(q.get("backlog", 0)),
+                                "qlen": int(q.get("qlen", 0)),
                             },
                         )
                     )

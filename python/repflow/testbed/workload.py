@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,10 @@ from repflow.testbed.netns import Testbed, run
 from repflow.testbed.units import format_rate, parse_duration
 
 REPFLOW = [sys.executable, "-m", "repflow"]
+#: ``repflow serve|load`` with only the net commands registered (see :mod:`.hostcmd`)
+HOSTCMD = [sys.executable, "-m", "repflow.testbed.hostcmd"]
+#: longest wait for sixteen servers or generators to start (Python start-up on a busy machine)
+START_TIMEOUT = 180.0
 SHORT_FLOW_BYTES = 100_000
 MEDIUM_FLOW_BYTES = 10_000_000
 #: ports each host serves: PORT .. PORT + SERVE_PORTS - 1 (copies use port + i)
@@ -99,12 +104,62 @@ def merge_host_runs(dirs: Sequence[Path]) -> tuple[pd.DataFrame, dict[str, Any],
     return flows, counters, metas
 
 
+# ----------------------------------------------------------------------------- queues
+class QueueWatch:
+    """Drops per port over a run (qdisc counters before/after) and the largest switch queue
+    seen by sampling every port's queue length about once a second."""
+
+    def __init__(self, tb: Testbed, period: float = 1.0) -> None:
+        self.tb, self.period = tb, period
+        self.before: dict = {}
+        self.after: dict = {}
+        self.max_switch_queue = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        switches = [s.name for s in self.tb.topo.switches]
+        while not self._stop.wait(self.period):
+            with contextlib.suppress(Exception):
+                st = self.tb.qdisc_stats(switches)
+                self.max_switch_queue = max(
+                    [self.max_switch_queue, *(v["qlen"] for v in st.values())]
+                )
+                self.samples += 1
+
+    def __enter__(self) -> QueueWatch:
+        self.before = self.tb.qdisc_stats()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        with contextlib.suppress(Exception):
+            self.after = self.tb.qdisc_stats()
+
+    def counters(self) -> dict[str, int]:
+        """``drops``, ``switch_drops``, ``host_drops``, ``max_switch_queue`` (sampled)."""
+        kinds = {n.name: n.kind for n in self.tb.topo.nodes.values()}
+        drops = {"switch": 0, "host": 0}
+        for key, v in self.after.items():
+            drops[kinds[key[0]]] += v["drops"] - self.before.get(key, {"drops": 0})["drops"]
+        return {
+            "drops": drops["switch"] + drops["host"],
+            "switch_drops": drops["switch"],
+            "host_drops": drops["host"],
+            "max_switch_queue": self.max_switch_queue,
+            "queue_samples": self.samples,
+        }
+
+
 # ------------------------------------------------------------------------------- processes
 def require_net_commands() -> None:
     """Stops with a clear message unless ``repflow serve`` and ``repflow load`` exist."""
     for cmd in ("serve", "load"):
         proc = subprocess.run(
-            [*REPFLOW, cmd, "--help"], capture_output=True, text=True, check=False
+            [*HOSTCMD, "--", cmd, "--help"], capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
             raise UserError(
@@ -129,7 +184,8 @@ def servers(tb: Testbed, port: int, logdir: Path) -> Iterator[list[subprocess.Po
                 tb.popen_in(
                     h.name,
                     [
-                        *REPFLOW,
+                        *HOSTCMD,
+                        "--",
                         "serve",
                         "--listen",
                         f"{h.addr}:{port}",
@@ -141,7 +197,7 @@ def servers(tb: Testbed, port: int, logdir: Path) -> Iterator[list[subprocess.Po
                 )
             )
             log.close()
-        deadline = time.time() + 30
+        deadline = time.time() + START_TIMEOUT
         pending = list(tb.topo.hosts)
         while pending:
             for i, p in enumerate(procs):
@@ -150,11 +206,20 @@ def servers(tb: Testbed, port: int, logdir: Path) -> Iterator[list[subprocess.Po
                     raise UserError(
                         f"`repflow serve` on {tb.topo.hosts[i].name} exited: {text.strip()[-300:]}"
                     )
-            pending = [h for h in pending if not _listening(tb, h.name, port)]
+            # cheap test first (the server's own "listening" line), then the kernel's word (ss)
+            pending = [
+                h
+                for h in pending
+                if "listening" not in (logdir / f"serve-{h.name}.log").read_text()
+                and not _listening(tb, h.name, port)
+            ]
             if pending and time.time() > deadline:
-                raise UserError(f"`repflow serve` did not listen on {pending[0].name} within 30 s")
+                raise UserError(
+                    f"`repflow serve` did not listen on {pending[0].name} "
+                    f"within {START_TIMEOUT:.0f} s"
+                )
             if pending:
-                time.sleep(0.2)
+                time.sleep(0.5)
         yield procs
     finally:
         for p in procs:
@@ -183,9 +248,15 @@ def run_workload(
     seed: int,
     out: str | os.PathLike[str],
     port: int = 7000,
+    drain: float = 30.0,
     show_progress: bool = True,
+    start_servers: bool = True,
 ) -> tuple[Path, dict[str, Any]]:
-    """Runs the workload on every host, merges the records into run directory ``out``."""
+    """Runs the workload on every host, merges the records into run directory ``out``.
+
+    With ``start_servers=False`` the caller keeps :func:`servers` running on ``port`` (several
+    runs can share them).
+    """
     from repflow.runio import check_out_dir, write_run
 
     if not 0 < load <= 1:
@@ -200,24 +271,32 @@ def run_workload(
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{Path(out).name}.hosts-", dir=parent))
     try:
-        with servers(tb, port, work):
-            procs = []
-            t0 = time.time()
-            for i, h in enumerate(hosts):
-                peers = [(j, o) for j, o in enumerate(hosts) if j != i]
-                argv = [
-                    *REPFLOW, "load",
-                    "--peers", ",".join(f"{o.addr}:{port}" for _, o in peers),
-                    "--workload", workload, "--load", str(load), "--link-rate", rate,
-                    "--duration", f"{duration}s", "--scheme", scheme,
-                    "--seed", str(host_seed(seed, i)), "--out", str(work / f"host-{i}"),
-                    "--bind", h.addr, "--host-index", str(i),
-                    "--peer-indices", ",".join(str(j) for j, _ in peers),
-                ]  # fmt: skip
-                log = open(work / f"load-{h.name}.log", "w")  # noqa: SIM115
-                procs.append(tb.popen_in(h.name, argv, stdout=log, stderr=subprocess.STDOUT))
-                log.close()
-            _wait_loads(tb, procs, work, duration, t0, show_progress)
+        serving = servers(tb, port, work) if start_servers else contextlib.nullcontext()
+        with serving, QueueWatch(tb) as watch:
+            procs: list[subprocess.Popen] = []
+            go = work / "go"
+            try:
+                for i, h in enumerate(hosts):
+                    peers = [(j, o) for j, o in enumerate(hosts) if j != i]
+                    argv = [
+                        *HOSTCMD, "--ready", str(work / f"ready-{i}"), "--go", str(go), "--",
+                        "load",
+                        "--peers", ",".join(f"{o.addr}:{port}" for _, o in peers),
+                        "--workload", workload, "--load", str(load), "--link-rate", rate,
+                        "--duration", f"{duration}s", "--drain", f"{drain}s", "--scheme", scheme,
+                        "--seed", str(host_seed(seed, i)), "--out", str(work / f"host-{i}"),
+                        "--bind", h.addr, "--host-index", str(i),
+                        "--peer-indices", ",".join(str(j) for j, _ in peers),
+                    ]  # fmt: skip
+                    log = open(work / f"load-{h.name}.log", "w")  # noqa: SIM115
+                    procs.append(tb.popen_in(h.name, argv, stdout=log, stderr=subprocess.STDOUT))
+                    log.close()
+                _await_ready(tb, procs, work)
+                go.touch()  # every generator starts now, within a few milliseconds
+                t0 = time.time()
+                _wait_loads(tb, procs, work, duration, drain, t0, show_progress)
+            finally:
+                _stop(procs)
         flows, counters, metas = merge_host_runs([work / f"host-{i}" for i in range(len(hosts))])
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -229,6 +308,7 @@ def run_workload(
         "workload": {"cdf": workload, "load": load},
         "seed": seed,
         "duration": duration,
+        "drain": drain,
         "testbed": {
             "topology": tb.topo.name,
             **tb.topo.params,
@@ -244,6 +324,9 @@ def run_workload(
         },  # fmt: skip
         "hosts": [m.get("config", {}) for m in metas[:1]],
     }
+    counters.update(watch.counters())
+    bits = float(flows["size"].sum()) * 8 if len(flows) else 0.0
+    counters["offered_load"] = bits / (duration * len(hosts) * tb.rate_bps)
     meta = {
         "version": __version__,
         "source": "testbed",
@@ -255,23 +338,64 @@ def run_workload(
     return path, meta
 
 
+def _stop(procs: Sequence[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _load_failed(tb: Testbed, work: Path, i: int, code: int | None) -> UserError:
+    name = tb.topo.hosts[i].name
+    text = (work / f"load-{name}.log").read_text()
+    return UserError(f"`repflow load` on {name} failed (exit {code}): {text.strip()[-400:]}")
+
+
+def _await_ready(tb: Testbed, procs: Sequence[subprocess.Popen], work: Path) -> None:
+    deadline = time.time() + START_TIMEOUT
+    while not all((work / f"ready-{i}").exists() for i in range(len(procs))):
+        for i, p in enumerate(procs):
+            if p.poll() is not None:
+                raise _load_failed(tb, work, i, p.returncode)
+        if time.time() > deadline:
+            raise UserError(
+                f"`repflow load` did not start on every host within {START_TIMEOUT:.0f} s"
+            )
+        time.sleep(0.05)
+
+
 def _wait_loads(
     tb: Testbed,
     procs: list[subprocess.Popen],
     work: Path,
     duration: float,
+    drain: float,
     t0: float,
     show_progress: bool,
 ) -> None:
     from tqdm import tqdm
 
-    limit = duration + 60 + 2 * duration
+    limit = duration + drain + 60
     bar = tqdm(
-        total=round(duration), unit="s", desc="testbed run", disable=not show_progress, leave=False
+        total=round(duration),
+        unit="s",
+        desc="testbed run",
+        disable=not show_progress,
+        leave=False,
+        mininterval=1.0,
     )
+    draining = False
     try:
         while any(p.poll() is None for p in procs):
             el = time.time() - t0
+            if el > duration and not draining:
+                draining = True
+                bar.set_postfix_str("draining flows in progress")
             bar.n = min(round(el), round(duration))
             bar.refresh()
             if el > limit:
@@ -279,21 +403,9 @@ def _wait_loads(
             time.sleep(0.5)
     finally:
         bar.close()
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(timeout=5)
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
     for i, p in enumerate(procs):
         if p.returncode != 0:
-            text = (work / f"load-{tb.topo.hosts[i].name}.log").read_text()
-            raise UserError(
-                f"`repflow load` on {tb.topo.hosts[i].name} failed "
-                f"(exit {p.returncode}): {text.strip()[-400:]}"
-            )
+            raise _load_failed(tb, work, i, p.returncode)
 
 
 def run_cli(tb: Testbed, args) -> None:
@@ -310,9 +422,23 @@ def run_cli(tb: Testbed, args) -> None:
         seed=args.seed,
         out=args.out,
         port=args.port,
+        drain=parse_duration(args.drain, "--drain"),
     )
     print(
         f"testbed run: {args.scheme}, {args.workload}, load {args.load}, {duration:g} s on "
         f"{len(tb.topo.hosts)} hosts -> {path}"
     )
-    print(format_summary(meta["summary"], meta["counters"]))
+    table = format_summary(meta["summary"], meta["counters"]).split("\n\n")[0]
+    c = meta["counters"]
+    print(table)
+    print()
+    print(
+        f"flows {c.get('flows', 0)} (unfinished {meta['summary']['unfinished']}), connections "
+        f"{c.get('connections', 0)}, replication overhead "
+        f"{100 * (meta['summary'].get('overhead') or 0.0):.2f} % of flow bytes, offered load "
+        f"{c.get('offered_load', float('nan')):.3f}"
+    )
+    print(
+        f"drops {c['drops']} (switch {c['switch_drops']}, host {c['host_drops']}), largest "
+        f"switch queue {c['max_switch_queue']} packets (sampled every ~1 s)"
+    )
