@@ -20,9 +20,12 @@ from repflow.experiments.store import PointResult, Store, point_key
 from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
 
 #: Simulator throughput used for estimates before any point of a store has been timed:
-#: wall seconds per gigabyte of offered traffic, measured on the development machine
-#: (one core of a 2-core VM) with the quick spec.
+#: wall seconds per gigabyte of offered traffic on a 128-host fat-tree, measured on the
+#: development machine (one core of a busy 2-core VM, quick spec: 2–6 s/GB).
 SECONDS_PER_OFFERED_GB = 3.0
+#: Larger networks cost more per byte (bigger working set): measured ~2× from 128 to 1,024
+#: hosts, modelled as (hosts / 128) ** (1/3).
+SIZE_EXPONENT = 1.0 / 3.0
 
 
 @dataclass
@@ -87,8 +90,8 @@ class SweepSummary:
         return f"sweep: {'; '.join(parts)}; {fmt_seconds(self.wall)} wall"
 
 
-def offered_gigabytes(resolved: dict[str, Any]) -> float:
-    """Traffic a configuration offers: hosts × link rate × load × arrival duration."""
+def host_count(resolved: dict[str, Any]) -> int:
+    """Hosts of a resolved configuration's topology."""
     t = resolved.get("topology", {})
     kind = t.get("kind")
     if kind == "fat-tree":
@@ -99,6 +102,13 @@ def offered_gigabytes(resolved: dict[str, Any]) -> float:
         hosts = t["hosts"]
     else:
         hosts = 4
+    return int(hosts)
+
+
+def offered_gigabytes(resolved: dict[str, Any]) -> float:
+    """Traffic a configuration offers: hosts × link rate × load × arrival duration."""
+    t = resolved.get("topology", {})
+    hosts = host_count(resolved)
     w = resolved.get("workload", {})
     try:
         rate = bits_per_second(t.get("link_rate", "1Gbps"))
@@ -106,6 +116,12 @@ def offered_gigabytes(resolved: dict[str, Any]) -> float:
     except ValueError:
         return 0.0
     return hosts * rate * float(w.get("load", 0.5)) * dur / 8 / 1e9
+
+
+def estimate_seconds(resolved: dict[str, Any]) -> float:
+    """Rough single-core wall time of one simulation, before calibration."""
+    scale = (max(host_count(resolved), 1) / 128) ** SIZE_EXPONENT
+    return offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB * scale
 
 
 def _validate(config: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +156,7 @@ def plan_sweep(spec: Spec, store: Store, version: str | None = None) -> Plan:
         points.append(
             PlannedPoint(
                 labels=p.labels, config=resolved, key=key, status=store.status(key),
-                estimate=offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB,
+                estimate=estimate_seconds(resolved),
             )  # fmt: skip
         )
     plan = Plan(points=points, unavailable=unavailable)
@@ -221,8 +237,10 @@ def run_sweep(
         skipped_failed=0 if retry_failed else plan.count("failed"),
         unavailable=plan.unavailable,
     )
-    for label, why in plan.unavailable.items():
-        print(f"sweep: skipping scheme '{label}' (not available in this build: {why})",
+    if plan.unavailable:
+        labels = ", ".join(plan.unavailable)
+        first = next(iter(plan.unavailable.values()))
+        print(f"sweep: skipping schemes this build does not have: {labels} ({first})",
               file=sys.stderr)  # fmt: skip
     if not todo:
         summary.wall = time.perf_counter() - t0
