@@ -13,11 +13,34 @@ See ``docs/experiments.md`` for the spec format and the store layout.
 
 from __future__ import annotations
 
-from repflow.experiments.executors import LocalExecutor, RayExecutor, make_executor, run_point
-from repflow.experiments.report import build_report
-from repflow.experiments.spec import Spec, find_builtin_spec, load_spec, parse_spec
-from repflow.experiments.store import Store, point_key
-from repflow.experiments.sweep import plan_sweep, run_sweep
+import importlib
+from typing import Any
+
+# Lazy attributes: worker processes import repflow.experiments.executors without pulling in
+# matplotlib and the report machinery.
+_EXPORTS = {
+    "LocalExecutor": "executors",
+    "RayExecutor": "executors",
+    "make_executor": "executors",
+    "run_point": "executors",
+    "build_report": "report",
+    "Spec": "spec",
+    "find_builtin_spec": "spec",
+    "load_spec": "spec",
+    "parse_spec": "spec",
+    "Store": "store",
+    "point_key": "store",
+    "plan_sweep": "sweep",
+    "run_sweep": "sweep",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module = importlib.import_module(f"repflow.experiments.{_EXPORTS[name]}")
+        return getattr(module, name)
+    raise AttributeError(name)
+
 
 __all__ = [
     "LocalExecutor",

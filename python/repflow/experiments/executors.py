@@ -14,15 +14,17 @@ Arrow IPC bytes (exact float64 values).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -134,6 +136,18 @@ def _worker_init() -> None:
             pass
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class LocalExecutor(Executor):
     """Worker processes on this machine, one simulation each."""
 
@@ -152,6 +166,13 @@ class LocalExecutor(Executor):
             initializer=_worker_init,
         )
 
+    def _submit(self, task: Task) -> Future[PointResult]:
+        assert self._pool is not None
+        # Workers are spawned on submit; started with SIGINT ignored (inherited across exec),
+        # they never print a KeyboardInterrupt traceback while still importing.
+        with _sigint_ignored():
+            return self._pool.submit(execute, self.runner, *task)
+
     def run(self, tasks: Iterable[Task], on_result: Callable[[PointResult], None]) -> None:
         pending = list(tasks)
         pending.reverse()  # pop() from the end keeps the given order
@@ -162,7 +183,7 @@ class LocalExecutor(Executor):
             while pending or inflight:
                 while pending and len(inflight) < self.workers:
                     task = pending.pop()
-                    inflight[self._pool.submit(execute, self.runner, *task)] = task
+                    inflight[self._submit(task)] = task
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:
