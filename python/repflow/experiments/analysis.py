@@ -65,6 +65,7 @@ def point_metrics(flows: pd.DataFrame, short_max: int) -> dict[str, float]:
 
     sizes = flows["size"].to_numpy(dtype=float)
     sent = flows["bytes_sent"].to_numpy(dtype=float)
+    total = sizes.sum()
     return {
         "short_mean": mean(short["fct"]),
         "short_p99": p99(short["fct"]),
@@ -77,7 +78,10 @@ def point_metrics(flows: pd.DataFrame, short_max: int) -> dict[str, float]:
         "flows": float(len(flows)),
         "short_flows": float((flows["size"] <= short_max).sum()),
         "unfinished": float(len(flows) - len(done)),
-        "bytes_ratio": float(sent.sum() / sizes.sum() - 1.0) if sizes.sum() > 0 else float("nan"),
+        "bytes_ratio": float(sent.sum() / total - 1.0) if total > 0 else float("nan"),
+        "short_bytes_frac": (
+            float(sizes[sizes <= short_max].sum() / total) if total > 0 else float("nan")
+        ),
     }
 
 

@@ -171,6 +171,13 @@ def overhead_claim(a: str, lo: float, hi: float, tol: float) -> Callable[..., Ou
         if not vals:
             return Outcome("overhead not recorded", NOT_MEASURED)
         measured = _describe(got, lambda x: f"{x:.2f} %")
+        if "short_bytes_frac" in sub.columns:
+            share: dict[str, list[tuple[float, float]]] = {}
+            for _, r in sub.iterrows():
+                share.setdefault(r["workload"], []).append(
+                    (float(r["load"]), 100 * r["short_bytes_frac"])
+                )
+            measured += "; bytes in short flows: " + _describe(share, lambda x: f"{x:.2f} %")
         ok = all(lo - tol <= v <= hi + tol for v in vals)
         return Outcome(measured, HOLDS if ok else FAILS)
 
