@@ -28,6 +28,23 @@ fn main() {
             b.bin, b.count, b.fct_mean, b.fct_p99, b.slowdown_mean, b.slowdown_p99
         );
     }
+    if out.records.len() <= 20 {
+        for r in &out.records {
+            println!(
+                "flow {} {}->{} size {} fct {:.6} ideal {:.6} retx {} rto {} copies {} winner {}",
+                r.id,
+                r.src,
+                r.dst,
+                r.size,
+                r.fct,
+                r.ideal_fct,
+                r.retransmissions,
+                r.timeouts,
+                r.copies,
+                r.winner
+            );
+        }
+    }
     println!(
         "overhead {:.4} unfinished {}",
         out.summary.overhead, out.summary.unfinished

@@ -99,6 +99,18 @@ pub struct TopologyConfig {
     pub link_delay: Duration,
 }
 
+impl TopologyConfig {
+    /// Number of hosts the topology has.
+    pub fn host_count(&self) -> u32 {
+        match self.kind {
+            TopologyKind::FatTree => self.k * self.k * self.k / 4,
+            TopologyKind::LeafSpine => self.leaves * self.hosts_per_leaf,
+            TopologyKind::Star => self.hosts,
+            TopologyKind::Toy => 4,
+        }
+    }
+}
+
 impl Default for TopologyConfig {
     fn default() -> Self {
         TopologyConfig {
@@ -123,7 +135,9 @@ pub struct QueueConfig {
     pub limit_packets: u32,
     /// DropTail limit of switch ports in bytes (overrides `limit_packets`).
     pub limit_bytes: Option<Bytes>,
-    /// Limit of host (NIC) output queues, in packets — Linux's default txqueuelen is 1000.
+    /// Limit of host (NIC) output queues, in packets; 0 (the default) means unlimited: a real
+    /// host does not drop its own packets — Linux's TCP small queues stop a socket before the
+    /// qdisc overflows — so the host queue stands for socket buffer and NIC together.
     pub host_limit_packets: u32,
 }
 
@@ -132,7 +146,7 @@ impl Default for QueueConfig {
         QueueConfig {
             limit_packets: 100,
             limit_bytes: None,
-            host_limit_packets: 1000,
+            host_limit_packets: 0,
         }
     }
 }
@@ -143,9 +157,10 @@ impl Default for QueueConfig {
 pub enum HashKind {
     /// A seeded 64-bit mixer (SplitMix64 over the packed five-tuple and the switch salt).
     Default,
-    /// CRC-16/CCITT of the five-tuple bytes, XOR the switch salt (as in many switch ASICs).
+    /// CRC-16/CCITT-FALSE of the five-tuple bytes, rotated by a per-switch offset and XORed
+    /// with a per-switch seed (as switch ASICs' hash-offset settings do against polarization).
     Crc16,
-    /// CRC-32 (IEEE) of the five-tuple bytes, XOR the switch salt.
+    /// CRC-32 (IEEE) of the five-tuple bytes, with the same per-switch offset and seed.
     Crc32,
 }
 
@@ -247,6 +262,23 @@ pub struct WorkloadConfig {
     pub pairs: PairPattern,
     /// Optional cap on the number of flows.
     pub max_flows: Option<u64>,
+    /// Explicit flows replacing the Poisson arrivals (trace replay); `load` and `cdf` are then
+    /// ignored for arrivals and sizes.
+    pub trace: Option<Vec<TraceFlow>>,
+}
+
+/// One flow of an explicit trace.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceFlow {
+    /// Arrival time.
+    pub start: Duration,
+    /// Source host index.
+    pub src: u32,
+    /// Destination host index.
+    pub dst: u32,
+    /// Application bytes.
+    pub size: Bytes,
 }
 
 impl Default for WorkloadConfig {
@@ -259,6 +291,7 @@ impl Default for WorkloadConfig {
             drain: Duration(10 * crate::units::PS_PER_SEC),
             pairs: PairPattern::Random,
             max_flows: None,
+            trace: None,
         }
     }
 }
@@ -378,12 +411,6 @@ impl Config {
                 ));
             }
         }
-        if self.queue.host_limit_packets == 0 {
-            return Err(ConfigError::new(
-                "queue.host_limit_packets",
-                "must be at least 1",
-            ));
-        }
         let tcp = &self.tcp;
         if tcp.mss == 0 || tcp.mss > 65_000 {
             return Err(ConfigError::new(
@@ -456,6 +483,29 @@ impl Config {
                 "workload.pairs",
                 "inter-pod pairs need a fat-tree, leaf-spine or toy topology, not a star",
             ));
+        }
+        if let Some(trace) = &w.trace {
+            let n_hosts = self.topology.host_count();
+            let mut prev = Duration(0);
+            for (i, f) in trace.iter().enumerate() {
+                let field = |name: &str| format!("workload.trace[{i}].{name}");
+                if f.src >= n_hosts || f.dst >= n_hosts || f.src == f.dst {
+                    return Err(ConfigError::new(
+                        field("dst"),
+                        format!("src and dst must be distinct hosts in 0..{n_hosts}"),
+                    ));
+                }
+                if f.size.0 == 0 {
+                    return Err(ConfigError::new(field("size"), "must be at least 1 byte"));
+                }
+                if f.start < prev {
+                    return Err(ConfigError::new(
+                        field("start"),
+                        "trace must be sorted by start",
+                    ));
+                }
+                prev = f.start;
+            }
         }
         let s = &self.scheme;
         if s.copies == 0 || s.copies > 64 {

@@ -27,4 +27,4 @@ pub mod workload;
 
 pub use config::{Config, ConfigError};
 pub use metrics::{Counters, FlowRecord, Summary};
-pub use sim::{run, Progress, RunOutput, SimError};
+pub use sim::{run, ConnRecord, Progress, RunOutput, SimError};

@@ -53,6 +53,12 @@ pub struct Counters {
     pub events: u64,
     /// Packets that crossed one link (data, ACK and control).
     pub packet_hops: u64,
+    /// Packets put into a host NIC queue by the end hosts (admitted or not).
+    pub packets_injected: u64,
+    /// Packets that reached the end host they were addressed to.
+    pub packets_delivered: u64,
+    /// Packets still on a link or in a queue when the run ended.
+    pub packets_in_flight: u64,
     /// Packets dropped at full queues.
     pub drops: u64,
     /// Packets dropped at switch ports.

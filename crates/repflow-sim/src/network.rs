@@ -259,14 +259,30 @@ impl Topology {
                 x = splitmix64(x ^ hi);
                 x
             }
+            // A CRC is linear: every switch computing the same CRC of the same header would
+            // make the same decision at every tier (ECMP polarization). As switch ASICs do
+            // with their "hash offset" settings, each tier feeds the selection from its own
+            // window of CRC bits (a rotation by 8·tier plus a per-switch 0–3) and XORs a
+            // per-switch seed: one switch keeps the CRC's structure (how two similar
+            // five-tuples relate), while the tiers see disjoint bits.
             HashKind::Crc16 => {
-                let h = crc16(&t.bytes()) ^ (salt as u16);
+                let rot = (self.tier(node) * 8 + (salt % 4) as u32) % 16;
+                let h = crc16(&t.bytes()).rotate_left(rot) ^ ((salt >> 16) as u16);
                 (h as u64) << 48
             }
             HashKind::Crc32 => {
-                let h = crc32(&t.bytes()) ^ (salt as u32);
+                let rot = (self.tier(node) * 8 + (salt % 4) as u32) % 32;
+                let h = crc32(&t.bytes()).rotate_left(rot) ^ ((salt >> 32) as u32);
                 (h as u64) << 32
             }
+        }
+    }
+
+    /// Tier of a switch (1 = edge/leaf, 2 = aggregation/spine, 3 = core); 0 for hosts.
+    pub fn tier(&self, node: u32) -> u32 {
+        match self.nodes[node as usize] {
+            NodeKind::Host => 0,
+            NodeKind::Switch(t) => t as u32,
         }
     }
 
@@ -421,7 +437,11 @@ impl TxClock {
     pub fn new(r: Rate) -> TxClock {
         let num = 8 * PS_PER_SEC;
         TxClock {
-            ps_per_byte: if num.is_multiple_of(r.bps()) { num / r.bps() } else { 0 },
+            ps_per_byte: if num.is_multiple_of(r.bps()) {
+                num / r.bps()
+            } else {
+                0
+            },
             bps: r.bps(),
         }
     }

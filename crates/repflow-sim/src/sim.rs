@@ -10,7 +10,7 @@ use crate::queue::{kind, DropTail, Packet, Port, Qdisc};
 use crate::replication::{policy_for, CopySpec, FlowSpec, ReplicationPolicy};
 use crate::transport::{CongestionControl, NewReno, Receiver, Sender, TcpParams};
 use crate::units::PS_PER_SEC;
-use crate::workload::{builtin_text, Cdf};
+use crate::workload::{builtin_text, Arrival, Cdf, PoissonArrivals};
 use std::time::Instant;
 use thiserror::Error;
 
@@ -54,6 +54,33 @@ pub struct RunOutput {
     pub summary: Summary,
     /// The configuration that ran, with every default filled in.
     pub config: Config,
+    /// One record per connection (copy), in creation order.
+    pub connections: Vec<ConnRecord>,
+    /// Packets that crossed each directed link, indexed like [`Topology::links`].
+    pub link_packets: Vec<u64>,
+    /// The network the run used.
+    pub topology: Topology,
+}
+
+/// One connection (one copy of a flow).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnRecord {
+    /// Flow id.
+    pub flow: u64,
+    /// Copy index within the flow.
+    pub copy: u32,
+    /// The connection's five-tuple (data direction).
+    pub tuple: FiveTuple,
+    /// Links of the data path.
+    pub fwd: Vec<u32>,
+    /// Links of the ACK path.
+    pub rev: Vec<u32>,
+    /// When the receiver held every byte, seconds (NaN if never).
+    pub completed: f64,
+    /// Bytes injected by both ends.
+    pub wire_bytes: u64,
+    /// Payload bytes sent, retransmissions included.
+    pub payload_bytes: u64,
 }
 
 /// Loads the flow-size CDF a configuration names (built-in name, inline text, or file path).
@@ -93,6 +120,8 @@ fn ev(tag: u64, id: u32) -> u64 {
 struct Conn {
     flow: u32,
     copy: u8,
+    tuple: FiveTuple,
+    completed_at: Option<Time>,
     fwd: Path,
     rev: Path,
     snd: Sender,
@@ -111,6 +140,11 @@ struct FlowState {
     winner: i32,
 }
 
+enum Arrivals {
+    Poisson(Box<PoissonArrivals>),
+    Trace(std::vec::IntoIter<Arrival>),
+}
+
 struct World<'a> {
     cfg: &'a Config,
     topo: Topology,
@@ -122,11 +156,9 @@ struct World<'a> {
     now: Time,
     out: Vec<Packet>,
     policy: Box<dyn ReplicationPolicy>,
-    cdf: Cdf,
-    rng_arrivals: Rng,
+    arrivals: Arrivals,
+    pending: Option<Arrival>,
     rng_ports: Rng,
-    mean_interarrival_s: f64,
-    next_arrival_s: f64,
     arrivals_done: bool,
     end_arrivals: Time,
     counters: Counters,
@@ -166,13 +198,37 @@ impl<'a> World<'a> {
         let capacity_bps: f64 = (0..topo.n_hosts)
             .map(|h| topo.links[topo.out_links[h][0] as usize].rate.bps() as f64)
             .sum();
-        let mean_bytes = cdf.mean_bytes();
         // Wheel slots about a 64th of a full packet's time on the fastest link: near
         // events then spread over few-entry slots.
         let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
         let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
         let slot = crate::units::Rate(fastest).tx_time(full) / 64;
-        let lambda = cfg.workload.load * capacity_bps / (8.0 * mean_bytes);
+        let mut end_arrivals = cfg.workload.duration.ps();
+        let arrivals = match &cfg.workload.trace {
+            Some(trace) => {
+                let v: Vec<Arrival> = trace
+                    .iter()
+                    .map(|f| Arrival {
+                        time: f.start.ps(),
+                        src: f.src,
+                        dst: f.dst,
+                        size: f.size.0,
+                    })
+                    .collect();
+                if let Some(last) = v.last() {
+                    end_arrivals = end_arrivals.max(last.time + 1);
+                }
+                Arrivals::Trace(v.into_iter())
+            }
+            None => Arrivals::Poisson(Box::new(PoissonArrivals::new(
+                cdf,
+                cfg.workload.load,
+                capacity_bps,
+                topo.host_group.clone(),
+                cfg.workload.pairs == PairPattern::InterPod,
+                Rng::new(cfg.seed, 1),
+            ))),
+        };
         let mut w = World {
             cfg,
             topo,
@@ -184,13 +240,11 @@ impl<'a> World<'a> {
             now: 0,
             out: Vec::with_capacity(64),
             policy: policy_for(&cfg.scheme),
-            cdf,
-            rng_arrivals: Rng::new(cfg.seed, 1),
+            arrivals,
+            pending: None,
             rng_ports: Rng::new(cfg.seed, 2),
-            mean_interarrival_s: 1.0 / lambda,
-            next_arrival_s: 0.0,
             arrivals_done: false,
-            end_arrivals: cfg.workload.duration.ps(),
+            end_arrivals,
             counters: Counters::default(),
             copies_buf: Vec::new(),
         };
@@ -199,41 +253,27 @@ impl<'a> World<'a> {
     }
 
     fn schedule_next_arrival(&mut self) {
-        let gap = self.rng_arrivals.exp(self.mean_interarrival_s);
-        self.next_arrival_s += gap;
-        let t = (self.next_arrival_s * PS_PER_SEC as f64).round() as Time;
         let capped = self
             .cfg
             .workload
             .max_flows
             .is_some_and(|m| self.flows.len() as u64 >= m);
-        if t >= self.end_arrivals || capped {
-            self.arrivals_done = true;
-        } else {
-            self.q.push_timer(t, ev(EV_FLOW, 0));
-        }
-    }
-
-    fn pick_pair(&mut self) -> (u32, u32) {
-        let n = self.topo.n_hosts as u64;
-        let src = self.rng_arrivals.below(n) as u32;
-        loop {
-            let dst = self.rng_arrivals.below(n) as u32;
-            if dst == src {
-                continue;
+        let next = match &mut self.arrivals {
+            Arrivals::Poisson(p) => Some(p.next_arrival()).filter(|a| a.time < self.end_arrivals),
+            Arrivals::Trace(it) => it.next(),
+        };
+        match next {
+            Some(a) if !capped => {
+                self.pending = Some(a);
+                self.q.push_timer(a.time.max(self.now), ev(EV_FLOW, 0));
             }
-            if self.cfg.workload.pairs == PairPattern::InterPod
-                && self.topo.host_group[dst as usize] == self.topo.host_group[src as usize]
-            {
-                continue;
-            }
-            return (src, dst);
+            _ => self.arrivals_done = true,
         }
     }
 
     fn start_flow(&mut self) {
-        let (src, dst) = self.pick_pair();
-        let size = self.cdf.sample(&mut self.rng_arrivals);
+        let a = self.pending.take().expect("a flow event has its arrival");
+        let (src, dst, size) = (a.src, a.dst, a.size);
         let id = self.flows.len() as u64;
         let spec = FlowSpec { id, src, dst, size };
         self.copies_buf.clear();
@@ -270,6 +310,7 @@ impl<'a> World<'a> {
             self.conns.push(Conn {
                 flow: id as u32,
                 copy: i as u8,
+                tuple: t,
                 fwd: self.topo.path(t),
                 rev: self.topo.path(t.reversed()),
                 snd,
@@ -277,6 +318,7 @@ impl<'a> World<'a> {
                 rto_at: None,
                 delack_at: None,
                 wire_bytes: 0,
+                completed_at: None,
             });
             self.counters.connections += 1;
             let tcp = self.tcp;
@@ -300,6 +342,7 @@ impl<'a> World<'a> {
                 c.rev
             };
             pkt.hop = 0;
+            self.counters.packets_injected += 1;
             self.enqueue(path.links()[0], pkt);
         }
         self.out = out;
@@ -357,6 +400,7 @@ impl<'a> World<'a> {
             return;
         }
         // At the end host.
+        self.counters.packets_delivered += 1;
         let conn_id = pkt.conn;
         let tcp = self.tcp;
         let now = self.now;
@@ -376,6 +420,7 @@ impl<'a> World<'a> {
     }
 
     fn copy_completed(&mut self, conn_id: u32) {
+        self.conns[conn_id as usize].completed_at = Some(self.now);
         let c = &self.conns[conn_id as usize];
         let (flow_id, copy) = (c.flow as usize, c.copy);
         let f = &mut self.flows[flow_id];
@@ -564,6 +609,7 @@ pub fn run(
         })
         .sum();
     counters.offered_load /= capacity_bytes * config.workload.duration.secs();
+    counters.packets_in_flight = world.ports.iter().map(|p| p.in_system() as u64).sum();
     counters.max_switch_queue = world
         .ports
         .iter()
@@ -597,10 +643,30 @@ pub fn run(
         wall = counters.wall_time,
         "simulation done"
     );
+    let connections = world
+        .conns
+        .iter()
+        .map(|c| ConnRecord {
+            flow: c.flow as u64,
+            copy: c.copy as u32,
+            tuple: c.tuple,
+            fwd: c.fwd.links().to_vec(),
+            rev: c.rev.links().to_vec(),
+            completed: c
+                .completed_at
+                .map_or(f64::NAN, |t| t as f64 / PS_PER_SEC as f64),
+            wire_bytes: c.wire_bytes,
+            payload_bytes: c.snd.stats.payload_bytes,
+        })
+        .collect();
+    let link_packets = world.ports.iter().map(|p| p.packets).collect();
     Ok(RunOutput {
         records,
         counters,
         summary,
         config: config.clone(),
+        connections,
+        link_packets,
+        topology: world.topo,
     })
 }

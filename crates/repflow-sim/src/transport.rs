@@ -62,14 +62,21 @@ pub trait CongestionControl: Send {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NewReno;
 
-/// The standard additive growth, shared by every algorithm that keeps Reno's increase.
+/// Largest slow-start increase per ACK, segments (RFC 3465's limit L = 2·SMSS): a
+/// cumulative ACK that covers many segments at once (after a hole is filled) must not turn
+/// into a line-rate burst of that many new segments.
+pub const ABC_LIMIT: u32 = 2;
+
+/// The standard additive growth, shared by every algorithm that keeps Reno's increase:
+/// slow start adds the segments acknowledged (at most [`ABC_LIMIT`] per ACK) up to
+/// `ssthresh`; congestion avoidance adds one segment per window of acknowledged segments.
 pub fn reno_increase(w: &mut Window, acked: u32) {
     let mut acked = acked;
     if w.cwnd < w.ssthresh {
         let room = w.ssthresh - w.cwnd;
-        let ss = acked.min(room);
+        let ss = acked.min(room).min(ABC_LIMIT);
         w.cwnd += ss;
-        acked -= ss;
+        acked -= acked.min(room);
     }
     if acked > 0 {
         w.cwnd_cnt += acked;
@@ -607,8 +614,17 @@ mod tests {
             ssthresh: 12,
         };
         reno_increase(&mut w, 4);
+        // Slow start is capped at two segments per ACK; the rest of the ACK counts towards
+        // congestion avoidance.
         assert_eq!(w.cwnd, 12);
         assert_eq!(w.cwnd_cnt, 2);
+        let mut v = Window {
+            cwnd: 10,
+            cwnd_cnt: 0,
+            ssthresh: 100,
+        };
+        reno_increase(&mut v, 10);
+        assert_eq!(v.cwnd, 12);
         reno_increase(&mut w, 10);
         assert_eq!(w.cwnd, 13);
     }

@@ -382,3 +382,155 @@ mod tests {
         assert!(Cdf::parse("10\n").is_err());
     }
 }
+
+/// One flow arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// Arrival time, ps.
+    pub time: u64,
+    /// Source host.
+    pub src: u32,
+    /// Destination host.
+    pub dst: u32,
+    /// Application bytes.
+    pub size: u64,
+}
+
+/// Poisson flow arrivals between random host pairs at a target load.
+///
+/// The load ρ is the flow-byte arrival rate over the aggregate capacity of the host links:
+/// λ = ρ · Σ host link rates / (8 · E[size]). Each arrival draws, in this order, its gap
+/// (exponential), its source (uniform), its destination (uniform among the other hosts, or
+/// among hosts of another group for inter-pod traffic) and its size (from the CDF).
+pub struct PoissonArrivals {
+    cdf: Cdf,
+    rng: Rng,
+    mean_gap_s: f64,
+    t_s: f64,
+    groups: Vec<u32>,
+    inter_group: bool,
+}
+
+impl PoissonArrivals {
+    /// Arrivals at `load` over hosts whose links sum to `capacity_bps`; `groups[h]` is host
+    /// `h`'s pod (used when `inter_group`).
+    pub fn new(
+        cdf: Cdf,
+        load: f64,
+        capacity_bps: f64,
+        groups: Vec<u32>,
+        inter_group: bool,
+        rng: Rng,
+    ) -> PoissonArrivals {
+        let lambda = load * capacity_bps / (8.0 * cdf.mean_bytes());
+        PoissonArrivals {
+            cdf,
+            rng,
+            mean_gap_s: 1.0 / lambda,
+            t_s: 0.0,
+            groups,
+            inter_group,
+        }
+    }
+
+    /// The next arrival.
+    pub fn next_arrival(&mut self) -> Arrival {
+        self.t_s += self.rng.exp(self.mean_gap_s);
+        let n = self.groups.len() as u64;
+        let src = self.rng.below(n) as u32;
+        let dst = loop {
+            let d = self.rng.below(n) as u32;
+            if d == src {
+                continue;
+            }
+            if self.inter_group && self.groups[d as usize] == self.groups[src as usize] {
+                continue;
+            }
+            break d;
+        };
+        let size = self.cdf.sample(&mut self.rng);
+        Arrival {
+            time: (self.t_s * crate::units::PS_PER_SEC as f64).round() as u64,
+            src,
+            dst,
+            size,
+        }
+    }
+}
+
+#[cfg(test)]
+mod arrival_tests {
+    use super::*;
+
+    #[test]
+    fn sampled_sizes_match_the_cdf_kolmogorov_smirnov() {
+        for name in ["websearch", "datamining", "websearch-bytes", "fb-hadoop"] {
+            let cdf = Cdf::parse(builtin_text(name).unwrap()).unwrap();
+            let mut rng = Rng::new(11, 0);
+            let n = 50_000;
+            let mut v: Vec<u64> = (0..n).map(|_| cdf.sample(&mut rng)).collect();
+            v.sort_unstable();
+            // D = sup |F_n(x) − F(x)| over the sample points (F evaluated exactly).
+            let mut d: f64 = 0.0;
+            let mut i = 0;
+            while i < n {
+                let x = v[i];
+                let mut j = i;
+                while j < n && v[j] == x {
+                    j += 1;
+                }
+                let f = cdf.prob_at_most(x);
+                let below = if x == 0 { 0.0 } else { cdf.prob_at_most(x - 1) };
+                d = d.max((j as f64 / n as f64 - f).abs());
+                d = d.max((i as f64 / n as f64 - below).abs());
+                i = j;
+            }
+            // 99.9 % critical value of the one-sample KS statistic: 1.95 / sqrt(n).
+            let crit = 1.95 / (n as f64).sqrt();
+            assert!(d < crit, "{name}: KS D = {d} ≥ {crit}");
+        }
+    }
+
+    #[test]
+    fn offered_load_matches_the_target_within_two_percent() {
+        let cdf = Cdf::parse(builtin_text("websearch").unwrap()).unwrap();
+        let hosts = 128usize;
+        let cap = hosts as f64 * 10e9;
+        for load in [0.2, 0.5, 0.8] {
+            let mut a = PoissonArrivals::new(
+                cdf.clone(),
+                load,
+                cap,
+                (0..hosts as u32).map(|h| h / 16).collect(),
+                false,
+                Rng::new(5, 1),
+            );
+            let horizon = 1_000_000_000_000u64; // 1 s
+            let mut bytes = 0u64;
+            loop {
+                let x = a.next_arrival();
+                if x.time >= horizon {
+                    break;
+                }
+                assert_ne!(x.src, x.dst);
+                bytes += x.size;
+            }
+            let measured = bytes as f64 * 8.0 / cap;
+            assert!(
+                (measured / load - 1.0).abs() < 0.02,
+                "load {load}: measured {measured}"
+            );
+        }
+    }
+
+    #[test]
+    fn inter_group_pairs_cross_groups() {
+        let cdf = Cdf::parse(builtin_text("datamining").unwrap()).unwrap();
+        let groups: Vec<u32> = (0..16).map(|h| h / 4).collect();
+        let mut a = PoissonArrivals::new(cdf, 0.5, 16e9, groups.clone(), true, Rng::new(1, 1));
+        for _ in 0..1000 {
+            let x = a.next_arrival();
+            assert_ne!(groups[x.src as usize], groups[x.dst as usize]);
+        }
+    }
+}
