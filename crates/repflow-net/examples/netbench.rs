@@ -32,7 +32,10 @@ async fn throughput(addr: SocketAddr, copies: u8, mode: ConnMode, secs: f64, siz
     let c = Client::new(cfg);
     let done = Arc::new(AtomicU64::new(0));
     let stop = Instant::now() + Duration::from_secs_f64(secs);
-    let workers = if mode == ConnMode::Pooled { 256 } else { 32 };
+    let workers: usize = std::env::var("NETBENCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if mode == ConnMode::Pooled { 256 } else { 32 });
     let mut set = tokio::task::JoinSet::new();
     let payload: Arc<[u8]> = vec![1u8; size].into();
     for _ in 0..workers {

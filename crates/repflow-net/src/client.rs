@@ -198,7 +198,9 @@ struct Inner {
     selector: Mutex<PortSelector>,
     busy: Mutex<HashMap<SocketAddr, HashSet<u16>>>,
     probing: tokio::sync::Mutex<()>,
-    pools: tokio::sync::Mutex<HashMap<PoolKey, Arc<PooledConn>>>,
+    pools: Mutex<HashMap<PoolKey, Arc<PooledConn>>>,
+    /// Serializes opening pooled connections (lookups do not wait for it).
+    connecting: tokio::sync::Mutex<()>,
     counters: Arc<AtomicCounters>,
     id_base: u64,
     next_seq: AtomicU64,
@@ -274,7 +276,8 @@ impl Client {
                 selector: Mutex::new(PortSelector::new(lo, hi)),
                 busy: Mutex::new(HashMap::new()),
                 probing: tokio::sync::Mutex::new(()),
-                pools: tokio::sync::Mutex::new(HashMap::new()),
+                pools: Mutex::new(HashMap::new()),
+                connecting: tokio::sync::Mutex::new(()),
                 counters: Arc::new(AtomicCounters::default()),
                 id_base: random_base(),
                 next_seq: AtomicU64::new(0),
@@ -506,11 +509,19 @@ impl Client {
     }
 
     async fn pooled_conn(&self, key: PoolKey) -> Result<Arc<PooledConn>, String> {
-        let mut pools = self.inner.pools.lock().await;
-        if let Some(c) = pools.get(&key) {
-            if c.alive.load(Ordering::Relaxed) {
-                return Ok(c.clone());
-            }
+        let live = |inner: &Inner| {
+            let pools = inner.pools.lock().expect("pools lock");
+            pools
+                .get(&key)
+                .filter(|c| c.alive.load(Ordering::Relaxed))
+                .cloned()
+        };
+        if let Some(c) = live(&self.inner) {
+            return Ok(c);
+        }
+        let _connecting = self.inner.connecting.lock().await;
+        if let Some(c) = live(&self.inner) {
+            return Ok(c);
         }
         let stream = self
             .connect(Route {
@@ -592,7 +603,11 @@ impl Client {
             alive,
             tasks: [writer, reader],
         });
-        pools.insert(key, c.clone());
+        self.inner
+            .pools
+            .lock()
+            .expect("pools lock")
+            .insert(key, c.clone());
         Ok(c)
     }
 
