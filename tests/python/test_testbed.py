@@ -239,3 +239,19 @@ def test_status_and_run_without_testbed(monkeypatch, capsys, tmp_path):
     assert "no testbed recorded" in capsys.readouterr().out
     assert main(["testbed", "run", "--out", str(tmp_path / "r"), "--prefix", "rfzz-"]) == 2
     assert "no testbed is up" in capsys.readouterr().err
+
+
+def test_hostcmd_parses_like_repflow_and_waits_for_the_start_signal(tmp_path, capsys):
+    pytest.importorskip("repflow.cli.net")
+    from repflow.testbed import hostcmd
+
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    argv = ["--ready", str(ready), "--go", str(go), "--wait", "0.2", "--", "load",
+            "--peers", "127.0.0.1:9", "--load", "0.1", "--out", str(tmp_path / "out")]  # fmt: skip
+    assert hostcmd.main(argv) == 2
+    assert ready.exists()  # announced readiness, then gave up waiting for the signal
+    assert "no start signal" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit) as exc:
+        hostcmd.main(["--", "load", "--load", "0.1"])  # --peers and --out are required
+    assert exc.value.code == 2

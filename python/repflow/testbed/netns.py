@@ -379,7 +379,8 @@ class Testbed:
         return subprocess.Popen(self.exec_argv(node, argv), **kwargs)
 
     def qdisc_stats(self, nodes: Sequence[str] | None = None) -> dict[tuple[str, str], dict]:
-        """``{(node, port): {"bytes", "packets", "drops", "backlog"}}`` of every root tbf."""
+        """``{(node, port): {"bytes", "packets", "drops", "backlog", "qlen"}}`` of every root
+        tbf (its counters include its pfifo child's drops and queue)."""
         names = list(nodes) if nodes is not None else list(self.topo.nodes)
 
         def one(node: str) -> list[tuple[tuple[str, str], dict]]:
@@ -402,8 +403,6 @@ class Testbed:
                             },
                         )
                     )
-                elif q.get("kind") == "pfifo":
-                    pass
             return rows
 
         result: dict[tuple[str, str], dict] = {}
