@@ -5,28 +5,74 @@
 //! cargo run --release -p repflow-net --example netbench [-- SECONDS_PER_CASE [FCT_SIZE]]
 //! ```
 //!
-//! Runs client and server in one process on a current-thread tokio runtime, so the figures are
-//! for one core doing both ends (the client's and the server's work together). Timed figures
-//! are printed, never asserted.
+//! The server runs on its own thread (a current-thread tokio runtime), the client on the main
+//! thread (another one). Besides wall-clock rates it prints rates per CPU-second of each side's
+//! thread (user + system time of that thread, kernel TCP work included), which do not depend on
+//! what else the machine is doing. `NETBENCH_WORKERS` sets the number of concurrent senders.
+//! Timed figures are printed, never asserted.
 
+use nix::sys::resource::{getrusage, UsageWho};
 use repflow_net::{Client, ClientConfig, ConnMode, PolicyConfig, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-async fn start_server() -> SocketAddr {
-    for base in (31000..40000).step_by(17) {
-        let addr: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
-        if let Ok(mut s) = Server::bind(ServerConfig::ports(addr, 4)).await {
-            tokio::spawn(async move { while s.next().await.is_some() {} });
-            return addr;
-        }
-    }
-    panic!("no free ports");
+fn thread_cpu() -> f64 {
+    let u = getrusage(UsageWho::RUSAGE_THREAD).expect("getrusage");
+    let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 * 1e-6;
+    t(u.user_time()) + t(u.system_time())
 }
 
-async fn throughput(addr: SocketAddr, copies: u8, mode: ConnMode, secs: f64, size: usize) -> f64 {
+/// Starts the server thread; returns its address and a function reading its CPU seconds.
+fn start_server() -> (SocketAddr, mpsc::Sender<mpsc::Sender<f64>>) {
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let (q_tx, q_rx) = mpsc::channel::<mpsc::Sender<f64>>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            for base in (31000..40000).step_by(17) {
+                let addr: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
+                if let Ok(mut s) = Server::bind(ServerConfig::ports(addr, 4)).await {
+                    tokio::spawn(async move { while s.next().await.is_some() {} });
+                    addr_tx.send(addr).unwrap();
+                    break;
+                }
+            }
+            // Answer CPU-time queries from this thread.
+            loop {
+                while let Ok(reply) = q_rx.try_recv() {
+                    let _ = reply.send(thread_cpu());
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+    });
+    (addr_rx.recv().expect("server address"), q_tx)
+}
+
+fn server_cpu(q: &mpsc::Sender<mpsc::Sender<f64>>) -> f64 {
+    let (tx, rx) = mpsc::channel();
+    q.send(tx).unwrap();
+    rx.recv().unwrap()
+}
+
+struct Rate {
+    wall: f64,
+    client_cpu: f64,
+    server_cpu: f64,
+}
+
+async fn throughput(
+    addr: SocketAddr,
+    q: &mpsc::Sender<mpsc::Sender<f64>>,
+    copies: u8,
+    mode: ConnMode,
+    secs: f64,
+) -> Rate {
     let mut cfg = ClientConfig::new(PolicyConfig::repflow(copies));
     cfg.mode = mode;
     let c = Client::new(cfg);
@@ -37,7 +83,8 @@ async fn throughput(addr: SocketAddr, copies: u8, mode: ConnMode, secs: f64, siz
         .and_then(|v| v.parse().ok())
         .unwrap_or(if mode == ConnMode::Pooled { 256 } else { 32 });
     let mut set = tokio::task::JoinSet::new();
-    let payload: Arc<[u8]> = vec![1u8; size].into();
+    let payload: Arc<[u8]> = vec![1u8; 100].into();
+    let (c0, s0, t0) = (thread_cpu(), server_cpu(q), Instant::now());
     for _ in 0..workers {
         let (c, done, p) = (c.clone(), done.clone(), payload.clone());
         set.spawn(async move {
@@ -49,9 +96,16 @@ async fn throughput(addr: SocketAddr, copies: u8, mode: ConnMode, secs: f64, siz
             }
         });
     }
-    let t0 = Instant::now();
     while set.join_next().await.is_some() {}
-    done.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64()
+    let n = done.load(Ordering::Relaxed) as f64;
+    let r = Rate {
+        wall: n / t0.elapsed().as_secs_f64(),
+        client_cpu: n / (thread_cpu() - c0),
+        server_cpu: n / (server_cpu(q) - s0),
+    };
+    // Let per-flow connections finish closing before the next case.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    r
 }
 
 async fn fct(addr: SocketAddr, copies: u8, size: usize, n: usize) -> Vec<f64> {
@@ -61,7 +115,6 @@ async fn fct(addr: SocketAddr, copies: u8, size: usize, n: usize) -> Vec<f64> {
         let r = c.send(addr, vec![7u8; size]).await.expect("flow");
         v.push(r.fct.as_secs_f64() * 1e6);
     }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v
 }
 
@@ -73,26 +126,34 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let secs: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3.0);
     let size: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let (addr, q) = start_server();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let addr = start_server().await;
-        println!("repflow-net loopback benchmark (one core: client and server in one thread)");
+        println!("repflow-net loopback benchmark (client thread + server thread), 100 B flows");
+        println!(
+            "  {:<20} {:>12} {:>22} {:>22}",
+            "case", "flows/s", "per client CPU-second", "per server CPU-second"
+        );
         for (mode, name) in [
             (ConnMode::PerFlow, "per-flow"),
             (ConnMode::Pooled, "pooled"),
         ] {
             for copies in [1u8, 2] {
-                let r = throughput(addr, copies, mode, secs, 100).await;
+                let r = throughput(addr, &q, copies, mode, secs).await;
+                let case = format!(
+                    "{name}, {copies} cop{}",
+                    if copies == 1 { "y" } else { "ies" }
+                );
                 println!(
-                    "  {name:>8}, {copies} cop{}: {r:>9.0} flows/s (100 B flows)",
-                    if copies == 1 { "y " } else { "ies" }
+                    "  {case:<20} {:>12.0} {:>22.0} {:>22.0}",
+                    r.wall, r.client_cpu, r.server_cpu
                 );
             }
         }
-        // Idle-path FCT, interleaved rounds so drift hits both alike.
+        // Idle-path FCT, interleaved rounds so that drift hits both alike.
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..10 {
             a.extend(fct(addr, 1, size, 200).await);
