@@ -236,6 +236,15 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     args = ["sweep", str(spec), "--out", str(tmp_path / "o"), "--address", "auto"]
     assert main(args) == 2
     assert "--address only applies" in capsys.readouterr().err
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return
+    # An unreachable cluster is reported at once (Ray alone would retry for minutes).
+    args = ["sweep", str(spec), "--out", str(tmp_path / "o"), "--executor", "ray",
+            "--address", "127.0.0.1:1"]  # fmt: skip
+    assert main(args) == 2
+    assert "no Ray cluster reachable at 127.0.0.1:1" in capsys.readouterr().err
 
 
 def test_full_reproduce_asks_before_a_long_run(tmp_path):

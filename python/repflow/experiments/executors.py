@@ -245,6 +245,8 @@ class RayExecutor(Executor):
         self._ray = ray
         self.runner = runner
         self._started = False
+        if address and address != "auto":
+            _check_reachable(address)
         if not ray.is_initialized():
             try:
                 if address:
@@ -296,6 +298,21 @@ class RayExecutor(Executor):
         if self._started and self._ray.is_initialized():
             self._ray.shutdown()
             self._started = False
+
+
+def _check_reachable(address: str) -> None:
+    """Fails fast (Ray itself retries for minutes) when HOST:PORT does not accept connections."""
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UserError(f"--address: expected auto or HOST:PORT, got '{address}'")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UserError(
+            f"--address: no Ray cluster reachable at {hostport} ({exc.strerror or exc}); "
+            "start one with `ray start --head` or omit --address for a local Ray"
+        ) from None
 
 
 def make_executor(
