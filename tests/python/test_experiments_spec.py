@@ -173,3 +173,12 @@ def test_point_metrics_bins_and_unfinished():
     assert m["large_mean"] == pytest.approx(0.2)
     assert m["unfinished"] == 1 and m["flows"] == 4 and m["short_flows"] == 2
     assert m["short_p99"] == pytest.approx(np.percentile([0.001, 0.003], 99))
+
+
+def test_two_labels_for_one_simulation_share_a_key_and_run_once(tmp_path):
+    text = SPEC.replace('["tcp", "rep3"]', '["tcp", "plain"]')
+    text += '\n[schemes.plain]\n"scheme.name" = "tcp"\n'
+    plan = plan_sweep(parse_spec(text, "t.toml"), Store(tmp_path), "v")
+    assert len(plan.points) == 8
+    assert len({p.key for p in plan.points}) == 4
+    assert len(plan.todo()) == 4

@@ -52,8 +52,11 @@ class Plan:
     def todo(self, retry_failed: bool = False) -> list[PlannedPoint]:
         """Points to compute, most expensive first (better packing, honest ETA sooner)."""
         want = {"missing", "failed"} if retry_failed else {"missing"}
-        pts = [p for p in self.points if p.status in want]
-        return sorted(pts, key=lambda p: -p.estimate)
+        unique: dict[str, PlannedPoint] = {}
+        for p in self.points:  # two labels may describe the same simulation
+            if p.status in want:
+                unique.setdefault(p.key, p)
+        return sorted(unique.values(), key=lambda p: -p.estimate)
 
     def count(self, status: str) -> int:
         """Points with this store status."""
