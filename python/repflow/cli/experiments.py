@@ -33,6 +33,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--retry-failed", action="store_true", help="recompute points whose simulation failed"
     )
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    p.add_argument(
+        "--dry-run", action="store_true",
+        help="only show what would be computed and how long it should take",
+    )  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -106,6 +110,8 @@ def _run(spec_path: Path, args: argparse.Namespace, confirm=None, report: bool =
     out = Path(args.out) if args.out else Path("runs") / spec.name
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    if args.dry_run:
+        return _dry_run(spec, out, args)
     summary = run_sweep(
         spec, out, executor=args.executor, jobs=args.jobs, address=args.address,
         retry_failed=args.retry_failed, progress=not args.no_progress, confirm=confirm,
@@ -116,6 +122,28 @@ def _run(spec_path: Path, args: argparse.Namespace, confirm=None, report: bool =
     rep = build_report(out)
     _print_report(rep)
     return 1 if summary.failed else 0
+
+
+def _dry_run(spec, out: Path, args: argparse.Namespace) -> int:  # noqa: ANN001
+    import os
+
+    from repflow.experiments import Store, plan_sweep
+    from repflow.experiments.sweep import estimate_wall
+    from repflow.experiments.units import fmt_seconds
+
+    plan = plan_sweep(spec, Store(out))
+    todo = plan.todo(args.retry_failed)
+    workers = args.jobs or (os.cpu_count() or 1)
+    if args.executor == "ray" and not args.jobs:
+        workers = 2 if not args.address else workers
+    print(f"{spec.name}: {len(plan.points)} points in {out}: {plan.count('done')} stored, "
+          f"{plan.count('failed')} failed, {len(todo)} to compute")  # fmt: skip
+    for label, why in plan.unavailable.items():
+        print(f"  scheme {label}: not in this build ({why})")
+    total = sum(p.estimate for p in todo)
+    print(f"expected: ~{fmt_seconds(estimate_wall(todo, workers))} on {workers} workers "
+          f"({fmt_seconds(total)} of single-core simulation)")  # fmt: skip
+    return 0
 
 
 def _print_report(rep) -> None:  # noqa: ANN001
