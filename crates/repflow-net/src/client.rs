@@ -48,6 +48,9 @@ pub struct ClientConfig {
     pub probe: ProbeConfig,
     /// Local address to send from (`None`: chosen by the kernel).
     pub bind_ip: Option<IpAddr>,
+    /// Pooled connections idle for this long are replaced instead of reused (keep it below
+    /// the server's idle timeout, 30 s by default).
+    pub pool_idle: Duration,
 }
 
 impl ClientConfig {
@@ -62,6 +65,7 @@ impl ClientConfig {
             max_response: 64 << 20,
             probe: ProbeConfig::default(),
             bind_ip: None,
+            pool_idle: Duration::from_secs(10),
         }
     }
 }
@@ -179,6 +183,8 @@ type Pending = Arc<Mutex<HashMap<(u64, u8), oneshot::Sender<Result<Reply, String
 
 struct PooledConn {
     tx: mpsc::UnboundedSender<OutFrame>,
+    /// When a frame was last queued (ms since the client's epoch).
+    last_used: AtomicU64,
     pending: Pending,
     alive: Arc<AtomicBool>,
     tasks: [JoinHandle<()>; 2],
@@ -509,11 +515,18 @@ impl Client {
     }
 
     async fn pooled_conn(&self, key: PoolKey) -> Result<Arc<PooledConn>, String> {
+        let now_ms = self.now().as_millis() as u64;
+        let idle_ms = self.inner.cfg.pool_idle.as_millis() as u64;
+        // A connection idle for long may be closed by the server's idle timeout at any moment;
+        // replace it rather than race that close.
         let live = |inner: &Inner| {
             let pools = inner.pools.lock().expect("pools lock");
             pools
                 .get(&key)
-                .filter(|c| c.alive.load(Ordering::Relaxed))
+                .filter(|c| {
+                    c.alive.load(Ordering::Relaxed)
+                        && now_ms.saturating_sub(c.last_used.load(Ordering::Relaxed)) < idle_ms
+                })
                 .cloned()
         };
         if let Some(c) = live(&self.inner) {
@@ -599,6 +612,7 @@ impl Client {
         });
         let c = Arc::new(PooledConn {
             tx,
+            last_used: AtomicU64::new(now_ms),
             pending,
             alive,
             tasks: [writer, reader],
@@ -619,6 +633,8 @@ impl Client {
         copy: u8,
     ) -> Result<Reply, String> {
         let conn = self.pooled_conn(key).await?;
+        conn.last_used
+            .fetch_max(self.now().as_millis() as u64, Ordering::Relaxed);
         let (otx, orx) = oneshot::channel();
         conn.pending
             .lock()

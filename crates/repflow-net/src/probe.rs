@@ -145,7 +145,8 @@ fn read_icmp_offender(sock: &Socket) -> io::Result<Option<Hop>> {
 }
 
 /// Probes one source port at every TTL of `cfg` (blocking, paced by `cfg.pace` between
-/// TTLs). Errors of single probes count as silence.
+/// TTLs). Errors of single probes count as silence. The outcome is a path only when at least
+/// one router answered and no TTL stayed silent.
 pub fn probe_port(cfg: &ProbeConfig, src: SocketAddr, dst: SocketAddr) -> ProbeOutcome {
     let mut sig = Vec::new();
     let mut answered = false;
@@ -170,8 +171,10 @@ pub fn probe_port(cfg: &ProbeConfig, src: SocketAddr, dst: SocketAddr) -> ProbeO
         }
     }
     // On loopback every probe "reaches the destination" without any ICMP: that tells nothing
-    // about ECMP, so only an ICMP answer counts as a path.
-    if answered && sig.iter().any(|h| matches!(h, Hop::Router(_))) {
+    // about ECMP, so only an ICMP answer counts as a path. A silent TTL (lost probe, ICMP rate
+    // limit) would make two equal paths look different, so such a signature is not used.
+    let complete = !sig.contains(&Hop::Silent);
+    if answered && complete && sig.iter().any(|h| matches!(h, Hop::Router(_))) {
         ProbeOutcome::Path(sig)
     } else {
         ProbeOutcome::NoAnswer

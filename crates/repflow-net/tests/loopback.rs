@@ -524,3 +524,27 @@ async fn pooled_short_and_long_flows_use_separate_connections() {
     assert_eq!(ids.lock().unwrap().len(), 20);
     assert_eq!(bad.load(Ordering::Relaxed), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_pooled_connections_are_replaced_before_the_server_closes_them() {
+    let (s, addr) = server(1, |c| c.idle_timeout = Duration::from_millis(300)).await;
+    let stats = s.stats();
+    let _ = sink_real(s);
+    let mut cfg = ClientConfig::new(PolicyConfig::tcp());
+    cfg.mode = ConnMode::Pooled;
+    cfg.pool_idle = Duration::from_millis(150);
+    let c = Client::new(cfg);
+    for k in 0..4u64 {
+        c.send(addr, payload(k, 500))
+            .await
+            .expect("no flow lost to an idle close");
+        c.send(addr, payload(k + 100, 500)).await.unwrap(); // reuses the fresh connection
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    assert_eq!(c.counters().connections, 4);
+    assert_eq!(
+        stats.counters().timeouts,
+        4,
+        "the server closed each idle connection"
+    );
+}
