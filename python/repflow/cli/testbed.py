@@ -229,6 +229,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default="websearch", help="workload name or CDF file")
     p.add_argument("--load", type=float, default=0.3, help="load relative to the host link rate")
     p.add_argument("--duration", default="30s", help="traffic duration, e.g. 60s")
+    p.add_argument(
+        "--drain",
+        default="30s",
+        help="then wait at most this long for flows in progress (default 30s)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True, help="run directory to write (flows.parquet, run.json)")
     p.add_argument("--port", type=int, default=7000, help="first server port (default 7000)")
@@ -252,6 +257,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "qdisc, not at S1, and the head-of-line blocking of Table I mostly disappears)",
     )
     _add_tcp(p)
+    p.add_argument(
+        "--engine",
+        default="agent",
+        choices=["agent", "net"],
+        help="who sends the short flows: the testbed's own sender, as in the paper "
+        "(default), or `repflow send` (the library; adds a SmartRep scenario)",
+    )
     p.add_argument("--out", help="optional directory for the per-flow results (toy.json)")
     p.add_argument("--prefix", default="rftoy-", help="name prefix (default rftoy-)")
     p.set_defaults(func=_cmd_toy)

@@ -17,6 +17,7 @@ import json
 import math
 import random
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from repflow.testbed import netns
 from repflow.testbed.checks import AGENT, agent, sinks
 from repflow.testbed.topology import port_name, toy
 from repflow.testbed.units import format_rate, parse_rate
+from repflow.testbed.workload import servers
 
 #: Table I of the RepFlow paper (Mininet, 50 Mb/s links with 1 ms delay): (mean, 99th) seconds.
 PAPER = {
@@ -40,7 +42,11 @@ LABELS = {
     "alone": "without the large flow",
     "large": "with the large flow",
     "replicated": "with the large flow and replication",
+    "smartrep": "with the large flow and SmartRep",
 }
+#: scheme of the short flows in each scenario (``--engine net``)
+NET_SCHEMES = {"alone": "tcp", "large": "tcp", "replicated": "repflow", "smartrep": "smartrep"}
+NET_PORT = 6201
 SHORT_BYTES = 10 * 1460
 PORT = 6001
 LARGE_PORT = 6101
@@ -81,8 +87,17 @@ def run_toy(
     cancel: bool = False,
     say: Callable[[str], None] = lambda _m: None,
     warmup: float = 1.0,
+    engine: str = "agent",
 ) -> list[Scenario]:
-    """Runs the three scenarios on an up toy testbed and returns their measurements."""
+    """Runs the scenarios on an up toy testbed and returns their measurements.
+
+    ``engine="agent"`` sends the short flows with the testbed's own sender (the paper's
+    implementation: a copy to port + 1 from the same source port, losers run on unless
+    ``cancel``); ``engine="net"`` sends them with ``repflow send`` (the repflow-net library:
+    tcp, repflow, and a fourth scenario with smartrep's probed source ports).
+    """
+    if engine not in ("agent", "net"):
+        raise UserError(f"--engine must be agent or net, got {engine!r}")
     topo = tb.topo
     h1, h2, h3, h4 = (topo.nodes[n] for n in ("h1", "h2", "h3", "h4"))
     rng = random.Random(seed)
@@ -111,6 +126,7 @@ def run_toy(
             ],
         )
         for i in range(2)
+        if engine == "agent"
     ]
     large_hops = agent(
         tb,
@@ -132,80 +148,105 @@ def run_toy(
     large_mid = _middle_of(large_hops[str(large_sport)])  # type: ignore[index]
     say(f"large flow H2->H4 hashes via {by_addr.get(large_mid or '', '?')}")
     results = []
-    with sinks(tb, ["h3"], [PORT, PORT + 1]), sinks(tb, ["h4"], [LARGE_PORT]):
-        for name in ("alone", "large", "replicated"):
-            copies = 2 if name == "replicated" else 1
-            large = None
-            before = tb.qdisc_stats(["s1"])
-            t0 = time.perf_counter()
-            if name != "alone":
-                large = tb.popen_in(
-                    "h2",
-                    [
-                        *AGENT,
-                        "flows",
-                        "--dst",
-                        h4.addr,
-                        "--port",
-                        str(LARGE_PORT),
-                        "--size",
-                        str(10**15),
-                        "--sports",
-                        str(large_sport),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+    names = ["alone", "large", "replicated"] + (["smartrep"] if engine == "net" else [])
+    with tempfile.TemporaryDirectory(prefix="repflow-toy-") as tmp:
+        workdir = Path(tmp)
+        receivers = (
+            servers(tb, NET_PORT, workdir, hosts=["h3"])
+            if engine == "net"
+            else sinks(tb, ["h3"], [PORT, PORT + 1])
+        )
+        with receivers, sinks(tb, ["h4"], [LARGE_PORT]):
+            for name in names:
+                copies = 1 if name in ("alone", "large") else 2
+                large = None
+                before = tb.qdisc_stats(["s1"])
+                t0 = time.perf_counter()
+                if name != "alone":
+                    large = tb.popen_in(
+                        "h2",
+                        [
+                            *AGENT,
+                            "flows",
+                            "--dst",
+                            h4.addr,
+                            "--port",
+                            str(LARGE_PORT),
+                            "--size",
+                            str(10**15),
+                            "--sports",
+                            str(large_sport),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                    time.sleep(warmup)
+                say(f"scenario '{LABELS[name]}': {flows} flows of {SHORT_BYTES} B H1->H3")
+                try:
+                    if engine == "net":
+                        recs = _net_flows(tb, name, flows, workdir)
+                    else:
+                        recs = agent(
+                            tb,
+                            "h1",
+                            [
+                                "flows", "--dst", h3.addr, "--port", str(PORT),
+                                "--size", str(SHORT_BYTES), "--count", str(flows),
+                                "--copies", str(copies), "--sports", sp,
+                            ]
+                            + (["--cancel"] if cancel else []),
+                            timeout=600,
+                        )  # fmt: skip
+                finally:
+                    if large is not None:
+                        large.terminate()
+                        large.wait(timeout=10)
+                took = time.perf_counter() - t0
+                after = tb.qdisc_stats(["s1"])
+                large_bytes = sum(
+                    after[("s1", port_name(m))]["bytes"] - before[("s1", port_name(m))]["bytes"]
+                    for m in ("s3", "s4")
                 )
-                time.sleep(warmup)
-            say(f"scenario '{LABELS[name]}': {flows} flows of {SHORT_BYTES} B H1->H3")
-            try:
-                recs = agent(
-                    tb,
-                    "h1",
-                    [
-                        "flows",
-                        "--dst",
-                        h3.addr,
-                        "--port",
-                        str(PORT),
-                        "--size",
-                        str(SHORT_BYTES),
-                        "--count",
-                        str(flows),
-                        "--copies",
-                        str(copies),
-                        "--sports",
-                        sp,
-                    ]
-                    + (["--cancel"] if cancel else []),
-                    timeout=600,
+                fct = [r["fct"] for r in recs if r["winner"] >= 0]  # type: ignore[union-attr]
+                hit = 0
+                if engine == "net":
+                    hit = -1  # the library chooses its own source ports: not probed here
+                elif large_mid is not None and name != "alone":
+                    for s in map(str, sports):
+                        mids = [_middle_of(short_paths[i][s]) for i in range(copies)]  # type: ignore[index]
+                        hit += all(m == large_mid for m in mids)
+                results.append(
+                    Scenario(
+                        name,
+                        fct,
+                        flows - len(fct),
+                        math.nan if hit < 0 else hit / flows if name != "alone" else 0.0,
+                        large_bytes * 8 / took / 1e6,
+                    )
                 )
-            finally:
-                if large is not None:
-                    large.terminate()
-                    large.wait(timeout=10)
-            took = time.perf_counter() - t0
-            after = tb.qdisc_stats(["s1"])
-            large_bytes = sum(
-                after[("s1", port_name(m))]["bytes"] - before[("s1", port_name(m))]["bytes"]
-                for m in ("s3", "s4")
-            )
-            fct = [r["fct"] for r in recs if r["winner"] >= 0]  # type: ignore[union-attr]
-            hit = 0
-            if large_mid is not None and name != "alone":
-                for s in map(str, sports):
-                    mids = [_middle_of(short_paths[i][s]) for i in range(copies)]  # type: ignore[index]
-                    hit += all(m == large_mid for m in mids)
-            results.append(
-                Scenario(
-                    name,
-                    fct,
-                    flows - len(fct),
-                    hit / flows if name != "alone" else 0.0,
-                    large_bytes * 8 / took / 1e6,
-                )
-            )
     return results
+
+
+def _net_flows(tb: netns.Testbed, name: str, flows: int, workdir: Path) -> list[dict]:
+    """Short flows H1 -> H3 with ``repflow send`` (scheme by scenario); one record per flow."""
+    from repflow.runio import read_flows
+    from repflow.testbed.workload import HOSTCMD
+
+    h1, h3 = tb.topo.nodes["h1"], tb.topo.nodes["h3"]
+    out = workdir / f"send-{name}"
+    tb.run_in(
+        "h1",
+        [
+            *HOSTCMD, "--", "send", "--to", f"{h3.addr}:{NET_PORT}", "--size", str(SHORT_BYTES),
+            "--count", str(flows), "--scheme", NET_SCHEMES[name], "--bind", h1.addr,
+            "--link-rate", f"{tb.rate_bps}bps", "--out", str(out),
+        ],
+        timeout=600,
+    )  # fmt: skip
+    df = read_flows(out / "flows.parquet")
+    return [
+        {"fct": float(f), "winner": int(w)} for f, w in zip(df["fct"], df["winner"], strict=True)
+    ]
 
 
 def format_table(results: list[Scenario], rate_bps: int, host_shaping: bool = False) -> str:
@@ -218,10 +259,12 @@ def format_table(results: list[Scenario], rate_bps: int, host_shaping: bool = Fa
         f"{'on large path':>15}",
     ]
     for r in results:
-        pm, p99 = PAPER[r.name]
+        pm, p99 = PAPER.get(r.name, (math.nan, math.nan))
+        hit = "-" if r.name == "alone" or math.isnan(r.collided) else f"{100 * r.collided:.0f}%"
+        paper_m = f"{pm:>8.4f}s" if not math.isnan(pm) else f"{'-':>9}"
+        paper_t = f"{p99:>8.4f}s" if not math.isnan(p99) else f"{'-':>9}"
         lines.append(
-            f"{LABELS[r.name]:<38}{r.mean:>9.4f}s{pm:>8.4f}s{r.p99:>10.4f}s{p99:>8.4f}s"
-            f"{(f'{100 * r.collided:.0f}%' if r.name != 'alone' else '-'):>15}"
+            f"{LABELS[r.name]:<38}{r.mean:>9.4f}s{paper_m}{r.p99:>10.4f}s{paper_t}{hit:>15}"
         )
     for r in results:
         if r.unfinished:
@@ -253,7 +296,7 @@ def run_cli(args, say: Callable[[str], None]) -> None:
     )
     say(f"toy topology up in {time.perf_counter() - t0:.1f} s")
     try:
-        results = run_toy(tb, args.flows, args.seed, args.cancel, say)
+        results = run_toy(tb, args.flows, args.seed, args.cancel, say, engine=args.engine)
     finally:
         netns.down(args.prefix)
     print(format_table(results, rate, args.host_shaping))
@@ -271,6 +314,7 @@ def run_cli(args, say: Callable[[str], None]) -> None:
                         "flows": args.flows,
                         "cancel": args.cancel,
                         "host_shaping": args.host_shaping,
+                        "engine": args.engine,
                         "tcp": args.tcp,
                         "rto_min_ms": args.rto_min_ms,
                     },

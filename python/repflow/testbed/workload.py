@@ -174,11 +174,14 @@ def _listening(tb: Testbed, host: str, port: int) -> bool:
 
 
 @contextlib.contextmanager
-def servers(tb: Testbed, port: int, logdir: Path) -> Iterator[list[subprocess.Popen]]:
-    """``repflow serve`` on every host for the duration of the block."""
+def servers(
+    tb: Testbed, port: int, logdir: Path, hosts: Sequence[str] | None = None
+) -> Iterator[list[subprocess.Popen]]:
+    """``repflow serve`` on every host (or on ``hosts``) for the duration of the block."""
     procs: list[subprocess.Popen] = []
+    chosen = [h for h in tb.topo.hosts if hosts is None or h.name in hosts]
     try:
-        for h in tb.topo.hosts:
+        for h in chosen:
             log = open(logdir / f"serve-{h.name}.log", "w")  # noqa: SIM115 - closed with process
             procs.append(
                 tb.popen_in(
@@ -198,14 +201,12 @@ def servers(tb: Testbed, port: int, logdir: Path) -> Iterator[list[subprocess.Po
             )
             log.close()
         deadline = time.time() + START_TIMEOUT
-        pending = list(tb.topo.hosts)
+        pending = list(chosen)
         while pending:
-            for i, p in enumerate(procs):
+            for h, p in zip(chosen, procs, strict=True):
                 if p.poll() is not None:
-                    text = (logdir / f"serve-{tb.topo.hosts[i].name}.log").read_text()
-                    raise UserError(
-                        f"`repflow serve` on {tb.topo.hosts[i].name} exited: {text.strip()[-300:]}"
-                    )
+                    text = (logdir / f"serve-{h.name}.log").read_text()
+                    raise UserError(f"`repflow serve` on {h.name} exited: {text.strip()[-300:]}")
             # cheap test first (the server's own "listening" line), then the kernel's word (ss)
             pending = [
                 h
