@@ -223,6 +223,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fallback_text(fb: Any) -> str:
+    """A report's ``fallback`` (``"no_probe_answers"`` or ``{"fewer_paths": {...}}``) as text."""
+    if isinstance(fb, str):
+        try:
+            fb = json.loads(fb)
+        except ValueError:
+            return fb
+    return fb if isinstance(fb, str) else json.dumps(fb, sort_keys=True)
+
+
 def _make_client(args: argparse.Namespace, copies_table: tuple[int, list[int]] | None = None):
     from repflow.net import Client
 
@@ -273,8 +283,11 @@ def cmd_send(args: argparse.Namespace) -> int:
             routes = r.get("routes") or []
             if len(routes) > 1 and all(x.get("src_port") for x in routes):
                 probed += 1
-            rows.append((i, start, r["fct"], r["copies"], r["winner"], r["bytes_sent"],
-                         r["bytes_wasted"], None if fb is None else json.dumps(fb)))  # fmt: skip
+            note = None if fb is None else _fallback_text(fb)
+            rows.append(
+                (i, start, r["fct"], r["copies"], r["winner"], r["bytes_sent"],
+                 r["bytes_wasted"], note)
+            )  # fmt: skip
         if interval:
             time.sleep(interval)
     fct = np.array([r[2] for r in rows], dtype=float)
@@ -443,7 +456,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     flow_bytes = int(sizes.sum())
     extra = int((sizes * np.maximum(copies - 1, 0)).sum())
     errors = [e for e in raw["error"] if e]
-    fallbacks = sorted({f for f in raw["fallback"] if f})
+    fallbacks = sorted({_fallback_text(f) for f in raw["fallback"] if f})
     counters["flows_unfinished_or_failed"] = len(errors)
     meta = _meta(
         args, "load",
