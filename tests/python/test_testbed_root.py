@@ -220,6 +220,24 @@ def test_toy_scenarios(state_dir):
     assert 0 < large.collided < 1
 
 
+def test_toy_with_the_library(state_dir):
+    if not _net_commands_available():
+        pytest.skip("`repflow serve`/`repflow send` (repflow-net) are not in this build")
+    from repflow.testbed.toyexp import run_toy
+
+    tb = netns.up(toy(), rate_bps=50_000_000, buffer=50, seed=1, prefix="rftn-",
+                  host_shaping=False)  # fmt: skip
+    try:
+        res = {r.name: r for r in run_toy(tb, flows=30, seed=1, warmup=0.5, engine="net")}
+    finally:
+        netns.down("rftn-")
+    assert list(res) == ["alone", "large", "replicated", "smartrep"]
+    for r in res.values():
+        assert r.unfinished == 0 and len(r.fct) == 30
+    # SmartRep's probed source ports always put one copy off the large flow's path
+    assert res["smartrep"].mean < res["large"].mean
+
+
 def test_failed_build_removes_what_it_created(state_dir, monkeypatch):
     from repflow.errors import UserError
 
