@@ -238,6 +238,25 @@ def test_toy_with_the_library(state_dir):
     assert res["smartrep"].mean < res["large"].mean
 
 
+def test_missing_hash_seed_sysctl_degrades_explicitly(state_dir, monkeypatch):
+    real = netns.kernel_features()
+    monkeypatch.setattr(netns, "kernel_features", lambda: {**real, "hash_seed": False})
+    said: list[str] = []
+    tb = netns.up(toy(), rate_bps=50_000_000, buffer=50, seed=1, prefix="rfth-",
+                  progress=said.append)  # fmt: skip
+    try:
+        assert any("fib_multipath_hash_seed is missing" in m for m in said)
+        assert netns.read_state("rfth-")["hash_seed"] is False
+        assert tb.hash_seed is False
+        if real["hash_seed"]:  # the kernel has it: the switch keeps its random key (seed 0)
+            assert (
+                tb.run_in("s1", ["cat", "/proc/sys/net/ipv4/fib_multipath_hash_seed"]).split()[0]
+                == "0"
+            )
+    finally:
+        netns.down("rfth-")
+
+
 def test_failed_build_removes_what_it_created(state_dir, monkeypatch):
     from repflow.errors import UserError
 

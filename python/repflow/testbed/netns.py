@@ -463,13 +463,15 @@ def up(
     ):
         if not feats[name]:
             raise UserError(f"kernel feature missing: this kernel has no {key} ({needed})")
-    if not feats["hash_seed"]:
-        log.warning(
-            "net.ipv4.fib_multipath_hash_seed is missing (Linux < 6.11): every switch "
-            "hashes with a random per-boot key, so paths differ between runs and --seed "
-            "does not fix them"
-        )
     say = progress or (lambda _msg: None)
+    if not feats["hash_seed"]:
+        msg = (
+            "WARNING: net.ipv4.fib_multipath_hash_seed is missing (Linux < 6.11): every switch "
+            "hashes with a random key of its own, so which path a five-tuple takes changes from "
+            "one `up` to the next and --seed does not fix it"
+        )
+        log.warning(msg)
+        say(msg)
     with _locked(prefix):
         if read_state(prefix) is not None:
             raise UserError(
