@@ -242,19 +242,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("toy", help="RepFlow Table I: the Fig. 3 toy topology, three scenarios")
     p.add_argument("--flows", type=int, default=300, help="short flows per scenario (default 300)")
-    p.add_argument("--link-rate", default="50Mbps")
-    p.add_argument("--buffer", type=int, default=50)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--link-rate", default="50Mbps", help="rate of every link (default 50Mbps)")
+    p.add_argument(
+        "--buffer",
+        type=int,
+        default=50,
+        help="DropTail limit of every egress queue in packets (default 50)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="fixes the ECMP hash seeds and the short flows' source ports",
+    )
     p.add_argument(
         "--cancel",
         action="store_true",
-        help="abort the losing copy once a replicated flow completes (not in the paper)",
+        help="abort the losing copy once a replicated flow completes (not in the paper; "
+        "--engine agent only, the library always cancels)",
     )
     p.add_argument(
         "--host-shaping",
         action="store_true",
-        help="also shape host egress to the link rate (then the large flow queues in H2's own "
-        "qdisc, not at S1, and the head-of-line blocking of Table I mostly disappears)",
+        help="also shape host egress to the link rate (default: only switch ports; see "
+        "docs/testbed.md)",
     )
     _add_tcp(p)
     p.add_argument(
