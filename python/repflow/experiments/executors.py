@@ -253,6 +253,7 @@ class RayExecutor(Executor):
                     ray.init(address=address, log_to_driver=False)
                 else:
                     ray.init(
+                        address="local",  # a new instance, even if `ray start` left one
                         num_cpus=local_cpus or min(2, os.cpu_count() or 1),
                         include_dashboard=False,
                         log_to_driver=False,
