@@ -139,6 +139,26 @@ pub struct QueueConfig {
     /// host does not drop its own packets — Linux's TCP small queues stop a socket before the
     /// qdisc overflows — so the host queue stands for socket buffer and NIC together.
     pub host_limit_packets: u32,
+    /// ECN marking threshold K of switch ports, packets, for the DCTCP family of schemes.
+    /// Unset: from each port's rate as the DCTCP paper sets it: 20 packets up to 1 Gb/s,
+    /// 65 packets above.
+    pub ecn_k_packets: Option<u32>,
+    /// ECN marking threshold K in bytes (overrides `ecn_k_packets`).
+    pub ecn_k_bytes: Option<Bytes>,
+}
+
+impl QueueConfig {
+    /// The marking threshold of a switch port sending at `rate`: `(packets, bytes)`, one of
+    /// them zero.
+    pub fn ecn_k(&self, rate: Rate) -> (u32, u64) {
+        if let Some(b) = self.ecn_k_bytes {
+            return (0, b.0);
+        }
+        let k = self
+            .ecn_k_packets
+            .unwrap_or(if rate.bps() <= 1_000_000_000 { 20 } else { 65 });
+        (k, 0)
+    }
 }
 
 impl Default for QueueConfig {
@@ -147,6 +167,8 @@ impl Default for QueueConfig {
             limit_packets: 100,
             limit_bytes: None,
             host_limit_packets: 0,
+            ecn_k_packets: None,
+            ecn_k_bytes: None,
         }
     }
 }
@@ -240,6 +262,8 @@ pub enum PairPattern {
     Random,
     /// As `random`, but the destination is in another pod (fat-tree) or under another leaf.
     InterPod,
+    /// Every flow goes to host 0 (an aggregator); the source is uniform over the others.
+    Incast,
 }
 
 /// Traffic: flow sizes, arrivals, duration.
@@ -265,6 +289,9 @@ pub struct WorkloadConfig {
     /// Explicit flows replacing the Poisson arrivals (trace replay); `load` and `cdf` are then
     /// ignored for arrivals and sizes.
     pub trace: Option<Vec<TraceFlow>>,
+    /// Explicit flows started in addition to the Poisson arrivals (e.g. long-lived background
+    /// flows beside a query workload); ignored when `trace` is set.
+    pub background: Option<Vec<TraceFlow>>,
 }
 
 /// One flow of an explicit trace.
@@ -292,6 +319,7 @@ impl Default for WorkloadConfig {
             pairs: PairPattern::Random,
             max_flows: None,
             trace: None,
+            background: None,
         }
     }
 }
@@ -304,6 +332,26 @@ pub enum SchemeName {
     Tcp,
     /// RepFlow: flows ≤ threshold sent on `copies` connections with distinct destination ports.
     Repflow,
+    /// DCTCP: ECN threshold marking at switch ports, DCTCP senders, one connection per flow.
+    Dctcp,
+    /// RepFlow's replication over DCTCP.
+    RepflowDctcp,
+    /// pFabric: priority-scheduled 36 KB switch ports and pFabric's minimal transport.
+    Pfabric,
+    /// L²DCT over DCTCP-style ECN marking.
+    L2dct,
+    /// FA-DCTCP over DCTCP-style ECN marking.
+    FaDctcp,
+}
+
+impl SchemeName {
+    /// Whether the scheme's senders are ECN-capable and its switch ports mark at K.
+    pub fn uses_ecn(self) -> bool {
+        matches!(
+            self,
+            SchemeName::Dctcp | SchemeName::RepflowDctcp | SchemeName::L2dct | SchemeName::FaDctcp
+        )
+    }
 }
 
 /// Scheme and replication options.
@@ -318,6 +366,30 @@ pub struct SchemeConfig {
     pub copies: u32,
     /// Stop the other copies once one completes (beyond the papers).
     pub cancel: bool,
+    /// DCTCP family: gain g of the α moving average (DCTCP paper: 1/16).
+    pub dctcp_g: f64,
+    /// DCTCP family: α of a new connection (ns-2's DCTCP: 0; Linux: 1).
+    pub dctcp_alpha_init: f64,
+    /// L²DCT: weight of a flow that has sent little (public ns-3 port of L²DCT: 2.5).
+    pub l2dct_w_max: f64,
+    /// L²DCT: weight of a flow that has sent much (same source: 0.125).
+    pub l2dct_w_min: f64,
+    /// L²DCT: bytes sent up to which the weight is `l2dct_w_max` (same source: 200 segments).
+    pub l2dct_from: Bytes,
+    /// L²DCT: bytes sent from which the weight is `l2dct_w_min` (same source: 1000 segments).
+    pub l2dct_to: Bytes,
+    /// FA-DCTCP: a flow is long once it has sent more than this (paper: 1 MB).
+    pub fa_threshold: Bytes,
+    /// FA-DCTCP: destination ports `[first, last]` of long-flow services; a connection to
+    /// one of them is long from its first byte. Unset: classify by `fa_threshold` only.
+    pub fa_long_ports: Option<[u16; 2]>,
+    /// pFabric: buffer of every switch port (RepFlow paper, after pFabric: 36 KB).
+    pub pfabric_buffer: Bytes,
+    /// pFabric: initial (and largest) window in segments; unset = one bandwidth-delay
+    /// product of the longest host-to-host path, rounded up.
+    pub pfabric_window: Option<u32>,
+    /// pFabric: fixed retransmission timeout; unset = 3 × the longest path's round trip.
+    pub pfabric_rto: Option<Duration>,
 }
 
 impl Default for SchemeConfig {
@@ -327,6 +399,17 @@ impl Default for SchemeConfig {
             threshold: Bytes(100_000),
             copies: 2,
             cancel: false,
+            dctcp_g: 1.0 / 16.0,
+            dctcp_alpha_init: 0.0,
+            l2dct_w_max: 2.5,
+            l2dct_w_min: 0.125,
+            l2dct_from: Bytes(200 * 1460),
+            l2dct_to: Bytes(1000 * 1460),
+            fa_threshold: Bytes(1_000_000),
+            fa_long_ports: None,
+            pfabric_buffer: Bytes(36_000),
+            pfabric_window: None,
+            pfabric_rto: None,
         }
     }
 }
@@ -347,6 +430,83 @@ impl Config {
         })?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Checks the congestion-control and pFabric parameters.
+    fn validate_cc(&self) -> Result<(), ConfigError> {
+        let s = &self.scheme;
+        let unit = |field: &str, v: f64, lo_open: bool| -> Result<(), ConfigError> {
+            let ok = v.is_finite() && v <= 1.0 && if lo_open { v > 0.0 } else { v >= 0.0 };
+            if ok {
+                Ok(())
+            } else {
+                let range = if lo_open {
+                    "0 < x ≤ 1"
+                } else {
+                    "0 ≤ x ≤ 1"
+                };
+                Err(ConfigError::new(
+                    field,
+                    format!("must be a number with {range}, got {v}"),
+                ))
+            }
+        };
+        unit("scheme.dctcp_g", s.dctcp_g, true)?;
+        unit("scheme.dctcp_alpha_init", s.dctcp_alpha_init, false)?;
+        if !(s.l2dct_w_min.is_finite() && s.l2dct_w_min > 0.0) {
+            return Err(ConfigError::new(
+                "scheme.l2dct_w_min",
+                "must be a positive number",
+            ));
+        }
+        if !(s.l2dct_w_max.is_finite() && s.l2dct_w_max >= s.l2dct_w_min) {
+            return Err(ConfigError::new(
+                "scheme.l2dct_w_max",
+                "must be a number at least scheme.l2dct_w_min",
+            ));
+        }
+        if s.l2dct_to < s.l2dct_from {
+            return Err(ConfigError::new(
+                "scheme.l2dct_to",
+                "must be at least scheme.l2dct_from",
+            ));
+        }
+        if let Some([a, b]) = s.fa_long_ports {
+            if a > b {
+                return Err(ConfigError::new(
+                    "scheme.fa_long_ports",
+                    "must be [first, last] with first ≤ last",
+                ));
+            }
+        }
+        if s.pfabric_buffer.0 < (self.tcp.mss + self.tcp.header) as u64 {
+            return Err(ConfigError::new(
+                "scheme.pfabric_buffer",
+                format!(
+                    "must hold at least one full packet ({} B)",
+                    self.tcp.mss + self.tcp.header
+                ),
+            ));
+        }
+        if s.pfabric_window == Some(0) {
+            return Err(ConfigError::new(
+                "scheme.pfabric_window",
+                "must be at least 1 segment",
+            ));
+        }
+        if s.pfabric_rto.is_some_and(|d| d.ps() == 0) {
+            return Err(ConfigError::new("scheme.pfabric_rto", "must be positive"));
+        }
+        if self.queue.ecn_k_packets == Some(0) {
+            return Err(ConfigError::new(
+                "queue.ecn_k_packets",
+                "must be at least 1 packet",
+            ));
+        }
+        if self.queue.ecn_k_bytes.is_some_and(|b| b.0 == 0) {
+            return Err(ConfigError::new("queue.ecn_k_bytes", "must be positive"));
+        }
+        Ok(())
     }
 
     /// Checks every cross-field and range constraint.
@@ -484,11 +644,12 @@ impl Config {
                 "inter-pod pairs need a fat-tree, leaf-spine or toy topology, not a star",
             ));
         }
-        if let Some(trace) = &w.trace {
+        for (list, trace) in [("trace", &w.trace), ("background", &w.background)] {
+            let Some(trace) = trace else { continue };
             let n_hosts = self.topology.host_count();
             let mut prev = Duration(0);
             for (i, f) in trace.iter().enumerate() {
-                let field = |name: &str| format!("workload.trace[{i}].{name}");
+                let field = |name: &str| format!("workload.{list}[{i}].{name}");
                 if f.src >= n_hosts || f.dst >= n_hosts || f.src == f.dst {
                     return Err(ConfigError::new(
                         field("dst"),
@@ -514,6 +675,7 @@ impl Config {
                 "must be between 1 and 64",
             ));
         }
+        self.validate_cc()?;
         Ok(())
     }
 }

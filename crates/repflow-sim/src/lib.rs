@@ -13,11 +13,13 @@
 
 #![warn(missing_docs)]
 
+pub mod cc;
 pub mod config;
 pub mod engine;
 pub mod ideal;
 pub mod metrics;
 pub mod network;
+pub mod pfabric;
 pub mod queue;
 pub mod replication;
 pub mod sim;

@@ -4,12 +4,18 @@
 //! in the global event queue.
 //!
 //! Admission is decided by a [`QueueDiscipline`] from the port's current backlog (packets and
-//! bytes waiting, the packet in service excluded): DropTail here; ECN threshold marking plugs
-//! in the same way. Disciplines that reorder packets (pFabric) need a scheduled port and are
-//! added with their scheme.
+//! bytes waiting, the packet in service excluded): DropTail, and DropTail with DCTCP's ECN
+//! threshold marking ([`EcnThreshold`]). Disciplines that reorder packets (pFabric) need a
+//! scheduled port ([`Port::new_scheduled`]): its next packet is chosen when the previous one
+//! has been transmitted, so the simulator calls [`Port::sched_tx_done`] at that time.
+//!
+//! Every port integrates its backlog over time ([`Port::stats`]) at almost no cost: a FIFO
+//! port's unfinished work decreases linearly between admissions, so its integral follows in
+//! closed form at each admission.
 
 use crate::engine::Time;
 use crate::network::TxClock;
+use crate::pfabric::PrioQueue;
 use std::collections::VecDeque;
 
 /// Packet kinds.
@@ -93,11 +99,44 @@ impl QueueDiscipline for DropTail {
     }
 }
 
+/// DropTail with ECN threshold marking (DCTCP): an ECN-capable arrival that finds at least
+/// `k_packets` packets (or, if `k_bytes` is non-zero, at least `k_bytes` bytes) waiting is
+/// marked CE. Packets that are not ECN-capable are never marked (nor dropped early).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EcnThreshold {
+    /// The buffer limit.
+    pub limit: DropTail,
+    /// Marking threshold K in packets (used when `k_bytes` is 0).
+    pub k_packets: u32,
+    /// Marking threshold K in bytes (0: use `k_packets`).
+    pub k_bytes: u64,
+}
+
+impl QueueDiscipline for EcnThreshold {
+    #[inline]
+    fn admit(&mut self, pkt: &mut Packet, waiting_packets: u32, waiting_bytes: u64) -> Verdict {
+        if self.limit.admit(pkt, waiting_packets, waiting_bytes) == Verdict::Drop {
+            return Verdict::Drop;
+        }
+        let over = if self.k_bytes != 0 {
+            waiting_bytes >= self.k_bytes
+        } else {
+            waiting_packets >= self.k_packets
+        };
+        if over && pkt.flags & flag::ECT != 0 {
+            pkt.flags |= flag::CE;
+        }
+        Verdict::Admit
+    }
+}
+
 /// The disciplines a FIFO port can run (static dispatch on the hot path).
 #[derive(Clone, Debug)]
 pub enum Qdisc {
     /// Plain DropTail.
     DropTail(DropTail),
+    /// DropTail with ECN threshold marking.
+    Ecn(EcnThreshold),
 }
 
 impl QueueDiscipline for Qdisc {
@@ -105,8 +144,32 @@ impl QueueDiscipline for Qdisc {
     fn admit(&mut self, pkt: &mut Packet, waiting_packets: u32, waiting_bytes: u64) -> Verdict {
         match self {
             Qdisc::DropTail(d) => d.admit(pkt, waiting_packets, waiting_bytes),
+            Qdisc::Ecn(d) => d.admit(pkt, waiting_packets, waiting_bytes),
         }
     }
+}
+
+/// What a scheduled (priority) port did with an arriving packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedEnqueue {
+    /// Packets dropped to make room (the arrival may be one of them).
+    pub dropped: u32,
+    /// The link was idle and started sending: the caller schedules a transmit-complete event
+    /// at this time.
+    pub tx_done: Option<Time>,
+    /// The link's wire was empty: the caller schedules an arrival event for
+    /// [`Port::head_arrival`].
+    pub head_arrival: bool,
+}
+
+/// Time-averaged statistics of a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PortStats {
+    /// Time the link spent transmitting, ps.
+    pub busy: Time,
+    /// Mean backlog over [0, now], bytes: a FIFO port's unfinished work (the untransmitted
+    /// part of the packet in service included); a priority port's waiting bytes.
+    pub mean_backlog_bytes: f64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -140,6 +203,16 @@ pub struct Port {
     pub max_backlog: u32,
     /// Packets that crossed this link.
     pub packets: u64,
+    /// Scheduled (priority) port: its waiting packets. `None` for FIFO ports.
+    sched: Option<Box<PrioQueue>>,
+    /// Scheduled port: a transmit-complete event is pending.
+    tx_pending: bool,
+    /// Transmission time of admitted packets, ps.
+    busy: Time,
+    /// ∫ backlog dt up to `area_t`: FIFO ports in ps² of unfinished work, scheduled ports in
+    /// byte·ps of waiting bytes.
+    area: u128,
+    area_t: Time,
 }
 
 impl Port {
@@ -156,7 +229,127 @@ impl Port {
             drops: 0,
             max_backlog: 0,
             packets: 0,
+            sched: None,
+            tx_pending: false,
+            busy: 0,
+            area: 0,
+            area_t: 0,
         }
+    }
+
+    /// A priority-scheduled port (pFabric) holding at most `limit_bytes` waiting
+    /// (0: unlimited).
+    pub fn new_scheduled(clock: TxClock, delay: Time, limit_bytes: u64) -> Port {
+        let mut p = Port::new(
+            clock,
+            delay,
+            Qdisc::DropTail(DropTail {
+                limit_packets: 0,
+                limit_bytes: 0,
+            }),
+        );
+        p.sched = Some(Box::new(PrioQueue::new(limit_bytes)));
+        p
+    }
+
+    /// Whether this port schedules by priority (then use [`Port::sched_enqueue`] and
+    /// [`Port::sched_tx_done`] instead of [`Port::enqueue`]).
+    #[inline]
+    pub fn is_scheduled(&self) -> bool {
+        self.sched.is_some()
+    }
+
+    /// ∫ of a FIFO port's unfinished work max(busy_until − t, 0) from `area_t` to `now`, ps².
+    #[inline]
+    fn fifo_area(&self, now: Time) -> u128 {
+        let b = self.busy_until;
+        if b <= self.area_t || now <= self.area_t {
+            return 0;
+        }
+        let e = b.min(now);
+        let (x, y) = ((b - self.area_t) as u128, (b - e) as u128);
+        (x * x - y * y) / 2
+    }
+
+    /// Busy time and mean backlog over [0, `now`].
+    pub fn stats(&self, now: Time) -> PortStats {
+        let mut mean = 0.0;
+        if now > 0 {
+            let bytes_per_ps = 1e6 / self.clock.tx(1_000_000) as f64;
+            mean = match &self.sched {
+                None => {
+                    let area = self.area + self.fifo_area(now);
+                    area as f64 * bytes_per_ps / now as f64
+                }
+                Some(q) => {
+                    let area =
+                        self.area + q.bytes() as u128 * now.saturating_sub(self.area_t) as u128;
+                    area as f64 / now as f64
+                }
+            };
+        }
+        PortStats {
+            busy: self.busy,
+            mean_backlog_bytes: mean,
+        }
+    }
+
+    /// Puts `pkt` on the wire of a scheduled port at `now`; returns when its transmission ends.
+    fn sched_transmit(&mut self, pkt: Packet, now: Time) -> Time {
+        let tx = self.clock.tx(pkt.bytes);
+        let finish = now + tx;
+        self.busy += tx;
+        self.busy_until = finish;
+        self.tx_pending = true;
+        self.fifo.push_back(InFlight {
+            arrival: finish + self.delay,
+            start: now,
+            cum_bytes: 0,
+            pkt,
+        });
+        finish
+    }
+
+    /// Accounts the waiting bytes of a scheduled port up to `now`.
+    #[inline]
+    fn sched_area(&mut self, now: Time) {
+        let b = self.sched.as_ref().map_or(0, |q| q.bytes());
+        self.area += b as u128 * now.saturating_sub(self.area_t) as u128;
+        self.area_t = now;
+    }
+
+    /// Offers `pkt` to a scheduled port at `now`.
+    pub fn sched_enqueue(&mut self, pkt: Packet, now: Time) -> SchedEnqueue {
+        self.sched_area(now);
+        let mut r = SchedEnqueue {
+            dropped: 0,
+            tx_done: None,
+            head_arrival: false,
+        };
+        if !self.tx_pending {
+            r.head_arrival = self.fifo.is_empty();
+            r.tx_done = Some(self.sched_transmit(pkt, now));
+            return r;
+        }
+        let q = self.sched.as_mut().expect("a scheduled port");
+        r.dropped = q.push(pkt);
+        let waiting = q.len() as u32;
+        self.drops += r.dropped as u64;
+        if waiting + 1 > self.max_backlog {
+            self.max_backlog = waiting + 1;
+        }
+        r
+    }
+
+    /// The transmission of a scheduled port ended at `now`: starts the next packet, if any.
+    /// Returns its transmit-complete time and whether the wire was empty (the caller then
+    /// schedules an arrival event for [`Port::head_arrival`]).
+    pub fn sched_tx_done(&mut self, now: Time) -> Option<(Time, bool)> {
+        self.sched_area(now);
+        self.tx_pending = false;
+        let pkt = self.sched.as_mut().expect("a scheduled port").pop()?;
+        let was_empty = self.fifo.is_empty();
+        Some((self.sched_transmit(pkt, now), was_empty))
     }
 
     /// Backlog waiting at `now` (packets, bytes), the packet in service excluded.
@@ -191,8 +384,12 @@ impl Port {
         if wp + 1 > self.max_backlog && self.busy_until > now {
             self.max_backlog = wp + 1;
         }
+        self.area += self.fifo_area(now);
+        self.area_t = now;
         let start = self.busy_until.max(now);
-        let finish = start + self.clock.tx(pkt.bytes);
+        let tx = self.clock.tx(pkt.bytes);
+        let finish = start + tx;
+        self.busy += tx;
         self.busy_until = finish;
         self.cum_bytes += pkt.bytes as u64;
         let was_empty = self.fifo.is_empty();
@@ -220,9 +417,9 @@ impl Port {
         f.pkt
     }
 
-    /// Packets admitted and not yet arrived.
+    /// Packets admitted and not yet arrived (waiting ones included).
     pub fn in_system(&self) -> usize {
-        self.fifo.len()
+        self.fifo.len() + self.sched.as_ref().map_or(0, |q| q.len())
     }
 }
 
@@ -275,6 +472,83 @@ mod tests {
         assert_eq!(p.head_arrival(), Some(12_000_000 + 1_000_000));
         p.pop_arrived();
         assert_eq!(p.head_arrival(), Some(24_000_000 + 1_000_000));
+    }
+
+    #[test]
+    fn ecn_marks_ect_arrivals_at_or_above_k() {
+        let mut p = Port::new(
+            TxClock::new(Rate(1_000_000_000)),
+            0,
+            Qdisc::Ecn(EcnThreshold {
+                limit: DropTail {
+                    limit_packets: 10,
+                    limit_bytes: 0,
+                },
+                k_packets: 2,
+                k_bytes: 0,
+            }),
+        );
+        let ect = Packet {
+            bytes: 1500,
+            flags: flag::ECT,
+            ..Packet::default()
+        };
+        // In service, then 0, 1, 2, 3 waiting ahead of the arrival.
+        for _ in 0..5 {
+            p.enqueue(ect, 0);
+        }
+        p.enqueue(pkt(), 0); // not ECN-capable: never marked
+        let marks: Vec<bool> = (0..6)
+            .map(|_| p.pop_arrived().flags & flag::CE != 0)
+            .collect();
+        assert_eq!(marks, [false, false, false, true, true, false]);
+    }
+
+    #[test]
+    fn mean_backlog_integrates_unfinished_work() {
+        let mut p = port(100);
+        // Two packets at t = 0 on an idle 1 Gb/s link: 24 us of work draining linearly;
+        // over [0, 48 us] the mean is (24² / 2) / 48 us of work = 6 us = 750 bytes.
+        p.enqueue(pkt(), 0);
+        p.enqueue(pkt(), 0);
+        let s = p.stats(48_000_000);
+        assert_eq!(s.busy, 24_000_000);
+        assert!((s.mean_backlog_bytes - 750.0).abs() < 1e-9, "{s:?}");
+        // A third packet at 6 us: integrate [0, 6] then the new 30 us of work.
+        p.enqueue(pkt(), 6_000_000);
+        let s = p.stats(48_000_000);
+        let area_us2 = (24.0f64 * 24.0 - 18.0 * 18.0) / 2.0 + 30.0 * 30.0 / 2.0;
+        assert!(
+            (s.mean_backlog_bytes - area_us2 / 48.0 * 125.0).abs() < 1e-9,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn scheduled_port_sends_by_priority_and_needs_tx_done_events() {
+        let mut p = Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, 3000);
+        let d = |conn, prio| Packet {
+            conn,
+            prio,
+            bytes: 1500,
+            ..Packet::default()
+        };
+        let r = p.sched_enqueue(d(0, 50), 0);
+        assert_eq!(r.tx_done, Some(12_000_000));
+        assert!(r.head_arrival);
+        assert_eq!(p.sched_enqueue(d(1, 40), 1).dropped, 0);
+        assert_eq!(p.sched_enqueue(d(2, 10), 2).dropped, 0);
+        // Buffer (2 packets) full: the least urgent (conn 1) goes.
+        assert_eq!(p.sched_enqueue(d(3, 20), 3).dropped, 1);
+        assert_eq!(p.drops, 1);
+        let mut order = vec![p.pop_arrived().conn];
+        let mut t = 12_000_000;
+        while let Some((next, _)) = p.sched_tx_done(t) {
+            order.push(p.pop_arrived().conn);
+            t = next;
+        }
+        assert_eq!(order, [0, 2, 3]);
+        assert_eq!(p.in_system(), 0);
     }
 
     #[test]

@@ -95,8 +95,12 @@ impl ReplicationPolicy for RepFlow {
 /// The policy of a scheme.
 pub fn policy_for(s: &SchemeConfig) -> Box<dyn ReplicationPolicy> {
     match s.name {
-        SchemeName::Tcp => Box::new(NoReplication),
-        SchemeName::Repflow => Box::new(RepFlow {
+        SchemeName::Tcp
+        | SchemeName::Dctcp
+        | SchemeName::Pfabric
+        | SchemeName::L2dct
+        | SchemeName::FaDctcp => Box::new(NoReplication),
+        SchemeName::Repflow | SchemeName::RepflowDctcp => Box::new(RepFlow {
             threshold: s.threshold.0,
             copies: s.copies,
             cancel: s.cancel,

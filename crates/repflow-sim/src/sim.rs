@@ -1,14 +1,15 @@
 //! Glue: builds the network from a [`Config`], runs the workload through the replication
 //! layer and TCP, and collects per-flow records.
 
-use crate::config::{Config, ConfigError, PairPattern};
+use crate::cc::CcFactory;
+use crate::config::{Config, ConfigError, PairPattern, SchemeName};
 use crate::engine::{EventQueue, Rng, Time};
 use crate::ideal::{ideal_fct, Hop};
 use crate::metrics::{Counters, FlowRecord, Summary};
 use crate::network::{FiveTuple, NodeKind, Path, Topology, TxClock};
-use crate::queue::{kind, DropTail, Packet, Port, Qdisc};
+use crate::queue::{kind, DropTail, EcnThreshold, Packet, Port, PortStats, Qdisc};
 use crate::replication::{policy_for, CopySpec, FlowSpec, ReplicationPolicy};
-use crate::transport::{CongestionControl, NewReno, Receiver, Sender, TcpParams};
+use crate::transport::{Receiver, Sender, TcpParams};
 use crate::units::PS_PER_SEC;
 use crate::workload::{builtin_text, Arrival, Cdf, PoissonArrivals};
 use std::time::Instant;
@@ -58,6 +59,9 @@ pub struct RunOutput {
     pub connections: Vec<ConnRecord>,
     /// Packets that crossed each directed link, indexed like [`Topology::links`].
     pub link_packets: Vec<u64>,
+    /// Busy time and mean backlog of each directed link's output port, indexed like
+    /// [`Topology::links`].
+    pub link_stats: Vec<PortStats>,
     /// The network the run used.
     pub topology: Topology,
 }
@@ -111,6 +115,8 @@ const EV_ARRIVE: u64 = 0;
 const EV_RTO: u64 = 1;
 const EV_DELACK: u64 = 2;
 const EV_FLOW: u64 = 3;
+/// A priority-scheduled (pFabric) port finished transmitting a packet.
+const EV_TXDONE: u64 = 9;
 
 #[inline]
 fn ev(tag: u64, id: u32) -> u64 {
@@ -143,6 +149,35 @@ struct FlowState {
 enum Arrivals {
     Poisson(Box<PoissonArrivals>),
     Trace(std::vec::IntoIter<Arrival>),
+    Mixed(Box<MixedArrivals>),
+}
+
+/// Poisson arrivals merged in time order with explicit background flows (a background flow
+/// goes first on a tie).
+struct MixedArrivals {
+    poisson: PoissonArrivals,
+    next_poisson: Option<Arrival>,
+    poisson_done: bool,
+    background: std::iter::Peekable<std::vec::IntoIter<Arrival>>,
+}
+
+impl MixedArrivals {
+    fn next(&mut self, end: Time) -> Option<Arrival> {
+        if self.next_poisson.is_none() && !self.poisson_done {
+            let a = self.poisson.next_arrival();
+            if a.time < end {
+                self.next_poisson = Some(a);
+            } else {
+                self.poisson_done = true;
+            }
+        }
+        match (self.next_poisson, self.background.peek()) {
+            (Some(p), Some(b)) if b.time > p.time => self.next_poisson.take(),
+            (_, Some(_)) => self.background.next(),
+            (Some(_), None) => self.next_poisson.take(),
+            (None, None) => None,
+        }
+    }
 }
 
 struct World<'a> {
@@ -163,10 +198,60 @@ struct World<'a> {
     end_arrivals: Time,
     counters: Counters,
     copies_buf: Vec<CopySpec>,
+    /// Congestion control of the scheme.
+    cc: CcFactory,
 }
 
-fn new_cc() -> Box<dyn CongestionControl> {
-    Box::new(NewReno)
+/// Round trip of a full segment and its ACK over the longest host-to-host path, ps, and the
+/// rate of host links (pFabric's window and timeout derive from them).
+fn longest_rtt(topo: &Topology, full: u32, header: u32) -> (Time, u64) {
+    let mut rtt = 0;
+    for dst in 1..topo.n_hosts as u32 {
+        let t = FiveTuple {
+            src: 0,
+            dst,
+            sport: 40000,
+            dport: crate::replication::BASE_PORT,
+            proto: 6,
+        };
+        let one_way = |p: Path, bytes: u32| -> Time {
+            p.links()
+                .iter()
+                .map(|&l| {
+                    let link = &topo.links[l as usize];
+                    TxClock::new(link.rate).tx(bytes) + link.delay
+                })
+                .sum()
+        };
+        rtt = rtt.max(one_way(topo.path(t), full) + one_way(topo.path(t.reversed()), header));
+    }
+    (rtt, topo.links[topo.out_links[0][0] as usize].rate.bps())
+}
+
+/// The scheme's TCP parameters and its pFabric window (segments).
+fn scheme_tcp(cfg: &Config, topo: &Topology) -> (TcpParams, u32) {
+    let mut tcp = TcpParams::from_config(&cfg.tcp);
+    let s = &cfg.scheme;
+    tcp.ecn = s.name.uses_ecn();
+    if s.name != SchemeName::Pfabric {
+        return (tcp, tcp.init_cwnd);
+    }
+    let full = cfg.tcp.mss + cfg.tcp.header;
+    let (rtt, bps) = longest_rtt(topo, full, cfg.tcp.header);
+    let bdp = (bps as u128 * rtt as u128).div_ceil(8 * PS_PER_SEC as u128) as u64;
+    let window = s
+        .pfabric_window
+        .unwrap_or_else(|| bdp.div_ceil(full as u64).max(1) as u32);
+    let rto = s.pfabric_rto.map_or(3 * rtt, |d| d.ps());
+    tcp.init_cwnd = window;
+    tcp.max_window = window;
+    tcp.min_rto = rto;
+    tcp.max_rto = rto;
+    tcp.initial_rto = rto;
+    tcp.backoff = 1.0;
+    tcp.dupack_threshold = u32::MAX;
+    tcp.prio_remaining = true;
+    (tcp, window)
 }
 
 impl<'a> World<'a> {
@@ -192,7 +277,27 @@ impl<'a> World<'a> {
                         limit_bytes: lb,
                     }
                 };
-                Port::new(TxClock::new(l.rate), l.delay, Qdisc::DropTail(qd))
+                let host = topo.nodes[l.from as usize] == NodeKind::Host;
+                let clock = TxClock::new(l.rate);
+                if cfg.scheme.name == SchemeName::Pfabric {
+                    let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
+                    let limit = if host {
+                        qd.limit_packets as u64 * full
+                    } else {
+                        cfg.scheme.pfabric_buffer.0
+                    };
+                    Port::new_scheduled(clock, l.delay, limit)
+                } else if cfg.scheme.name.uses_ecn() && !host {
+                    let (k_packets, k_bytes) = cfg.queue.ecn_k(l.rate);
+                    let ecn = EcnThreshold {
+                        limit: qd,
+                        k_packets,
+                        k_bytes,
+                    };
+                    Port::new(clock, l.delay, Qdisc::Ecn(ecn))
+                } else {
+                    Port::new(clock, l.delay, Qdisc::DropTail(qd))
+                }
             })
             .collect();
         let capacity_bps: f64 = (0..topo.n_hosts)
@@ -220,20 +325,44 @@ impl<'a> World<'a> {
                 }
                 Arrivals::Trace(v.into_iter())
             }
-            None => Arrivals::Poisson(Box::new(PoissonArrivals::new(
-                cdf,
-                cfg.workload.load,
-                capacity_bps,
-                topo.host_group.clone(),
-                cfg.workload.pairs == PairPattern::InterPod,
-                Rng::new(cfg.seed, 1),
-            ))),
+            None => {
+                let poisson = PoissonArrivals::new(
+                    cdf,
+                    cfg.workload.load,
+                    capacity_bps,
+                    topo.host_group.clone(),
+                    cfg.workload.pairs == PairPattern::InterPod,
+                    Rng::new(cfg.seed, 1),
+                )
+                .to_first(cfg.workload.pairs == PairPattern::Incast);
+                match &cfg.workload.background {
+                    None => Arrivals::Poisson(Box::new(poisson)),
+                    Some(bg) => {
+                        let v: Vec<Arrival> = bg
+                            .iter()
+                            .map(|f| Arrival {
+                                time: f.start.ps(),
+                                src: f.src,
+                                dst: f.dst,
+                                size: f.size.0,
+                            })
+                            .collect();
+                        Arrivals::Mixed(Box::new(MixedArrivals {
+                            poisson,
+                            next_poisson: None,
+                            poisson_done: false,
+                            background: v.into_iter().peekable(),
+                        }))
+                    }
+                }
+            }
         };
+        let (tcp, pfabric_window) = scheme_tcp(cfg, &topo);
         let mut w = World {
             cfg,
             topo,
             ports,
-            tcp: TcpParams::from_config(&cfg.tcp),
+            tcp,
             conns: Vec::new(),
             flows: Vec::new(),
             q: EventQueue::with_slot_width(slot),
@@ -247,6 +376,7 @@ impl<'a> World<'a> {
             end_arrivals,
             counters: Counters::default(),
             copies_buf: Vec::new(),
+            cc: CcFactory::new(&cfg.scheme, pfabric_window),
         };
         w.schedule_next_arrival();
         Ok(w)
@@ -261,6 +391,7 @@ impl<'a> World<'a> {
         let next = match &mut self.arrivals {
             Arrivals::Poisson(p) => Some(p.next_arrival()).filter(|a| a.time < self.end_arrivals),
             Arrivals::Trace(it) => it.next(),
+            Arrivals::Mixed(m) => m.next(self.end_arrivals),
         };
         match next {
             Some(a) if !capped => {
@@ -305,7 +436,7 @@ impl<'a> World<'a> {
                 proto: 6,
             };
             let conn_id = self.conns.len() as u32;
-            let snd = Sender::new(conn_id, size, &self.tcp, new_cc());
+            let snd = Sender::new(conn_id, size, &self.tcp, self.cc.make(t.dport));
             let total = snd.total_segments();
             self.conns.push(Conn {
                 flow: id as u32,
@@ -365,6 +496,10 @@ impl<'a> World<'a> {
     #[inline]
     fn enqueue(&mut self, link: u32, pkt: Packet) {
         let port = &mut self.ports[link as usize];
+        if port.is_scheduled() {
+            self.enqueue_scheduled(link, pkt);
+            return;
+        }
         match port.enqueue(pkt, self.now) {
             Some(true) => {
                 let t = port.head_arrival().expect("just enqueued");
@@ -379,6 +514,44 @@ impl<'a> World<'a> {
                     self.counters.switch_drops += 1;
                 }
             }
+        }
+    }
+
+    /// Offers a packet to a priority-scheduled (pFabric) port.
+    fn enqueue_scheduled(&mut self, link: u32, pkt: Packet) {
+        let port = &mut self.ports[link as usize];
+        let r = port.sched_enqueue(pkt, self.now);
+        if r.head_arrival {
+            let t = port.head_arrival().expect("just sent");
+            self.q.push(t, ev(EV_ARRIVE, link));
+        }
+        if let Some(t) = r.tx_done {
+            self.q.push(t, ev(EV_TXDONE, link));
+        }
+        self.count_drops(link, r.dropped as u64);
+    }
+
+    /// A scheduled port finished a transmission: it starts its next packet.
+    fn on_tx_done(&mut self, link: u32) {
+        let port = &mut self.ports[link as usize];
+        if let Some((done, wire_was_empty)) = port.sched_tx_done(self.now) {
+            if wire_was_empty {
+                let t = port.head_arrival().expect("just sent");
+                self.q.push(t, ev(EV_ARRIVE, link));
+            }
+            self.q.push(done, ev(EV_TXDONE, link));
+        }
+    }
+
+    fn count_drops(&mut self, link: u32, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.counters.drops += n;
+        if self.topo.nodes[self.topo.links[link as usize].from as usize] == NodeKind::Host {
+            self.counters.host_drops += n;
+        } else {
+            self.counters.switch_drops += n;
         }
     }
 
@@ -501,6 +674,7 @@ impl<'a> World<'a> {
                 EV_ARRIVE => self.on_arrive(id),
                 EV_RTO => self.on_rto(id),
                 EV_DELACK => self.on_delack(id),
+                EV_TXDONE => self.on_tx_done(id),
                 EV_FLOW => {
                     self.start_flow();
                     self.schedule_next_arrival();
@@ -553,7 +727,7 @@ impl<'a> World<'a> {
                     &self.hops(&c.rev),
                     f.spec.size,
                     &self.tcp,
-                    new_cc(),
+                    self.cc.make(c.tuple.dport),
                 );
                 let conns =
                     &self.conns[f.first_conn as usize..(f.first_conn + f.copies as u32) as usize];
@@ -660,6 +834,7 @@ pub fn run(
         })
         .collect();
     let link_packets = world.ports.iter().map(|p| p.packets).collect();
+    let link_stats = world.ports.iter().map(|p| p.stats(world.now)).collect();
     Ok(RunOutput {
         records,
         counters,
@@ -667,6 +842,7 @@ pub fn run(
         config: config.clone(),
         connections,
         link_packets,
+        link_stats,
         topology: world.topo,
     })
 }

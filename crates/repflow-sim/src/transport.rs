@@ -153,6 +153,8 @@ pub struct TcpParams {
     pub max_window: u32,
     /// Mark data packets ECN-capable.
     pub ecn: bool,
+    /// Stamp every data packet with the flow's remaining bytes as its priority (pFabric).
+    pub prio_remaining: bool,
 }
 
 impl TcpParams {
@@ -175,6 +177,7 @@ impl TcpParams {
                 .map(|b| (b.0 / c.mss as u64).max(1).min(u32::MAX as u64) as u32)
                 .unwrap_or(u32::MAX),
             ecn: false,
+            prio_remaining: false,
         }
     }
 
@@ -289,7 +292,13 @@ impl Sender {
             bytes: payload + p.header,
             kind: kind::DATA,
             flags: if p.ecn { flag::ECT } else { 0 },
-            prio: 0,
+            prio: if p.prio_remaining {
+                self.size
+                    .saturating_sub(seq as u64 * p.mss as u64)
+                    .min(u32::MAX as u64) as u32
+            } else {
+                0
+            },
             hop: 0,
         });
         self.stats.wire_bytes += (payload + p.header) as u64;
@@ -463,6 +472,7 @@ pub struct Receiver {
     pub delack_deadline: Option<Time>,
     /// Every segment has arrived.
     pub complete: bool,
+    /// DCTCP's CE state: the CE bit of the last data segment received.
     ce_pending: bool,
 }
 
@@ -534,6 +544,18 @@ impl Receiver {
         }
         let s = pkt.seq;
         let ce = pkt.flags & flag::CE != 0;
+        // DCTCP's receiver (Alizadeh et al. 2010, Fig. 10): the ECN echo of every ACK is the
+        // CE state of the segments it covers. When the CE state changes while segments are
+        // held back by delayed ACKs, those segments are acknowledged at once with the old
+        // state (cumulative ACK up to the segment before this one); the new segment then
+        // starts the next delayed ACK under the new state. Without delayed ACKs every ACK
+        // echoes the CE bit of the segment that triggered it. Plain TCP never sees CE.
+        if ce != self.ce_pending && self.pending > 0 {
+            let ts = self.pending_ts;
+            let prev = self.ce_pending;
+            self.ack(pkt.conn, p, ts, prev, out);
+        }
+        self.ce_pending = ce;
         let mut immediate = !p.delayed_ack;
         if s == self.rcv_nxt {
             self.rcv_nxt += 1;
@@ -552,14 +574,6 @@ impl Receiver {
         if self.rcv_nxt >= self.total && !self.ooo.is_empty() {
             self.ooo = Vec::new();
         }
-        // A change of the CE state is acknowledged at once (DCTCP's receiver rule); with
-        // plain TCP no packet carries CE.
-        if ce != self.ce_pending && self.pending > 0 {
-            let ts = self.pending_ts;
-            let prev = self.ce_pending;
-            self.ack(pkt.conn, p, ts, prev, out);
-        }
-        self.ce_pending = ce;
         if self.pending == 0 {
             self.pending_ts = pkt.ts;
         }
@@ -654,6 +668,67 @@ mod tests {
         assert_eq!(out[0].seq, 1);
         assert_eq!(s.stats.retransmissions, 1);
         assert_eq!(s.win.ssthresh, 6);
+    }
+
+    fn ce_seg(seq: u32, ce: bool) -> Packet {
+        Packet {
+            seq,
+            kind: kind::DATA,
+            flags: flag::ECT | if ce { flag::CE } else { 0 },
+            ..Packet::default()
+        }
+    }
+
+    fn acks(out: &[Packet]) -> Vec<(u32, bool)> {
+        out.iter()
+            .map(|a| (a.seq, a.flags & flag::ECE != 0))
+            .collect()
+    }
+
+    #[test]
+    fn dctcp_echo_without_delayed_acks_copies_each_segments_ce() {
+        let p = params();
+        let mut r = Receiver::new(10);
+        let mut out = Vec::new();
+        for (i, ce) in [false, true, true, false, true].into_iter().enumerate() {
+            r.on_packet(&p, &ce_seg(i as u32, ce), i as Time, &mut out);
+        }
+        assert_eq!(
+            acks(&out),
+            [(1, false), (2, true), (3, true), (4, false), (5, true)]
+        );
+    }
+
+    #[test]
+    fn dctcp_echo_with_delayed_acks_follows_the_two_state_machine() {
+        let mut p = params();
+        p.delayed_ack = true;
+        let mut r = Receiver::new(10);
+        let mut out = Vec::new();
+        let ces = [false, false, true, true, false, true];
+        for (i, ce) in ces.into_iter().enumerate() {
+            r.on_packet(&p, &ce_seg(i as u32, ce), i as Time, &mut out);
+        }
+        // 0,1: one ACK (2) without ECE. 2: CE state flips with nothing held: held back.
+        // 3: second segment under CE: ACK 4 with ECE. 4: flips back, nothing held: held.
+        // 5: flips to CE while 4 is held: 4 is acknowledged at once without ECE (ACK 5),
+        // and 5 waits under the new state.
+        assert_eq!(acks(&out), [(2, false), (4, true), (5, false)]);
+        out.clear();
+        r.on_delack_timer(0, &p, &mut out);
+        assert_eq!(acks(&out), [(6, true)]);
+    }
+
+    #[test]
+    fn pfabric_priority_is_the_remaining_bytes() {
+        let mut p = params();
+        p.handshake = false;
+        p.prio_remaining = true;
+        let mut s = Sender::new(0, 3000, &p, Box::new(NewReno));
+        let mut out = Vec::new();
+        s.start(&p, 0, &mut out);
+        let prios: Vec<u32> = out.iter().map(|x| x.prio).collect();
+        assert_eq!(prios, [3000, 1540, 80]);
     }
 
     #[test]

@@ -409,9 +409,16 @@ pub struct PoissonArrivals {
     t_s: f64,
     groups: Vec<u32>,
     inter_group: bool,
+    to_first: bool,
 }
 
 impl PoissonArrivals {
+    /// Sends every flow to host 0 from a source uniform over the other hosts (incast).
+    pub fn to_first(mut self, on: bool) -> PoissonArrivals {
+        self.to_first = on;
+        self
+    }
+
     /// Arrivals at `load` over hosts whose links sum to `capacity_bps`; `groups[h]` is host
     /// `h`'s pod (used when `inter_group`).
     pub fn new(
@@ -430,6 +437,7 @@ impl PoissonArrivals {
             t_s: 0.0,
             groups,
             inter_group,
+            to_first: false,
         }
     }
 
@@ -437,6 +445,16 @@ impl PoissonArrivals {
     pub fn next_arrival(&mut self) -> Arrival {
         self.t_s += self.rng.exp(self.mean_gap_s);
         let n = self.groups.len() as u64;
+        if self.to_first {
+            let src = 1 + self.rng.below(n - 1) as u32;
+            let size = self.cdf.sample(&mut self.rng);
+            return Arrival {
+                time: (self.t_s * crate::units::PS_PER_SEC as f64).round() as u64,
+                src,
+                dst: 0,
+                size,
+            };
+        }
         let src = self.rng.below(n) as u32;
         let dst = loop {
             let d = self.rng.below(n) as u32;
