@@ -7,7 +7,9 @@
 //! every hop. The result is exact: a flow alone in the simulator finishes at this time to the
 //! picosecond (a test checks it), and the cost is a small fraction of simulating the flow.
 
-use crate::engine::{EventQueue, Time};
+use crate::engine::Time;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use crate::network::TxClock;
 use crate::queue::{kind, Packet};
 use crate::transport::{CongestionControl, Receiver, Sender, TcpParams};
@@ -32,11 +34,43 @@ fn traverse(hops: &[Hop], busy: &mut [Time], t_send: Time, bytes: u32) -> Time {
     t
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    AtReceiver(Packet),
-    AtSender(Packet),
+    AtReceiver(usize),
+    AtSender(usize),
     Rto,
     DelAck,
+}
+
+/// A tiny event queue: the replay has few pending events (one window of packets), so a
+/// binary heap keyed by `(time, sequence)` is cheapest; packets wait in a side table.
+struct Queue {
+    heap: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    seq: u64,
+    packets: Vec<Packet>,
+    free: Vec<usize>,
+}
+
+impl Queue {
+    fn push(&mut self, t: Time, e: Ev) {
+        self.heap.push(Reverse((t, self.seq, e)));
+        self.seq += 1;
+    }
+    fn store(&mut self, p: Packet) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.packets[i] = p;
+                i
+            }
+            None => {
+                self.packets.push(p);
+                self.packets.len() - 1
+            }
+        }
+    }
+    fn pop(&mut self) -> Option<(Time, Ev)> {
+        self.heap.pop().map(|Reverse((t, _, e))| (t, e))
+    }
 }
 
 /// Time from the flow's start until its receiver holds every byte, alone on an idle network
@@ -52,10 +86,30 @@ pub fn ideal_fct(
     let mut busy_r = vec![0; rev.len()];
     let mut snd = Sender::new(0, size, p, cc);
     let mut rcv = Receiver::new(snd.total_segments());
-    let mut q: EventQueue<Ev> = EventQueue::new();
+    let mut q = Queue {
+        heap: BinaryHeap::with_capacity(64),
+        seq: 0,
+        packets: Vec::with_capacity(64),
+        free: Vec::new(),
+    };
     let mut out: Vec<Packet> = Vec::new();
     let mut rto_at: Option<Time> = None;
     let mut delack_at: Option<Time> = None;
+    // Fast-forward: once the sender's NIC has been busy without a gap for longer than one
+    // ACK loop and still has a backlog, every later ACK arrives one packet time after the
+    // previous one and opens at least as many new segments as it acknowledges (no loss, the
+    // window never shrinks), so the NIC never idles again: the remaining segments leave back
+    // to back and their timing follows from the link recurrence alone. This holds when no
+    // link on the data path is slower than the NIC; otherwise the replay runs to the end.
+    let full = p.mss + p.header;
+    let nic_full = fwd[0].clock.tx(full);
+    let nic_bottleneck = fwd.iter().all(|h| h.clock.tx(full) <= nic_full);
+    let ack_loop: Time = fwd.iter().map(|h| h.clock.tx(full) + h.delay).sum::<Time>()
+        + rev.iter().map(|h| h.clock.tx(p.header) + h.delay).sum::<Time>()
+        + if p.delayed_ack { p.delack_timeout } else { 0 }
+        + nic_full;
+    let mut nic_busy_since: Time = 0;
+    let mut after_ack = false;
     snd.start(p, 0, &mut out);
     let mut now: Time = 0;
     loop {
@@ -63,14 +117,31 @@ pub fn ideal_fct(
         for pkt in out.drain(..) {
             match pkt.kind {
                 kind::DATA | kind::SYN => {
+                    if now > busy_f[0] {
+                        nic_busy_since = now;
+                    }
                     let t = traverse(fwd, &mut busy_f, now, pkt.bytes);
-                    q.push(t, Ev::AtReceiver(pkt));
+                    let i = q.store(pkt);
+                    q.push(t, Ev::AtReceiver(i));
                 }
                 _ => {
                     let t = traverse(rev, &mut busy_r, now, pkt.bytes);
-                    q.push(t, Ev::AtSender(pkt));
+                    let i = q.store(pkt);
+                    q.push(t, Ev::AtSender(i));
                 }
             }
+        }
+        if after_ack
+            && nic_bottleneck
+            && snd.snd_max() < snd.total_segments()
+            && now.saturating_sub(nic_busy_since) >= ack_loop
+            && busy_f[0] > now + nic_full
+        {
+            let mut last = 0;
+            for seq in snd.snd_max()..snd.total_segments() {
+                last = traverse(fwd, &mut busy_f, now, p.payload(size, seq) + p.header);
+            }
+            return last;
         }
         if let Some(d) = snd.rto_deadline {
             if rto_at.is_none_or(|a| d < a) {
@@ -88,13 +159,20 @@ pub fn ideal_fct(
             unreachable!("an unfinished idle flow always has a pending event")
         };
         now = t;
+        after_ack = matches!(ev, Ev::AtSender(_));
         match ev {
-            Ev::AtReceiver(pkt) => {
+            Ev::AtReceiver(i) => {
+                q.free.push(i);
+                let pkt = q.packets[i];
                 if rcv.on_packet(p, &pkt, now, &mut out) {
                     return now;
                 }
             }
-            Ev::AtSender(pkt) => snd.on_packet(p, &pkt, now, &mut out),
+            Ev::AtSender(i) => {
+                q.free.push(i);
+                let pkt = q.packets[i];
+                snd.on_packet(p, &pkt, now, &mut out)
+            }
             Ev::Rto => {
                 if rto_at == Some(now) {
                     rto_at = None;

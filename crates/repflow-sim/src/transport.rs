@@ -259,6 +259,11 @@ impl Sender {
         self.snd_una
     }
 
+    /// One past the highest segment ever sent.
+    pub fn snd_max(&self) -> u32 {
+        self.snd_max
+    }
+
     /// Opens the connection (SYN) or, without handshake, sends the first window.
     pub fn start(&mut self, p: &TcpParams, now: Time, out: &mut Vec<Packet>) {
         if p.handshake {

@@ -23,6 +23,8 @@ fn one_flow(topology: &str, src: u32, dst: u32, size: u64, extra: &str) -> Confi
 const FAT4: &str = r#"{"kind": "fat-tree", "k": 4, "link_rate": "1Gbps", "link_delay": "2us"}"#;
 const LEAF: &str = r#"{"kind": "leaf-spine", "leaves": 3, "spines": 2, "hosts_per_leaf": 2,
                        "link_rate": "1Gbps", "uplink_rate": "10Gbps", "link_delay": "1us"}"#;
+const LEAF_SLOW_CORE: &str = r#"{"kind": "leaf-spine", "leaves": 2, "spines": 2,
+    "hosts_per_leaf": 2, "link_rate": "10Gbps", "uplink_rate": "1Gbps", "link_delay": "1us"}"#;
 const TOY: &str = r#"{"kind": "toy", "link_rate": "50Mbps", "link_delay": "1ms"}"#;
 const STAR: &str = r#"{"kind": "star", "hosts": 4, "link_rate": "10Gbps", "link_delay": "500ns"}"#;
 
@@ -35,6 +37,7 @@ fn a_flow_alone_finishes_exactly_at_its_ideal_fct() {
         (FAT4, 0, 3),  // same pod: 4 links
         (FAT4, 0, 15), // other pod: 6 links
         (LEAF, 0, 5),
+        (LEAF_SLOW_CORE, 0, 3), // the NIC is not the bottleneck
         (TOY, 0, 2),
         (STAR, 1, 3),
     ];
@@ -45,11 +48,18 @@ fn a_flow_alone_finishes_exactly_at_its_ideal_fct() {
         r#", "tcp": {"max_window": "none", "init_cwnd": 4}"#,
     ];
     for &(topo, src, dst) in cases {
-        for size in [1u64, 1460, 17_520, 100_000, 2_000_000] {
+        for size in [1u64, 1460, 17_520, 100_000, 2_000_000, 20_000_001] {
             for extra in extras {
                 let out = sim(&one_flow(topo, src, dst, size, extra));
                 let r = &out.records[0];
                 assert!(r.fct.is_finite(), "unfinished: {topo} {size} {extra}");
+                if r.retransmissions + r.timeouts > 0 {
+                    // Only an unbounded window into a slower link can overflow a buffer with
+                    // no other traffic; the ideal (lossless) FCT is then a strict lower bound.
+                    assert!(topo == LEAF_SLOW_CORE && extra.contains("none"), "{topo} {extra}");
+                    assert!(r.fct > r.ideal_fct);
+                    continue;
+                }
                 assert_eq!(
                     r.fct.to_bits(),
                     r.ideal_fct.to_bits(),
@@ -58,7 +68,6 @@ fn a_flow_alone_finishes_exactly_at_its_ideal_fct() {
                     r.ideal_fct
                 );
                 assert_eq!(r.slowdown, 1.0);
-                assert_eq!(r.retransmissions + r.timeouts, 0);
             }
         }
     }
