@@ -257,3 +257,15 @@ def test_full_reproduce_asks_before_a_long_run(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "expected duration" in r.stderr and "--yes" in r.stderr
     assert not list((tmp_path / "full" / "points").glob("*"))
+
+
+def test_dry_run_plans_the_quick_study_without_running_it(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "repflow", "reproduce", "--quick", "--dry-run",
+         "--out", str(tmp_path / "q")],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "repflow-paper-quick:" in r.stdout and "to compute" in r.stdout
+    assert "expected: ~" in r.stdout
+    assert not (tmp_path / "q").exists()
