@@ -261,7 +261,7 @@ def plot_cdfs(
             y = np.arange(1, len(x) + 1) / len(x)
             ax.step(x, y, where="post", color=_color(series, i), label=series, linewidth=1.5)
         ax.set_xscale("log")
-        ax.set_title(f"load {load:g}", fontsize=10)
+        ax.set_title(f"load {load:g}" if len(avail) > 1 else "", fontsize=10)
         ax.set_xlabel("(0, 100KB] FCT (ms, log)")
         ax.set_ylabel("CDF")
         ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
