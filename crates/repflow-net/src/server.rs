@@ -2,7 +2,7 @@
 //! request to the application exactly once, acknowledges or answers every copy, and discards
 //! late duplicates.
 
-use crate::frame::{flags, Header};
+use crate::frame::{flags, Header, HEADER_LEN};
 use crate::wire::{read_frame, write_all, ReadError};
 use crate::NetError;
 use std::collections::{HashMap, VecDeque};
@@ -10,7 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
@@ -262,7 +263,7 @@ impl Dedup {
         key: DedupKey,
         h: &Header,
         call: bool,
-        waiter: &mpsc::Sender<Out>,
+        waiter: Option<&mpsc::Sender<Out>>,
         now: Instant,
     ) -> Seen {
         self.expire(now);
@@ -271,7 +272,9 @@ impl Dedup {
             let out = match &mut e.resp {
                 Resp::Flow => Seen::Dup(None),
                 Resp::Pending(w) => {
-                    w.push((waiter.clone(), *h));
+                    if let Some(tx) = waiter {
+                        w.push((tx.clone(), *h));
+                    }
                     Seen::Dup(None)
                 }
                 Resp::Done(b) => Seen::Dup(Some(b.clone())),
@@ -282,7 +285,7 @@ impl Dedup {
             return out;
         }
         let resp = if call {
-            Resp::Pending(vec![(waiter.clone(), *h)])
+            Resp::Pending(waiter.map(|tx| (tx.clone(), *h)).into_iter().collect())
         } else {
             Resp::Flow
         };
@@ -498,6 +501,48 @@ async fn accept_loop(
     }
 }
 
+type SharedWriter = Arc<tokio::sync::Mutex<BufWriter<OwnedWriteHalf>>>;
+
+/// Whether `buf` already holds the whole next frame (then replies can wait to be coalesced).
+fn next_frame_buffered(buf: &[u8]) -> bool {
+    if buf.len() < HEADER_LEN {
+        return false;
+    }
+    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("20 bytes");
+    match Header::parse(fixed) {
+        Ok(h) => buf.len() >= h.wire_len() + h.length as usize,
+        // Malformed: the connection closes (and flushes) right after.
+        Err(_) => true,
+    }
+}
+
+/// Writer of call responses (which come from the application, at any time), started with the
+/// first call on a connection.
+fn spawn_response_writer(wr: SharedWriter) -> (mpsc::Sender<Out>, JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::channel::<Out>(256);
+    let h = tokio::spawn(async move {
+        while let Some(mut o) = rx.recv().await {
+            let mut w = wr.lock().await;
+            loop {
+                let body = o.body.as_deref().unwrap_or(&[]);
+                if let Err(e) = write_all(&mut *w, &o.head, body).await {
+                    debug!(error = %e, "write failed");
+                    return;
+                }
+                match rx.try_recv() {
+                    Ok(next) => o = next,
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = w.flush().await {
+                debug!(error = %e, "write failed");
+                return;
+            }
+        }
+    });
+    (tx, h)
+}
+
 async fn serve_conn(
     stream: TcpStream,
     peer: SocketAddr,
@@ -506,34 +551,27 @@ async fn serve_conn(
 ) {
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
-    let mut rd = tokio::io::BufReader::with_capacity(16 * 1024, rd);
-    let (otx, mut orx) = mpsc::channel::<Out>(256);
-    let writer = tokio::spawn(async move {
-        // Replies queued together go out in one write.
-        let mut wr = tokio::io::BufWriter::with_capacity(16 * 1024, wr);
-        while let Some(mut o) = orx.recv().await {
-            loop {
-                let body = o.body.as_deref().unwrap_or(&[]);
-                if let Err(e) = write_all(&mut wr, &o.head, body).await {
-                    debug!(error = %e, "write failed");
-                    return;
-                }
-                match orx.try_recv() {
-                    Ok(next) => o = next,
-                    Err(_) => break,
-                }
-            }
-            if let Err(e) = wr.flush().await {
-                debug!(error = %e, "write failed");
-                return;
-            }
-        }
-    });
+    let mut rd = BufReader::with_capacity(16 * 1024, rd);
+    // Acknowledgements are written inline by this task (the first copy's goes out at once);
+    // on a pooled connection they are coalesced while further frames are already buffered.
+    let wr: SharedWriter = Arc::new(tokio::sync::Mutex::new(BufWriter::with_capacity(
+        16 * 1024,
+        wr,
+    )));
+    let mut responses: Option<(mpsc::Sender<Out>, JoinHandle<()>)> = None;
+    let mut unflushed = false;
     let cfg = &shared.cfg;
     let c = &shared.counters;
     let key = cfg.key.as_deref();
     let mut first = true;
     loop {
+        if unflushed && !next_frame_buffered(rd.buffer()) {
+            if let Err(e) = wr.lock().await.flush().await {
+                debug!(error = %e, "write failed");
+                break;
+            }
+            unflushed = false;
+        }
         let wait = if first {
             cfg.header_timeout
         } else {
@@ -578,15 +616,21 @@ async fn serve_conn(
         inc(&c.bytes_received, len);
         let call = h.flags & flags::CALL != 0;
         let dkey = (peer.ip(), h.flow_id);
+        let waiter = if call {
+            let (tx, _) = responses.get_or_insert_with(|| spawn_response_writer(wr.clone()));
+            Some(tx.clone())
+        } else {
+            None
+        };
         let seen = {
             let mut d = shared.dedup.lock().expect("dedup lock");
-            d.on_copy(dkey, &h, call, &otx, Instant::now())
+            d.on_copy(dkey, &h, call, waiter.as_ref(), Instant::now())
         };
         let reply = |dup: bool| Header {
             flags: flags::REPLY | if dup { flags::DUP } else { 0 },
             ..h
         };
-        match seen {
+        let out: Option<Out> = match seen {
             Seen::New => {
                 if call {
                     inc(&c.calls_delivered, 1);
@@ -612,12 +656,10 @@ async fn serve_conn(
                 if app.send(inc_msg).await.is_err() {
                     break;
                 }
-                if !call {
-                    let head = reply(false).encode(key, &[]);
-                    if otx.send(Out { head, body: None }).await.is_err() {
-                        break;
-                    }
-                }
+                (!call).then(|| Out {
+                    head: reply(false).encode(key, &[]),
+                    body: None,
+                })
             }
             Seen::Dup(cached) => {
                 inc(&c.duplicates, 1);
@@ -627,7 +669,7 @@ async fn serve_conn(
                     copy = h.copy,
                     "late duplicate discarded"
                 );
-                let out = match (call, cached) {
+                match (call, cached) {
                     (false, _) => Some(Out {
                         head: reply(true).encode(key, &[]),
                         body: None,
@@ -638,16 +680,24 @@ async fn serve_conn(
                     }),
                     // Call still being processed: this connection was added as a waiter.
                     (true, None) => None,
-                };
-                if let Some(o) = out {
-                    if otx.send(o).await.is_err() {
-                        break;
-                    }
                 }
             }
+        };
+        if let Some(o) = out {
+            let mut w = wr.lock().await;
+            if let Err(e) = write_all(&mut *w, &o.head, o.body.as_deref().unwrap_or(&[])).await {
+                debug!(error = %e, "write failed");
+                break;
+            }
+            unflushed = true;
         }
     }
-    drop(otx);
-    // Let queued replies go out (bounded), then close.
-    let _ = tokio::time::timeout(cfg.idle_timeout, writer).await;
+    if unflushed {
+        let _ = wr.lock().await.flush().await;
+    }
+    if let Some((tx, writer)) = responses {
+        drop(tx);
+        // Let pending responses go out (bounded), then close.
+        let _ = tokio::time::timeout(cfg.idle_timeout, writer).await;
+    }
 }
