@@ -8,11 +8,11 @@
 //! picosecond (a test checks it), and the cost is a small fraction of simulating the flow.
 
 use crate::engine::Time;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use crate::network::TxClock;
 use crate::queue::{kind, Packet};
 use crate::transport::{CongestionControl, Receiver, Sender, TcpParams};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// A link as the idle replay needs it.
 #[derive(Clone, Copy, Debug)]
@@ -105,7 +105,10 @@ pub fn ideal_fct(
     let nic_full = fwd[0].clock.tx(full);
     let nic_bottleneck = fwd.iter().all(|h| h.clock.tx(full) <= nic_full);
     let ack_loop: Time = fwd.iter().map(|h| h.clock.tx(full) + h.delay).sum::<Time>()
-        + rev.iter().map(|h| h.clock.tx(p.header) + h.delay).sum::<Time>()
+        + rev
+            .iter()
+            .map(|h| h.clock.tx(p.header) + h.delay)
+            .sum::<Time>()
         + if p.delayed_ack { p.delack_timeout } else { 0 }
         + nic_full;
     let mut nic_busy_since: Time = 0;

@@ -56,7 +56,10 @@ fn a_flow_alone_finishes_exactly_at_its_ideal_fct() {
                 if r.retransmissions + r.timeouts > 0 {
                     // Only an unbounded window into a slower link can overflow a buffer with
                     // no other traffic; the ideal (lossless) FCT is then a strict lower bound.
-                    assert!(topo == LEAF_SLOW_CORE && extra.contains("none"), "{topo} {extra}");
+                    assert!(
+                        topo == LEAF_SLOW_CORE && extra.contains("none"),
+                        "{topo} {extra}"
+                    );
                     assert!(r.fct > r.ideal_fct);
                     continue;
                 }
