@@ -317,7 +317,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--pairs", "workload.pairs", "host pairs: random or inter-pod", metavar="PATTERN"),
     Flag("--max-flows", "workload.max_flows", "cap on the number of flows", _int,
          "a positive integer", metavar="N"),
-    Flag("--scheme", "scheme.name", "transport scheme: tcp or repflow", metavar="NAME"),
+    Flag("--scheme", "scheme.name",
+         "transport scheme: tcp, repflow, repflow-hca, smartrep, fullrep, ...", metavar="NAME"),
     Flag("--threshold", "scheme.threshold", "replicate flows of at most this size, e.g. 100KB",
          metavar="SIZE"),
     Flag("--copies", "scheme.copies", "copies of a replicated flow (original included)", _int,
@@ -452,6 +453,10 @@ def validate(
     if not isinstance(config, Mapping):
         raise UserError(f"config: expected a mapping of sections, got {type(config).__name__}")
     cfg = resolve_cdf(dict(config)) if resolve else dict(config)
+    if resolve:
+        from repflow.smartrep import resolve_history
+
+        cfg = resolve_history(cfg)
     try:
         text = json.dumps(cfg, allow_nan=True)
     except (TypeError, ValueError) as exc:

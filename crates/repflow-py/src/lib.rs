@@ -167,6 +167,91 @@ fn simulate<'py>(
     Ok(d)
 }
 
+/// SmartRep's RepNumAssign table from the simulator (`repflow_sim::smartrep`): the history
+/// is `sizes` (observed flow sizes, bytes) or else the CDF `cdf_text`. Returns a dict with
+/// `unit_bytes`, `extra` (replicas per size bin), `weights` (bin weights), `total_bytes` (Θ
+/// with the same weighting) and `overhead` (replica bytes / Θ, at most `eps`).
+#[pyfunction]
+#[pyo3(signature = (eps=0.03, p=0.1, max_extra=4, threshold=100_000, unit_bytes=1000, cdf_text=None, sizes=None))]
+#[allow(clippy::too_many_arguments)]
+fn sim_smartrep_table<'py>(
+    py: Python<'py>,
+    eps: f64,
+    p: f64,
+    max_extra: u32,
+    threshold: u64,
+    unit_bytes: u64,
+    cdf_text: Option<&str>,
+    sizes: Option<Vec<u64>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use repflow_sim::smartrep::SizeHistogram;
+    if !(eps > 0.0 && eps < 1.0) {
+        return Err(config_err(format!("eps: must be in (0, 1), got {eps}")));
+    }
+    if !(p > 0.0 && p < 1.0) {
+        return Err(config_err(format!("p: must be in (0, 1), got {p}")));
+    }
+    if unit_bytes == 0 || threshold == 0 {
+        return Err(config_err("unit_bytes and threshold: must be positive"));
+    }
+    let h = match (sizes, cdf_text) {
+        (Some(s), _) => SizeHistogram::from_sizes(&s, unit_bytes, threshold),
+        (None, Some(t)) => {
+            let cdf = Cdf::parse(t).map_err(config_err)?;
+            SizeHistogram::from_cdf(&cdf, unit_bytes, threshold)
+        }
+        (None, None) => return Err(config_err("give sizes or cdf_text")),
+    };
+    let t = h.table(eps, p, max_extra);
+    let d = PyDict::new(py);
+    d.set_item("unit_bytes", t.unit_bytes)?;
+    d.set_item("overhead", h.overhead(&t))?;
+    d.set_item("extra", PyList::new(py, &t.extra)?)?;
+    d.set_item("weights", PyList::new(py, &h.counts)?)?;
+    d.set_item("total_bytes", h.total_bytes)?;
+    Ok(d)
+}
+
+/// Pairwise link-disjoint equal-cost paths between hosts under different ToRs (SmartRep's
+/// ecpNum) in the topology of a configuration.
+#[pyfunction]
+fn sim_disjoint_paths(config_json: &str) -> PyResult<u32> {
+    let cfg = Config::from_json(config_json).map_err(config_err)?;
+    let topo = repflow_sim::network::Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
+    Ok(repflow_sim::smartrep::max_disjoint_paths(&topo))
+}
+
+/// RepFlow hash collisions in the topology of a configuration: `samples` flows between host
+/// pairs drawn as `workload.pairs` says, each with a random ephemeral source port; copy 1
+/// goes to destination port 5001. Returns `(flows, inter_tor, collisions)`.
+#[pyfunction]
+fn sim_collisions(config_json: &str, samples: u64) -> PyResult<(u64, u64, u64)> {
+    use repflow_sim::config::PairPattern;
+    use repflow_sim::engine::Rng;
+    let cfg = Config::from_json(config_json).map_err(config_err)?;
+    let topo = repflow_sim::network::Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
+    let mut rng = Rng::new(cfg.seed, 77);
+    let n = topo.n_hosts as u64;
+    let inter = cfg.workload.pairs == PairPattern::InterPod;
+    let mut pairs = Vec::with_capacity(samples as usize);
+    let mut sports = Vec::with_capacity(samples as usize);
+    while (pairs.len() as u64) < samples {
+        let (s, d) = (rng.below(n) as u32, rng.below(n) as u32);
+        if s == d || (inter && topo.host_group[s as usize] == topo.host_group[d as usize]) {
+            continue;
+        }
+        pairs.push((s, d));
+        sports.push(repflow_sim::replication::ephemeral_port(&mut rng));
+    }
+    let c = repflow_sim::smartrep::repflow_collisions(
+        &topo,
+        &pairs,
+        &sports,
+        repflow_sim::replication::BASE_PORT,
+    );
+    Ok((c.flows, c.inter_tor, c.collisions))
+}
+
 /// The Rust core's version.
 #[pyfunction]
 fn core_version() -> &'static str {
@@ -184,6 +269,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_disjoint_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_collisions, m)?)?;
     net::register(m)?;
     Ok(())
 }

@@ -332,6 +332,14 @@ pub enum SchemeName {
     Tcp,
     /// RepFlow: flows ≤ threshold sent on `copies` connections with distinct destination ports.
     Repflow,
+    /// RepFlow's `copies` connections with SmartRep's hash-collision avoidance: source ports
+    /// chosen by path probes so that the copies' paths share no switch-to-switch link.
+    RepflowHca,
+    /// SmartRep: replicas per flow size from RepNumAssign (budget `eps`, parameter `p`), ports
+    /// from HCA, no copies between hosts under one ToR.
+    Smartrep,
+    /// FullRep: every short flow gets one copy per link-disjoint equal-cost path (HCA ports).
+    Fullrep,
     /// DCTCP: ECN threshold marking at switch ports, DCTCP senders, one connection per flow.
     Dctcp,
     /// RepFlow's replication over DCTCP.
@@ -366,6 +374,21 @@ pub struct SchemeConfig {
     pub copies: u32,
     /// Stop the other copies once one completes (beyond the papers).
     pub cancel: bool,
+    /// SmartRep: replica bytes may be at most this fraction of all bytes (RepNumAssign's ε).
+    pub eps: f64,
+    /// SmartRep: probability that a copy meets a large flow (RepNumAssign's p).
+    pub p: f64,
+    /// SmartRep: earlier run whose flow sizes are the history (run directory, `flows.parquet`
+    /// or `run.json`); unset = the workload's CDF. Read by the front end into `table`.
+    pub history: Option<String>,
+    /// SmartRep: explicit replica table, `table[i]` replicas for sizes in
+    /// `(i KB, (i+1) KB]` (1 KB = 1000 B); unset = computed by RepNumAssign at run start.
+    pub table: Option<Vec<u32>>,
+    /// HCA: host and switch time per probe on top of its round trip (paper: 18 + 11 µs).
+    pub probe_processing: Duration,
+    /// HCA: `cold` = the probe cache starts empty and flows wait for their probes; `warm` =
+    /// probes were done in advance (the paper's evaluation): no waiting.
+    pub probe_cache: ProbeCache,
     /// DCTCP family: gain g of the α moving average (DCTCP paper: 1/16).
     pub dctcp_g: f64,
     /// DCTCP family: α of a new connection (ns-2's DCTCP: 0; Linux: 1).
@@ -392,6 +415,16 @@ pub struct SchemeConfig {
     pub pfabric_rto: Option<Duration>,
 }
 
+/// Whether HCA's probe cache starts empty.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeCache {
+    /// Empty at start: a flow waits for the probes of ports not yet in the cache.
+    Cold,
+    /// Filled in advance: lookups cost no time.
+    Warm,
+}
+
 impl Default for SchemeConfig {
     fn default() -> Self {
         SchemeConfig {
@@ -399,6 +432,12 @@ impl Default for SchemeConfig {
             threshold: Bytes(100_000),
             copies: 2,
             cancel: false,
+            eps: 0.03,
+            p: 0.1,
+            history: None,
+            table: None,
+            probe_processing: Duration(29_000_000),
+            probe_cache: ProbeCache::Cold,
             dctcp_g: 1.0 / 16.0,
             dctcp_alpha_init: 0.0,
             l2dct_w_max: 2.5,
@@ -676,6 +715,32 @@ impl Config {
             ));
         }
         self.validate_cc()?;
+        if !(s.eps.is_finite() && s.eps > 0.0 && s.eps < 1.0) {
+            return Err(ConfigError::new(
+                "scheme.eps",
+                format!("must be a number strictly between 0 and 1, got {}", s.eps),
+            ));
+        }
+        if !(s.p.is_finite() && s.p > 0.0 && s.p < 1.0) {
+            return Err(ConfigError::new(
+                "scheme.p",
+                format!("must be a number strictly between 0 and 1, got {}", s.p),
+            ));
+        }
+        if let Some(t) = &s.table {
+            if t.iter().any(|&x| x > 63) {
+                return Err(ConfigError::new(
+                    "scheme.table",
+                    "replicas per size bin must be between 0 and 63",
+                ));
+            }
+        } else if s.history.is_some() && s.name == SchemeName::Smartrep {
+            return Err(ConfigError::new(
+                "scheme.history",
+                "the earlier run's flow sizes must be turned into scheme.table by the front end \
+                 (repflow sim / repflow.simulate do it); set scheme.table or unset scheme.history",
+            ));
+        }
         Ok(())
     }
 }

@@ -23,6 +23,7 @@ pub mod pfabric;
 pub mod queue;
 pub mod replication;
 pub mod sim;
+pub mod smartrep;
 pub mod transport;
 pub mod units;
 pub mod workload;

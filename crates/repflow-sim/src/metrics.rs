@@ -83,6 +83,20 @@ pub struct Counters {
     pub packet_hops_per_sec: f64,
     /// Offered load measured from the sampled flows (bytes arrived / capacity × duration).
     pub offered_load: f64,
+    /// Flows sent on more than one connection.
+    pub replicated_flows: u64,
+    /// Replicated flows two of whose copies share a switch-to-switch link (hash collision).
+    pub copy_collisions: u64,
+    /// HCA: path probes sent (probe-cache misses).
+    pub hca_probes: u64,
+    /// HCA: port lookups answered by the probe cache.
+    pub hca_cache_hits: u64,
+    /// HCA: cache hits over lookups (NaN without lookups).
+    pub hca_cache_hit_rate: f64,
+    /// HCA: total time flows waited for probes, seconds.
+    pub hca_wait: f64,
+    /// HCA: flows that got fewer copies than planned (too few distinct paths found).
+    pub hca_fewer_paths: u64,
 }
 
 /// Statistics of one flow-size bin.

@@ -4,6 +4,7 @@
 
 use crate::config::{SchemeConfig, SchemeName};
 use crate::engine::Rng;
+use crate::smartrep::{ReplicaTable, DEFAULT_UNIT_BYTES};
 
 /// Well-known port the simulated servers listen on; copy `i` of RepFlow uses `BASE_PORT + i`.
 pub const BASE_PORT: u16 = 5000;
@@ -36,6 +37,17 @@ pub trait ReplicationPolicy {
     fn plan(&mut self, flow: &FlowSpec, rng: &mut Rng, out: &mut Vec<CopySpec>);
     /// Whether losing copies are stopped once one completes.
     fn cancel_losers(&self) -> bool;
+    /// The copies of `flow` when the hosts are joined by `paths` link-disjoint equal-cost
+    /// paths (1 under the same ToR); the default ignores `paths`.
+    fn plan_paths(&mut self, flow: &FlowSpec, paths: u32, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+        let _ = paths;
+        self.plan(flow, rng, out);
+    }
+    /// Whether the source ports of a replicated flow's copies are chosen by SmartRep's HCA
+    /// (the simulator overwrites the planned source ports with probed ones).
+    fn probes_paths(&self) -> bool {
+        false
+    }
 }
 
 /// Draws an ephemeral source port (Linux's default range 32768–60999).
@@ -92,6 +104,141 @@ impl ReplicationPolicy for RepFlow {
     }
 }
 
+/// Pushes `n` copies to `dport` (source ports are filled in by HCA when `n > 1`).
+fn hca_copies(n: u32, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+    let sport = ephemeral_port(rng);
+    for _ in 0..n.max(1) {
+        out.push(CopySpec {
+            sport,
+            dport: BASE_PORT,
+        });
+    }
+}
+
+/// RepFlow with HCA: flows of at most `threshold` bytes get `copies` connections on pairwise
+/// link-disjoint paths (as many as exist). Under one ToR (one path) the copies keep RepFlow's
+/// ports.
+#[derive(Clone, Copy, Debug)]
+pub struct RepFlowHca {
+    /// Largest replicated flow, bytes.
+    pub threshold: u64,
+    /// Copies of a short flow (original included).
+    pub copies: u32,
+    /// Cancel losers.
+    pub cancel: bool,
+}
+
+impl ReplicationPolicy for RepFlowHca {
+    fn plan(&mut self, flow: &FlowSpec, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+        RepFlow {
+            threshold: self.threshold,
+            copies: self.copies,
+            cancel: self.cancel,
+        }
+        .plan(flow, rng, out)
+    }
+    fn plan_paths(&mut self, flow: &FlowSpec, paths: u32, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+        if paths <= 1 || flow.size > self.threshold {
+            self.plan(flow, rng, out);
+        } else {
+            hca_copies(self.copies.min(paths), rng, out);
+        }
+    }
+    fn cancel_losers(&self) -> bool {
+        self.cancel
+    }
+    fn probes_paths(&self) -> bool {
+        true
+    }
+}
+
+/// SmartRep: a flow of at most `threshold` bytes between hosts under different ToRs gets
+/// `1 + table.replicas_for(size)` copies (at most one per link-disjoint path), on HCA ports.
+#[derive(Clone, Debug)]
+pub struct SmartRep {
+    /// Largest replicated flow, bytes.
+    pub threshold: u64,
+    /// Replicas per size (RepNumAssign).
+    pub table: ReplicaTable,
+    /// Cancel losers.
+    pub cancel: bool,
+}
+
+impl ReplicationPolicy for SmartRep {
+    fn plan(&mut self, flow: &FlowSpec, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+        NoReplication.plan(flow, rng, out)
+    }
+    fn plan_paths(&mut self, flow: &FlowSpec, paths: u32, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+        if paths <= 1 || flow.size > self.threshold {
+            return self.plan(flow, rng, out);
+        }
+        let n = (1 + self.table.replicas_for(flow.size)).min(paths);
+        hca_copies(n, rng, out);
+    }
+    fn cancel_losers(&self) -> bool {
+        self.cancel
+    }
+    fn probes_paths(&self) -> bool {
+        true
+    }
+}
+
+/// FullRep: a flow of at most `threshold` bytes gets one copy per link-disjoint equal-cost
+/// path between its hosts, on HCA ports.
+#[derive(Clone, Copy, Debug)]
+pub struct FullRep {
+    /// Largest replicated flow, bytes.
+    pub threshold: u64,
+    /// Cancel losers.
+    pub cancel: bool,
+}
+
+impl ReplicationPolicy for FullRep {
+    fn plan(&mut self, flow: &FlowSpec, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+        NoReplication.plan(flow, rng, out)
+    }
+    fn plan_paths(&mut self, flow: &FlowSpec, paths: u32, rng: &mut Rng, out: &mut Vec<CopySpec>) {
+        if paths <= 1 || flow.size > self.threshold {
+            return self.plan(flow, rng, out);
+        }
+        hca_copies(paths, rng, out);
+    }
+    fn cancel_losers(&self) -> bool {
+        self.cancel
+    }
+    fn probes_paths(&self) -> bool {
+        true
+    }
+}
+
+/// The policy of a scheme. `table` is SmartRep's replica table (ignored by other schemes).
+pub fn policy_with_table(
+    s: &SchemeConfig,
+    table: Option<ReplicaTable>,
+) -> Box<dyn ReplicationPolicy> {
+    let threshold = s.threshold.0;
+    match s.name {
+        SchemeName::RepflowHca => Box::new(RepFlowHca {
+            threshold,
+            copies: s.copies,
+            cancel: s.cancel,
+        }),
+        SchemeName::Smartrep => Box::new(SmartRep {
+            threshold,
+            table: table.unwrap_or(ReplicaTable {
+                unit_bytes: DEFAULT_UNIT_BYTES,
+                extra: Vec::new(),
+            }),
+            cancel: s.cancel,
+        }),
+        SchemeName::Fullrep => Box::new(FullRep {
+            threshold,
+            cancel: s.cancel,
+        }),
+        _ => policy_for(s),
+    }
+}
+
 /// The policy of a scheme.
 pub fn policy_for(s: &SchemeConfig) -> Box<dyn ReplicationPolicy> {
     match s.name {
@@ -105,6 +252,9 @@ pub fn policy_for(s: &SchemeConfig) -> Box<dyn ReplicationPolicy> {
             copies: s.copies,
             cancel: s.cancel,
         }),
+        SchemeName::RepflowHca | SchemeName::Smartrep | SchemeName::Fullrep => {
+            policy_with_table(s, None)
+        }
     }
 }
 

@@ -8,7 +8,8 @@ use crate::ideal::{ideal_fct, Hop};
 use crate::metrics::{Counters, FlowRecord, Summary};
 use crate::network::{FiveTuple, NodeKind, Path, Topology, TxClock};
 use crate::queue::{kind, DropTail, EcnThreshold, Packet, Port, PortStats, Qdisc};
-use crate::replication::{policy_for, CopySpec, FlowSpec, ReplicationPolicy};
+use crate::replication::{CopySpec, FlowSpec, ReplicationPolicy};
+use crate::smartrep::Hca;
 use crate::transport::{Receiver, Sender, TcpParams};
 use crate::units::PS_PER_SEC;
 use crate::workload::{builtin_text, Arrival, Cdf, PoissonArrivals};
@@ -115,6 +116,8 @@ const EV_ARRIVE: u64 = 0;
 const EV_RTO: u64 = 1;
 const EV_DELACK: u64 = 2;
 const EV_FLOW: u64 = 3;
+/// A flow whose copies waited for HCA probes starts them.
+const EV_HCA: u64 = 4;
 /// A priority-scheduled (pFabric) port finished transmitting a packet.
 const EV_TXDONE: u64 = 9;
 
@@ -198,6 +201,9 @@ struct World<'a> {
     end_arrivals: Time,
     counters: Counters,
     copies_buf: Vec<CopySpec>,
+    /// SmartRep's probe cache and busy ports (schemes that choose ports by HCA).
+    hca: Option<Hca>,
+    hca_ports: Vec<u16>,
     /// Congestion control of the scheme.
     cc: CcFactory,
 }
@@ -258,6 +264,7 @@ impl<'a> World<'a> {
     fn new(cfg: &'a Config) -> Result<World<'a>, SimError> {
         let cdf = load_cdf(cfg)?;
         let topo = Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
+        let (policy, hca) = crate::smartrep::build_policy(cfg, &topo, &cdf);
         let (lp, lb) = match cfg.queue.limit_bytes {
             Some(b) => (0, b.0),
             None => (cfg.queue.limit_packets, 0),
@@ -368,7 +375,7 @@ impl<'a> World<'a> {
             q: EventQueue::with_slot_width(slot),
             now: 0,
             out: Vec::with_capacity(64),
-            policy: policy_for(&cfg.scheme),
+            policy,
             arrivals,
             pending: None,
             rng_ports: Rng::new(cfg.seed, 2),
@@ -376,6 +383,8 @@ impl<'a> World<'a> {
             end_arrivals,
             counters: Counters::default(),
             copies_buf: Vec::new(),
+            hca,
+            hca_ports: Vec::new(),
             cc: CcFactory::new(&cfg.scheme, pfabric_window),
         };
         w.schedule_next_arrival();
@@ -408,8 +417,10 @@ impl<'a> World<'a> {
         let id = self.flows.len() as u64;
         let spec = FlowSpec { id, src, dst, size };
         self.copies_buf.clear();
+        let paths = crate::smartrep::disjoint_paths(&self.topo, src, dst);
         self.policy
-            .plan(&spec, &mut self.rng_ports, &mut self.copies_buf);
+            .plan_paths(&spec, paths, &mut self.rng_ports, &mut self.copies_buf);
+        let hca_wait = self.choose_hca_ports(src, dst);
         let first_conn = self.conns.len() as u32;
         let n = self.copies_buf.len();
         self.counters.flows += 1;
@@ -452,12 +463,80 @@ impl<'a> World<'a> {
                 completed_at: None,
             });
             self.counters.connections += 1;
-            let tcp = self.tcp;
-            let now = self.now;
-            let mut out = std::mem::take(&mut self.out);
-            self.conns[conn_id as usize].snd.start(&tcp, now, &mut out);
-            self.out = out;
-            self.flush(conn_id);
+            if hca_wait == 0 {
+                self.start_conn(conn_id);
+            }
+        }
+        if n > 1 {
+            self.count_collisions(first_conn, n as u32);
+        }
+        if hca_wait > 0 {
+            self.q
+                .push_timer(self.now + hca_wait, ev(EV_HCA, id as u32));
+        }
+    }
+
+    fn start_conn(&mut self, conn_id: u32) {
+        let tcp = self.tcp;
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.out);
+        self.conns[conn_id as usize].snd.start(&tcp, now, &mut out);
+        self.out = out;
+        self.flush(conn_id);
+    }
+
+    /// Starts the copies of a flow that waited for its HCA probes.
+    fn start_probed_flow(&mut self, flow: u32) {
+        let f = &self.flows[flow as usize];
+        let (first, n) = (f.first_conn, f.copies as u32);
+        for c in first..first + n {
+            self.start_conn(c);
+        }
+    }
+
+    /// Replaces the planned source ports of a multi-copy flow by HCA's (once per flow, off
+    /// the per-packet path); drops copies beyond the link-disjoint paths found. Returns how
+    /// long the flow waits for its probes.
+    fn choose_hca_ports(&mut self, src: u32, dst: u32) -> Time {
+        let n = self.copies_buf.len() as u32;
+        let Some(hca) = self.hca.as_mut() else {
+            return 0;
+        };
+        if n < 2 || !self.policy.probes_paths() {
+            return 0;
+        }
+        let dport = self.copies_buf[0].dport;
+        let Some(wait) = hca.choose(&self.topo, src, dst, dport, n, &mut self.hca_ports) else {
+            return 0;
+        };
+        if self.hca_ports.is_empty() {
+            self.copies_buf.truncate(1);
+        } else {
+            self.copies_buf.truncate(self.hca_ports.len());
+            for (c, &p) in self.copies_buf.iter_mut().zip(&self.hca_ports) {
+                c.sport = p;
+                c.dport = dport;
+            }
+        }
+        wait
+    }
+
+    /// Counts a replicated flow, and a collision when two of its copies share a
+    /// switch-to-switch link.
+    fn count_collisions(&mut self, first: u32, n: u32) {
+        self.counters.replicated_flows += 1;
+        let conns = &self.conns[first as usize..(first + n) as usize];
+        let collide = (0..conns.len()).any(|i| {
+            (i + 1..conns.len()).any(|j| {
+                crate::smartrep::paths_collide(
+                    &self.topo,
+                    conns[i].fwd.links(),
+                    conns[j].fwd.links(),
+                )
+            })
+        });
+        if collide {
+            self.counters.copy_collisions += 1;
         }
     }
 
@@ -594,6 +673,9 @@ impl<'a> World<'a> {
 
     fn copy_completed(&mut self, conn_id: u32) {
         self.conns[conn_id as usize].completed_at = Some(self.now);
+        if let Some(h) = self.hca.as_mut() {
+            h.release(self.conns[conn_id as usize].tuple);
+        }
         let c = &self.conns[conn_id as usize];
         let (flow_id, copy) = (c.flow as usize, c.copy);
         let f = &mut self.flows[flow_id];
@@ -608,6 +690,9 @@ impl<'a> World<'a> {
             for other in first..first + n {
                 if other != conn_id {
                     self.conns[other as usize].snd.cancel();
+                    if let Some(h) = self.hca.as_mut() {
+                        h.release(self.conns[other as usize].tuple);
+                    }
                 }
             }
         }
@@ -674,11 +759,12 @@ impl<'a> World<'a> {
                 EV_ARRIVE => self.on_arrive(id),
                 EV_RTO => self.on_rto(id),
                 EV_DELACK => self.on_delack(id),
-                EV_TXDONE => self.on_tx_done(id),
                 EV_FLOW => {
                     self.start_flow();
                     self.schedule_next_arrival();
                 }
+                EV_HCA => self.start_probed_flow(id),
+                EV_TXDONE => self.on_tx_done(id),
                 _ => unreachable!("unknown event tag"),
             }
             if self.arrivals_done && self.counters.flows_finished == self.counters.flows {
@@ -774,6 +860,9 @@ pub fn run(
     let records = world.records();
     let mut counters = world.counters.clone();
     counters.sim_time = world.now as f64 / PS_PER_SEC as f64;
+    if let Some(h) = &world.hca {
+        h.fill_counters(&mut counters);
+    }
     let capacity_bytes: f64 = (0..world.topo.n_hosts)
         .map(|h| {
             world.topo.links[world.topo.out_links[h][0] as usize]
