@@ -285,7 +285,10 @@ fn schemes_in_the_simulator_count_copies_and_collisions() {
             "{name}: HCA copies share no fabric link"
         );
         assert!(c.hca_probes > 0 && c.hca_wait > 0.0, "{name}");
-        assert!(c.hca_cache_hit_rate > 0.0 && c.hca_cache_hit_rate < 1.0, "{name}: {c:?}");
+        assert!(
+            c.hca_cache_hit_rate > 0.0 && c.hca_cache_hit_rate < 1.0,
+            "{name}: {c:?}"
+        );
         assert_eq!(c.flows, c.flows_finished, "{name}");
         let t = &out.topology;
         for r in &out.records {
