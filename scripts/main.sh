@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs RepFlow and runs the main job: the RepFlow paper's simulation study in its quick form
-# (8-pod fat-tree, web search and data mining, TCP vs RepFlow and every other scheme the
-# simulator has), resumable, with figures and a report in runs/repflow-paper-quick/.
+# (8-pod fat-tree, web search and data mining; TCP, RepFlow, DCTCP, RepFlow-DCTCP, pFabric),
+# resumable, with figures and a report in runs/repflow-paper-quick/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet maturin
