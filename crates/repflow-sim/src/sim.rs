@@ -13,6 +13,7 @@ use crate::smartrep::Hca;
 use crate::transport::{Receiver, Sender, TcpParams};
 use crate::units::PS_PER_SEC;
 use crate::workload::{builtin_text, Arrival, Cdf, PoissonArrivals};
+use std::collections::HashMap;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -189,6 +190,8 @@ struct World<'a> {
     ports: Vec<Port>,
     tcp: TcpParams,
     conns: Vec<Conn>,
+    /// `[data path, ACK path]` of every connection, apart from `conns` for cache locality.
+    paths: Vec<[Path; 2]>,
     flows: Vec<FlowState>,
     q: EventQueue<u64>,
     now: Time,
@@ -371,6 +374,7 @@ impl<'a> World<'a> {
             ports,
             tcp,
             conns: Vec::new(),
+            paths: Vec::new(),
             flows: Vec::new(),
             q: EventQueue::with_slot_width(slot),
             now: 0,
@@ -447,14 +451,16 @@ impl<'a> World<'a> {
                 proto: 6,
             };
             let conn_id = self.conns.len() as u32;
+            let (fwd, rev) = (self.topo.path(t), self.topo.path(t.reversed()));
+            self.paths.push([fwd, rev]);
             let snd = Sender::new(conn_id, size, &self.tcp, self.cc.make(t.dport));
             let total = snd.total_segments();
             self.conns.push(Conn {
                 flow: id as u32,
                 copy: i as u8,
                 tuple: t,
-                fwd: self.topo.path(t),
-                rev: self.topo.path(t.reversed()),
+                fwd,
+                rev,
                 snd,
                 rcv: Receiver::new(total),
                 rto_at: None,
@@ -642,9 +648,9 @@ impl<'a> World<'a> {
             self.q.push(t, ev(EV_ARRIVE, link));
         }
         self.counters.packet_hops += 1;
-        let c = &self.conns[pkt.conn as usize];
         let forward = pkt.kind == kind::DATA || pkt.kind == kind::SYN;
-        let path = if forward { &c.fwd } else { &c.rev };
+        // Compact per-connection paths (not the whole connection state) on the per-hop path.
+        let path = &self.paths[pkt.conn as usize][!forward as usize];
         pkt.hop += 1;
         if (pkt.hop as usize) < path.len() {
             let next = path.links()[pkt.hop as usize];
@@ -803,18 +809,35 @@ impl<'a> World<'a> {
 
     fn records(&self) -> Vec<FlowRecord> {
         let secs = |t: Time| t as f64 / PS_PER_SEC as f64;
+        // The ideal FCT depends only on the links' rates and delays along both paths, the size
+        // and the congestion control (which may depend on the destination port): memoize it
+        // (many flows share a path shape and, with packet CDFs, a size).
+        type Key = (Vec<(u64, Time)>, Vec<(u64, Time)>, u64, u16);
+        let mut memo: HashMap<Key, Time> = HashMap::new();
+        let shape = |p: &Path| -> Vec<(u64, Time)> {
+            p.links()
+                .iter()
+                .map(|&l| {
+                    let link = &self.topo.links[l as usize];
+                    (link.rate.bps(), link.delay)
+                })
+                .collect()
+        };
         self.flows
             .iter()
             .map(|f| {
                 let copy = f.winner.max(0) as u32;
                 let c = &self.conns[(f.first_conn + copy) as usize];
-                let ideal = ideal_fct(
-                    &self.hops(&c.fwd),
-                    &self.hops(&c.rev),
-                    f.spec.size,
-                    &self.tcp,
-                    self.cc.make(c.tuple.dport),
-                );
+                let key = (shape(&c.fwd), shape(&c.rev), f.spec.size, c.tuple.dport);
+                let ideal = *memo.entry(key).or_insert_with(|| {
+                    ideal_fct(
+                        &self.hops(&c.fwd),
+                        &self.hops(&c.rev),
+                        f.spec.size,
+                        &self.tcp,
+                        self.cc.make(c.tuple.dport),
+                    )
+                });
                 let conns =
                     &self.conns[f.first_conn as usize..(f.first_conn + f.copies as u32) as usize];
                 let (fct, finish) = match f.finish {
