@@ -9,9 +9,10 @@
 //! scheduled port ([`Port::new_scheduled`]): its next packet is chosen when the previous one
 //! has been transmitted, so the simulator calls [`Port::sched_tx_done`] at that time.
 //!
-//! Every port integrates its backlog over time ([`Port::stats`]) at almost no cost: a FIFO
-//! port's unfinished work decreases linearly between admissions, so its integral follows in
-//! closed form at each admission.
+//! Every port integrates its backlog over time ([`Port::stats`]) at almost no cost: in a FIFO
+//! port each admitted packet adds its own share of the integral of the unfinished work, its
+//! whole transmission time while it waits and a linearly shrinking part while it is sent,
+//! known in closed form at admission (one widening multiplication).
 
 use crate::engine::Time;
 use crate::network::TxClock;
@@ -209,8 +210,8 @@ pub struct Port {
     tx_pending: bool,
     /// Transmission time of admitted packets, ps.
     busy: Time,
-    /// ∫ backlog dt up to `area_t`: FIFO ports in ps² of unfinished work, scheduled ports in
-    /// byte·ps of waiting bytes.
+    /// ∫ backlog dt: FIFO ports in ps² of unfinished work, counting every admitted packet to
+    /// its departure; scheduled ports in byte·ps of waiting bytes up to `area_t`.
     area: u128,
     area_t: Time,
 }
@@ -259,18 +260,6 @@ impl Port {
         self.sched.is_some()
     }
 
-    /// ∫ of a FIFO port's unfinished work max(busy_until − t, 0) from `area_t` to `now`, ps².
-    #[inline]
-    fn fifo_area(&self, now: Time) -> u128 {
-        let b = self.busy_until;
-        if b <= self.area_t || now <= self.area_t {
-            return 0;
-        }
-        let e = b.min(now);
-        let (x, y) = ((b - self.area_t) as u128, (b - e) as u128);
-        (x * x - y * y) / 2
-    }
-
     /// Busy time and mean backlog over [0, `now`].
     pub fn stats(&self, now: Time) -> PortStats {
         let mut mean = 0.0;
@@ -278,7 +267,10 @@ impl Port {
             let bytes_per_ps = 1e6 / self.clock.tx(1_000_000) as f64;
             mean = match &self.sched {
                 None => {
-                    let area = self.area + self.fifo_area(now);
+                    // The admitted packets' shares run to their departures; the part after
+                    // `now` is the triangle of the work still unfinished then.
+                    let w = self.busy_until.saturating_sub(now) as u128;
+                    let area = self.area.saturating_sub(w * w / 2);
                     area as f64 * bytes_per_ps / now as f64
                 }
                 Some(q) => {
@@ -384,10 +376,10 @@ impl Port {
         if wp + 1 > self.max_backlog && self.busy_until > now {
             self.max_backlog = wp + 1;
         }
-        self.area += self.fifo_area(now);
-        self.area_t = now;
         let start = self.busy_until.max(now);
         let tx = self.clock.tx(pkt.bytes);
+        // This packet's share of ∫ unfinished work: tx while it waits, then tx²/2 in service.
+        self.area += ((2 * (start - now) + tx) as u128 * tx as u128) >> 1;
         let finish = start + tx;
         self.busy += tx;
         self.busy_until = finish;
