@@ -295,3 +295,15 @@ def test_cli_serve_and_load_end_to_end(tmp_path):
         text, _ = serve.communicate(timeout=20)
     assert serve.returncode == 0, text
     assert "flows" in text and "duplicate copies discarded" in text
+
+
+def test_client_learns_the_smartrep_table(server):
+    _, addr = server
+    cli = net.Client("repflow", copies=1, auto_table=(0.05, 0.1, 3, 10))
+    first = [cli.send(addr, size=1000)["copies"] for _ in range(9)]
+    cli.send(addr, size=1_000_000)
+    assert first == [1] * 9
+    # RepNumAssign over 9 × 1 KB + 1 MB with ε = 0.05 gives the 1 KB bin 3 replicas.
+    assert cli.send(addr, size=1000)["copies"] == 4
+    with pytest.raises(UserError, match="auto_table"):
+        net.Client("repflow", auto_table=(2.0, 0.1, 3, 10))

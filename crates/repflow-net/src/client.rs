@@ -51,6 +51,24 @@ pub struct ClientConfig {
     /// Pooled connections idle for this long are replaced instead of reused (keep it below
     /// the server's idle timeout, 30 s by default).
     pub pool_idle: Duration,
+    /// SmartRep's table learnt at run time: when set, the client keeps a histogram of the
+    /// sizes it sends and re-runs RepNumAssign every `every` flows, replacing the copies rule.
+    pub auto_table: Option<AutoTable>,
+}
+
+/// Parameters of a copies table re-learnt from the observed flow sizes (SmartRep).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AutoTable {
+    /// Byte budget ε (replica bytes ≤ ε × all bytes observed).
+    pub eps: f64,
+    /// Probability that one path meets a large flow (0.1 in the paper).
+    pub p: f64,
+    /// Most replicas per flow (equal-cost paths − 1).
+    pub max_extra: u8,
+    /// Size-bin width in bytes (1000).
+    pub unit_bytes: u64,
+    /// Re-run RepNumAssign after every this many flows.
+    pub every: u64,
 }
 
 impl ClientConfig {
@@ -66,6 +84,7 @@ impl ClientConfig {
             probe: ProbeConfig::default(),
             bind_ip: None,
             pool_idle: Duration::from_secs(10),
+            auto_table: None,
         }
     }
 }
@@ -201,6 +220,7 @@ impl Drop for PooledConn {
 struct Inner {
     cfg: ClientConfig,
     policy: Mutex<Policy>,
+    histogram: Mutex<Option<crate::policy::SizeHistogram>>,
     selector: Mutex<PortSelector>,
     busy: Mutex<HashMap<SocketAddr, HashSet<u16>>>,
     probing: tokio::sync::Mutex<()>,
@@ -279,6 +299,9 @@ impl Client {
         Client {
             inner: Arc::new(Inner {
                 policy: Mutex::new(Policy::new(cfg.policy.clone())),
+                histogram: Mutex::new(cfg.auto_table.map(|a| {
+                    crate::policy::SizeHistogram::new(a.unit_bytes, cfg.policy.threshold)
+                })),
                 selector: Mutex::new(PortSelector::new(lo, hi)),
                 busy: Mutex::new(HashMap::new()),
                 probing: tokio::sync::Mutex::new(()),
@@ -352,6 +375,23 @@ impl Client {
         self.transfer(dst, data.into(), true)
             .await
             .map(|(r, b)| (b, r))
+    }
+
+    /// Feeds the size histogram and re-learns the copies table when due.
+    fn observe(&self, size: u64) {
+        let Some(a) = self.inner.cfg.auto_table else {
+            return;
+        };
+        let table = {
+            let mut h = self.inner.histogram.lock().expect("histogram lock");
+            let Some(h) = h.as_mut() else { return };
+            h.observe(size);
+            (h.flows % a.every.max(1) == 0).then(|| h.table(a.eps, a.p, a.max_extra))
+        };
+        if let Some(t) = table {
+            debug!(extra = ?t.extra, "re-learnt the SmartRep copies table");
+            self.set_copies(crate::policy::CopiesRule::Table(t));
+        }
     }
 
     fn now(&self) -> Duration {
@@ -669,6 +709,7 @@ impl Client {
             inner.id_base | (inner.next_seq.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff);
         let span = tracing::debug_span!("flow", flow_id, size, call);
         async move {
+            self.observe(size);
             let decision = inner
                 .policy
                 .lock()

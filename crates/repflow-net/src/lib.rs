@@ -28,7 +28,7 @@ pub mod probe;
 pub mod server;
 mod wire;
 
-pub use client::{Client, ClientConfig, ClientCounters, ConnMode, FlowReport, Route};
+pub use client::{AutoTable, Client, ClientConfig, ClientCounters, ConnMode, FlowReport, Route};
 pub use frame::{FrameError, Header};
 pub use policy::{CopiesRule, CopiesTable, PolicyConfig, PortStrategy};
 pub use probe::ProbeConfig;

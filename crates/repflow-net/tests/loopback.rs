@@ -549,3 +549,32 @@ async fn idle_pooled_connections_are_replaced_before_the_server_closes_them() {
         "the server closed idle connections"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smartrep_table_is_learnt_from_observed_sizes() {
+    let (s, addr) = server(4, |_| {}).await;
+    let _ = sink_real(s);
+    // Starts with one copy per flow; after 10 flows (nine of 1 KB, one of 1 MB: Θ ≈ 1.01 MB,
+    // ε = 0.05 → 50 KB of replicas, η = 9 KB per replica of the 1 KB bin) RepNumAssign gives
+    // the 1 KB bin min(3, 5) = 3 replicas.
+    let mut cfg = ClientConfig::new(PolicyConfig {
+        copies: CopiesRule::Fixed(1),
+        ..PolicyConfig::repflow(1)
+    });
+    cfg.auto_table = Some(repflow_net::AutoTable {
+        eps: 0.05,
+        p: 0.1,
+        max_extra: 3,
+        unit_bytes: 1000,
+        every: 10,
+    });
+    let c = Client::new(cfg);
+    for k in 0..9u64 {
+        assert_eq!(c.send(addr, payload(k, 1000)).await.unwrap().copies, 1);
+    }
+    assert_eq!(c.send(addr, payload(9, 1_000_000)).await.unwrap().copies, 1);
+    let r = c.send(addr, payload(10, 1000)).await.unwrap();
+    assert_eq!(r.copies, 4);
+    // A size the history never saw gets no replica.
+    assert_eq!(c.send(addr, payload(11, 5000)).await.unwrap().copies, 1);
+}

@@ -272,7 +272,8 @@ impl NetClient {
     #[pyo3(signature = (scheme="repflow", copies=2, threshold=100_000, mode="per-flow", key=None,
                         bind_ip=None, overhead_budget=None, budget_window=1.0, copies_table=None,
                         probe_ttls=vec![2, 3], probe_timeout=0.2, probe_pace=0.002,
-                        probe_ports=(21000, 22999), connect_timeout=2.0, flow_timeout=30.0))]
+                        probe_ports=(21000, 22999), connect_timeout=2.0, flow_timeout=30.0,
+                        auto_table=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         scheme: &str,
@@ -290,6 +291,7 @@ impl NetClient {
         probe_ports: (u16, u16),
         connect_timeout: f64,
         flow_timeout: f64,
+        auto_table: Option<(f64, f64, u8, u64)>,
     ) -> PyResult<Self> {
         let rule = match copies_table {
             Some((unit_bytes, extra)) => CopiesRule::Table(CopiesTable {
@@ -348,6 +350,20 @@ impl NetClient {
         cfg.probe.src_ip = cfg.bind_ip;
         cfg.connect_timeout = secs("connect_timeout", connect_timeout)?;
         cfg.flow_timeout = secs("flow_timeout", flow_timeout)?;
+        if let Some((eps, p, max_extra, every)) = auto_table {
+            if !(eps > 0.0 && eps < 1.0 && p > 0.0 && p < 1.0 && every > 0) {
+                return Err(PyValueError::new_err(
+                    "auto_table: give (eps in (0,1), p in (0,1), max_extra, every > 0)",
+                ));
+            }
+            cfg.auto_table = Some(repflow_net::AutoTable {
+                eps,
+                p,
+                max_extra,
+                unit_bytes: 1000,
+                every,
+            });
+        }
         // The client spawns its pooled-connection tasks on the shared runtime.
         let _guard = rt().enter();
         Ok(NetClient {
