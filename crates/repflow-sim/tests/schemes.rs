@@ -283,3 +283,76 @@ fn repflow_dctcp_replicates_like_repflow_and_keeps_queues_short() {
     );
     assert_eq!(rd.counters.switch_drops, 0);
 }
+
+fn short_mean_fct(out: &RunOutput, max: u64) -> f64 {
+    let v: Vec<f64> = out
+        .records
+        .iter()
+        .filter(|r| r.size <= max)
+        .map(|r| r.fct)
+        .collect();
+    assert!(v.iter().all(|f| f.is_finite()));
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+fn long_goodput(out: &RunOutput, min: u64) -> f64 {
+    let v: Vec<f64> = out
+        .records
+        .iter()
+        .filter(|r| r.size >= min)
+        .map(|r| r.size as f64 * 8.0 / r.fct)
+        .collect();
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+#[test]
+fn fa_dctcp_scenario_short_flows_finish_sooner_than_with_dctcp() {
+    // experiments/fa-dctcp.toml, 250 KB short flows, one seed.
+    let run = |scheme: &str| {
+        sim(&cfg(&format!(
+            r#"{{"seed": 1, "topology": {{"kind": "star", "hosts": 11, "link_rate": "100Mbps",
+                   "link_delay": "225us"}},
+                "queue": {{"limit_bytes": "4MB", "ecn_k_packets": 5}},
+                "tcp": {{"init_cwnd": 10, "max_window": "none"}},
+                "scheme": {{"name": "{scheme}"}},
+                "workload": {{"cdf": "short", "cdf_text": "250000 0\n250000 1", "load": 0.02,
+                   "pairs": "incast", "duration": "12s", "drain": "30s", "max_flows": 32,
+                   "background": [{{"start": 0, "src": 1, "dst": 0, "size": "80MB"}},
+                                  {{"start": 0, "src": 2, "dst": 0, "size": "80MB"}}]}}}}"#
+        )))
+    };
+    let (d, f) = (run("dctcp"), run("fa-dctcp"));
+    let (sd, sf) = (short_mean_fct(&d, 1_000_000), short_mean_fct(&f, 1_000_000));
+    assert!(sf < 0.9 * sd, "FA-DCTCP {sf} vs DCTCP {sd}");
+    let (ld, lf) = (long_goodput(&d, 10_000_000), long_goodput(&f, 10_000_000));
+    assert!(
+        (lf / ld - 1.0).abs() < 0.1,
+        "long-flow goodput {lf} vs {ld}"
+    );
+}
+
+#[test]
+fn l2dct_scenario_queries_finish_sooner_than_with_dctcp_and_tcp() {
+    // experiments/l2dct.toml at 10 % query load, one seed.
+    let run = |scheme: &str| {
+        sim(&cfg(&format!(
+            r#"{{"seed": 1, "topology": {{"kind": "star", "hosts": 10, "link_rate": "1Gbps",
+                   "link_delay": "72us"}},
+                "queue": {{"limit_bytes": "250KB"}},
+                "tcp": {{"init_cwnd": 12, "max_window": "none"}},
+                "scheme": {{"name": "{scheme}"}},
+                "workload": {{"cdf": "q", "cdf_text": "2000 0\n98000 1", "load": 0.01,
+                   "pairs": "incast", "duration": "300ms", "drain": "2s",
+                   "background": [{{"start": 0, "src": 1, "dst": 0, "size": "20MB"}},
+                                  {{"start": 0, "src": 2, "dst": 0, "size": "20MB"}}]}}}}"#
+        )))
+    };
+    let (t, d, l) = (run("tcp"), run("dctcp"), run("l2dct"));
+    let (st, sd, sl) = (
+        short_mean_fct(&t, 100_000),
+        short_mean_fct(&d, 100_000),
+        short_mean_fct(&l, 100_000),
+    );
+    assert!(sl < 0.8 * sd, "L²DCT {sl} vs DCTCP {sd}");
+    assert!(sd < 0.5 * st, "DCTCP {sd} vs TCP {st}");
+}
