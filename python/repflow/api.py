@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from repflow.errors import UserError
+from repflow.errors import UserError, require_core
 
 #: Column order of the per-flow records (shared with real-network runs).
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -90,13 +90,7 @@ class SimResult:
 
 
 def _core():
-    try:
-        from repflow import _core
-    except ImportError as exc:  # pragma: no cover - broken install
-        raise UserError(
-            "the Rust core (repflow._core) is not built; run `pip install -e .` in the repository"
-        ) from exc
-    return _core
+    return require_core()
 
 
 def load_config(config: ConfigLike | None = None) -> dict[str, Any]:

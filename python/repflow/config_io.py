@@ -22,20 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from repflow.errors import UserError
+from repflow.errors import UserError, require_core
 
 #: Sections of the schema, in the order they are written to TOML files.
 SECTIONS: tuple[str, ...] = ("topology", "queue", "routing", "tcp", "workload", "scheme")
 
 
 def _core():
-    try:
-        from repflow import _core
-    except ImportError as exc:  # pragma: no cover - broken install
-        raise UserError(
-            "the Rust core (repflow._core) is not built; run `pip install -e .` in the repository"
-        ) from exc
-    return _core
+    return require_core()
 
 
 def default_config() -> dict[str, Any]:

@@ -113,6 +113,19 @@ pub fn load_cdf(cfg: &Config) -> Result<Cdf, SimError> {
     Cdf::parse(&text).map_err(|e| SimError::Input(format!("{origin}: {e}")))
 }
 
+/// The arrivals of an explicit list of flows.
+fn trace_arrivals(flows: &[crate::config::TraceFlow]) -> Vec<Arrival> {
+    flows
+        .iter()
+        .map(|f| Arrival {
+            time: f.start.ps(),
+            src: f.src,
+            dst: f.dst,
+            size: f.size.0,
+        })
+        .collect()
+}
+
 const EV_ARRIVE: u64 = 0;
 const EV_RTO: u64 = 1;
 const EV_DELACK: u64 = 2;
@@ -321,15 +334,7 @@ impl<'a> World<'a> {
         let mut end_arrivals = cfg.workload.duration.ps();
         let arrivals = match &cfg.workload.trace {
             Some(trace) => {
-                let v: Vec<Arrival> = trace
-                    .iter()
-                    .map(|f| Arrival {
-                        time: f.start.ps(),
-                        src: f.src,
-                        dst: f.dst,
-                        size: f.size.0,
-                    })
-                    .collect();
+                let v = trace_arrivals(trace);
                 if let Some(last) = v.last() {
                     end_arrivals = end_arrivals.max(last.time + 1);
                 }
@@ -348,15 +353,7 @@ impl<'a> World<'a> {
                 match &cfg.workload.background {
                     None => Arrivals::Poisson(Box::new(poisson)),
                     Some(bg) => {
-                        let v: Vec<Arrival> = bg
-                            .iter()
-                            .map(|f| Arrival {
-                                time: f.start.ps(),
-                                src: f.src,
-                                dst: f.dst,
-                                size: f.size.0,
-                            })
-                            .collect();
+                        let v = trace_arrivals(bg);
                         Arrivals::Mixed(Box::new(MixedArrivals {
                             poisson,
                             next_poisson: None,

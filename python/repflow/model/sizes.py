@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import digamma, spence
 
-from repflow.errors import UserError
+from repflow.errors import UserError, require_core
 
 #: Payload bytes of one packet (the ns-2 ``packets`` CDF unit and the model's packet).
 DEFAULT_MSS = 1460
@@ -49,13 +49,7 @@ _LN2 = math.log(2.0)
 
 
 def _core():
-    try:
-        from repflow import _core
-    except ImportError as exc:  # pragma: no cover - broken install
-        raise UserError(
-            "the Rust core (repflow._core) is not built; run `pip install -e .` in the repository"
-        ) from exc
-    return _core
+    return require_core()
 
 
 def load_cdf(workload: str) -> dict:
