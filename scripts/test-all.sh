@@ -18,6 +18,8 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== ruff"
 python3 -m ruff check python tests
 echo "== cargo test"
-cargo test --workspace --release
+# One test at a time: the loopback tests of repflow-net bind real ports, and concurrent tests
+# in one binary would share the port space (on two cores parallelism gains little anyway).
+cargo test --workspace --release -- --test-threads=1
 echo "== pytest"
 python3 -m pytest -q -rs tests/python
