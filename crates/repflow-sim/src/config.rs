@@ -683,6 +683,12 @@ impl Config {
                 "inter-pod pairs need a fat-tree, leaf-spine or toy topology, not a star",
             ));
         }
+        if w.max_flows == Some(0) {
+            return Err(ConfigError::new(
+                "workload.max_flows",
+                "must be at least 1 (leave it unset for no cap)",
+            ));
+        }
         for (list, trace) in [("trace", &w.trace), ("background", &w.background)] {
             let Some(trace) = trace else { continue };
             let n_hosts = self.topology.host_count();
@@ -803,6 +809,8 @@ mod tests {
         assert_eq!(e.field, "topology.link_rate");
         let e = Config::from_json(r#"{"scheme": {"name": "carrier-pigeon"}}"#).unwrap_err();
         assert_eq!(e.field, "scheme.name");
+        let e = Config::from_json(r#"{"workload": {"max_flows": 0}}"#).unwrap_err();
+        assert_eq!(e.field, "workload.max_flows");
         let e = Config::from_json(r#"{"bogus": 1}"#).unwrap_err();
         assert!(e.message.contains("bogus"), "{e}");
     }

@@ -32,7 +32,8 @@ pub struct FlowRecord {
     pub copies: u32,
     /// Index of the copy that completed first (−1 when unfinished).
     pub winner: i32,
-    /// Bytes put on the wire by all copies (headers, handshakes and retransmissions included).
+    /// Bytes the flow's connections put on the wire, both directions (data, SYN and SYN-ACK,
+    /// ACKs, retransmissions; headers included).
     pub bytes_sent: u64,
     /// Data segments retransmitted, all copies.
     pub retransmissions: u64,
