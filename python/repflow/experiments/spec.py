@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repflow import config_io
 from repflow.errors import UserError
 
 #: Grid axis holding scheme labels (resolved through ``[schemes]``).
@@ -135,16 +136,8 @@ class Spec:
 
 
 def set_path(cfg: dict[str, Any], path: str, value: Any) -> None:
-    """Sets ``cfg["a"]["b"] = value`` for ``path = "a.b"``, creating tables as needed."""
-    parts = path.split(".")
-    node = cfg
-    for p in parts[:-1]:
-        nxt = node.get(p)
-        if not isinstance(nxt, dict):
-            nxt = {}
-            node[p] = nxt
-        node = nxt
-    node[parts[-1]] = copy.deepcopy(value)
+    """Sets ``cfg["a"]["b"]`` to a copy of ``value`` for ``path = "a.b"``, creating tables."""
+    config_io.set_path(cfg, path, copy.deepcopy(value))
 
 
 def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -264,7 +264,8 @@ def load_records(
     return df[list(RECORD_COLUMNS)]
 
 
-def _bin(label: str, df: pd.DataFrame) -> dict[str, Any]:
+def bin_summary(label: str, df: pd.DataFrame) -> dict[str, Any]:
+    """FCT and slowdown statistics of the flows in ``df``, with the simulator's keys."""
     fct = df["fct"].to_numpy(dtype=float)
     fct = np.sort(fct[np.isfinite(fct)])
     sd = df["slowdown"].to_numpy(dtype=float)
@@ -282,16 +283,22 @@ def _bin(label: str, df: pd.DataFrame) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def size_bins(flows: pd.DataFrame) -> list[dict[str, Any]]:
+    """:func:`bin_summary` of the simulator's bins: (0, 100KB], (100KB, 10MB], (10MB, inf), all."""
+    size = flows["size"]
+    medium = (size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)
+    return [
+        bin_summary("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
+        bin_summary("(100KB, 10MB]", flows[medium]),
+        bin_summary("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
+        bin_summary("all", flows),
+    ]
+
+
 def summarize(flows: pd.DataFrame, counters: Mapping[str, Any]) -> dict[str, Any]:
     """Summary with the simulator's bins and keys; ``overhead`` = extra copy bytes /
     application bytes (planned copies, as the simulator counts it)."""
-    size = flows["size"]
-    bins = [
-        _bin("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
-        _bin("(100KB, 10MB]", flows[(size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)]),
-        _bin("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
-        _bin("all", flows),
-    ]
+    bins = size_bins(flows)
     fb = float(counters.get("flow_bytes", 0))
     return {
         "bins": bins,
@@ -302,6 +309,8 @@ def summarize(flows: pd.DataFrame, counters: Mapping[str, Any]) -> dict[str, Any
 
 __all__ = [
     "Client",
+    "bin_summary",
+    "size_bins",
     "Incoming",
     "Schedule",
     "Server",

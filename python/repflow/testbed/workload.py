@@ -10,7 +10,6 @@ simulated run, and the summary is printed.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shutil
 import subprocess
@@ -26,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
+from repflow.net import size_bins
 from repflow.testbed.netns import Testbed, run
 from repflow.testbed.units import format_rate, parse_duration
 
@@ -34,40 +34,14 @@ REPFLOW = [sys.executable, "-m", "repflow"]
 HOSTCMD = [sys.executable, "-m", "repflow.testbed.hostcmd"]
 #: longest wait for sixteen servers or generators to start (Python start-up on a busy machine)
 START_TIMEOUT = 180.0
-SHORT_FLOW_BYTES = 100_000
-MEDIUM_FLOW_BYTES = 10_000_000
 #: ports each host serves: PORT .. PORT + SERVE_PORTS - 1 (copies use port + i)
 SERVE_PORTS = 4
 
 
 # --------------------------------------------------------------------------------- summary
-def _stats(label: str, df: pd.DataFrame) -> dict[str, Any]:
-    fct = np.sort(df["fct"].to_numpy(dtype=float))
-    fct = fct[np.isfinite(fct)]
-    sd = np.sort(df["slowdown"].to_numpy(dtype=float))
-    sd = sd[np.isfinite(sd)]
-
-    def pct(v: np.ndarray, q: float) -> float:
-        return float(np.percentile(v, q)) if len(v) else math.nan
-
-    return {
-        "bin": label, "count": int(len(df)), "finished": int(len(fct)),
-        "fct_mean": float(fct.mean()) if len(fct) else math.nan,
-        "fct_p50": pct(fct, 50), "fct_p99": pct(fct, 99), "fct_p999": pct(fct, 99.9),
-        "slowdown_mean": float(sd.mean()) if len(sd) else math.nan,
-        "slowdown_p50": pct(sd, 50), "slowdown_p99": pct(sd, 99), "slowdown_p999": pct(sd, 99.9),
-    }  # fmt: skip
-
-
 def summarize(flows: pd.DataFrame, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The run summary (same bins and keys as the simulator's) computed from flow records."""
-    size = flows["size"]
-    bins = [
-        _stats("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
-        _stats("(100KB, 10MB]", flows[(size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)]),
-        _stats("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
-        _stats("all", flows),
-    ]
+    bins = size_bins(flows)
     c = counters or {}
     if c.get("flow_bytes"):
         overhead = float(c.get("extra_copy_bytes", 0)) / float(c["flow_bytes"])
