@@ -237,6 +237,16 @@ def test_cli_smartrep_on_loopback_falls_back_and_says_so(server, capsys):
     assert "fell back to RepFlow ports" in capsys.readouterr().out
 
 
+def test_cli_warm_is_for_smartrep_and_falls_back_on_loopback(server, capsys):
+    _, addr = server
+    assert main(["send", "--to", addr, "--count", "2", "--warm"]) == 2
+    assert "--warm" in capsys.readouterr().err
+    rc = main(["send", "--to", addr, "--count", "2", "--scheme", "smartrep", "--warm"])
+    out = capsys.readouterr().out
+    # loopback never decrements the TTL: no path is learnt, flows still go out
+    assert rc == 0 and "warm-up: 0 distinct paths known" in out, out
+
+
 def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["load", "--peers", "nothing", "--load", "0.3", "--out", str(tmp_path / "x")]) == 2
     assert "--peers" in capsys.readouterr().err

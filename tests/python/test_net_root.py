@@ -113,12 +113,14 @@ def test_smartrep_probes_real_routers_and_spreads_copies(net, tmp_path: Path):
         p = subprocess.run(
             in_ns("h1", sys.executable, "-m", "repflow", "send", "--to", "10.231.6.2:7000",
                   "--count", str(count), "--size", str(size), "--scheme", "smartrep",
-                  "--probe-ttls", "2"),
+                  "--probe-ttls", "2", "--warm"),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         print(p.stdout)
         assert p.returncode == 0, p.stdout + p.stderr
         assert "fell back" not in p.stdout, p.stdout
+        # two paths (a and b) were known before the first flow was sent
+        assert "warm-up: 2 distinct paths known" in p.stdout, p.stdout
         assert f"SmartRep: {count} flows sent from probed source ports" in p.stdout, p.stdout
         via_a = tx_bytes("a", "l3a") - before[0]
         via_b = tx_bytes("b", "l4b") - before[1]

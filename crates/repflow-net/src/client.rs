@@ -377,6 +377,23 @@ impl Client {
             .map(|(r, b)| (b, r))
     }
 
+    /// Probes the paths to `dst` ahead of time, until `copies` pairwise different paths are
+    /// known or the probe budget is spent, and returns how many are known. SmartRep keeps
+    /// what it learns per (destination, source port), so flows sent afterwards choose their
+    /// ports without waiting for probes — as the SmartRep paper's probe database does. Does
+    /// nothing for the `tcp` and `repflow` schemes (they do not choose ports by path).
+    pub async fn warm_paths(&self, dst: SocketAddr, copies: u8) -> usize {
+        if self.inner.cfg.policy.ports == PortStrategy::DstPortPlus {
+            return 0;
+        }
+        self.ensure_probed(dst, usize::from(copies.max(2))).await;
+        self.inner
+            .selector
+            .lock()
+            .expect("selector lock")
+            .distinct_paths(dst)
+    }
+
     /// Feeds the size histogram and re-learns the copies table when due.
     fn observe(&self, size: u64) {
         let Some(a) = self.inner.cfg.auto_table else {

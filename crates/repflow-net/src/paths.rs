@@ -22,6 +22,19 @@ pub enum Hop {
 /// The path signature of one five-tuple: the hop seen at each probed TTL.
 pub type PathSig = Vec<Hop>;
 
+/// Whether two signatures are *provably* different paths: at some probed TTL both got an
+/// answer and the answers differ. A silent hop proves nothing — a probe dropped in a full
+/// queue looks exactly like that — so `[a, silent]` and `[a, b]` may be the same path.
+pub fn provably_different(x: &PathSig, y: &PathSig) -> bool {
+    x.iter()
+        .zip(y)
+        .any(|(a, b)| *a != Hop::Silent && *b != Hop::Silent && a != b)
+}
+
+fn silent_hops(sig: &PathSig) -> usize {
+    sig.iter().filter(|h| **h == Hop::Silent).count()
+}
+
 /// The outcome of probing one source port at every configured TTL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProbeOutcome {
@@ -59,10 +72,36 @@ pub enum Selection {
 struct DstState {
     /// Probed source port → outcome.
     probed: BTreeMap<u16, ProbeOutcome>,
-    /// Path → ports known to take it, in probe order.
+    /// Signature → ports that got it, in probe order. Signatures with silent hops are kept
+    /// apart from complete ones: they are used only where provably different from the rest.
     by_path: BTreeMap<PathSig, Vec<u16>>,
     next_port: u16,
     no_answers: u32,
+}
+
+/// A destination's signature groups, complete signatures first.
+struct Groups<'a>(Vec<(&'a PathSig, &'a Vec<u16>)>);
+
+impl Groups<'_> {
+    /// Size of the greedy set of pairwise provably different signatures.
+    fn count_distinct(&self) -> usize {
+        let mut chosen: Vec<&PathSig> = Vec::new();
+        for (sig, _) in &self.0 {
+            if chosen.iter().all(|c| provably_different(c, sig)) {
+                chosen.push(sig);
+            }
+        }
+        chosen.len()
+    }
+}
+
+impl DstState {
+    fn groups_in_order(&self) -> Groups<'_> {
+        let mut g: Vec<_> = self.by_path.iter().collect();
+        // stable: within a silence count, signature order (the map's)
+        g.sort_by_key(|(sig, _)| silent_hops(sig));
+        Groups(g)
+    }
 }
 
 /// Path cache and HCA port choice for every destination.
@@ -90,9 +129,12 @@ impl PortSelector {
         }
     }
 
-    /// Distinct known paths to `dst`.
+    /// Known paths to `dst` that are pairwise provably different (see
+    /// [`provably_different`]; a greedy choice, complete signatures first).
     pub fn distinct_paths(&self, dst: SocketAddr) -> usize {
-        self.dsts.get(&dst).map_or(0, |d| d.by_path.len())
+        self.dsts
+            .get(&dst)
+            .map_or(0, |d| d.groups_in_order().count_distinct())
     }
 
     /// Whether probing `dst` was given up (no answers).
@@ -108,7 +150,7 @@ impl PortSelector {
         let (first, last, max_probes) = (self.first_port, self.last_port, self.max_probes);
         let give_up = self.give_up_after;
         let d = self.dsts.entry(dst).or_default();
-        if d.by_path.len() >= want
+        if d.groups_in_order().count_distinct() >= want
             || d.probed.len() >= max_probes
             || (d.by_path.is_empty() && d.no_answers >= give_up)
         {
@@ -155,14 +197,25 @@ impl PortSelector {
             return Selection::Fallback(Fallback::NoProbeAnswers);
         }
         let mut ports = Vec::new();
-        for candidates in d.by_path.values() {
+        let mut chosen: Vec<&PathSig> = Vec::new();
+        let mut busy_path = false;
+        for (sig, candidates) in d.groups_in_order().0 {
             if ports.len() == copies {
                 break;
             }
-            match candidates.iter().find(|p| !busy.contains(p)) {
-                Some(&p) => ports.push(p),
-                None => return Selection::Fallback(Fallback::PortsBusy),
+            if chosen.iter().any(|c| !provably_different(c, sig)) {
+                continue;
             }
+            match candidates.iter().find(|p| !busy.contains(p)) {
+                Some(&p) => {
+                    ports.push(p);
+                    chosen.push(sig);
+                }
+                None => busy_path = true,
+            }
+        }
+        if ports.len() < copies && busy_path {
+            return Selection::Fallback(Fallback::PortsBusy);
         }
         if ports.len() < copies && ports.len() < 2 && copies > 1 {
             return Selection::Fallback(Fallback::FewerPaths { found: ports.len() });
@@ -208,6 +261,51 @@ mod tests {
             s.select(dst, 3, &busy),
             Selection::Fallback(Fallback::PortsBusy)
         );
+    }
+
+    fn sig(hops: &[Option<u8>]) -> ProbeOutcome {
+        ProbeOutcome::Path(
+            hops.iter()
+                .map(|h| match h {
+                    Some(x) => Hop::Router(IpAddr::from([10, 0, 0, *x])),
+                    None => Hop::Silent,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_silent_hop_does_not_make_a_new_path() {
+        // Toy topology: TTL 2 meets middle switch 3 or 4, TTL 3 the far edge switch 2. A probe
+        // whose TTL-3 SYN died in a full queue reads [3, silent]: it may be the same path as
+        // [3, 2], so it must not be picked beside it.
+        let dst: SocketAddr = "10.1.0.2:5000".parse().unwrap();
+        let mut s = PortSelector::new(20000, 20010);
+        let answers = [
+            sig(&[Some(3), Some(2)]),
+            sig(&[Some(3), None]),
+            sig(&[None, Some(2)]),
+            sig(&[Some(4), None]),
+        ];
+        let mut i = 0;
+        while let Some(p) = s.next_probe(dst, 2) {
+            s.record(dst, p, answers[i].clone());
+            i += 1;
+        }
+        assert_eq!(i, 4, "only [4, silent] proves a second path");
+        assert_eq!(s.distinct_paths(dst), 2);
+        assert_eq!(
+            s.select(dst, 2, &HashSet::new()),
+            Selection::Ports(vec![20000, 20003])
+        );
+        // Same path, one hop silent: not a pair.
+        assert!(!provably_different(
+            &vec![Hop::Router(IpAddr::from([10, 0, 0, 3])), Hop::Silent],
+            &vec![
+                Hop::Router(IpAddr::from([10, 0, 0, 3])),
+                Hop::Router(IpAddr::from([10, 0, 0, 2]))
+            ]
+        ));
     }
 
     #[test]

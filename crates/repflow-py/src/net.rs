@@ -397,6 +397,14 @@ impl NetClient {
         json!(&r)
     }
 
+    /// Probes the paths to `addr` until `copies` pairwise different ones are known (SmartRep;
+    /// 0 for the other schemes); returns how many are known.
+    fn warm_paths(&self, py: Python<'_>, addr: &str, copies: u8) -> PyResult<usize> {
+        let dst = self::addr("--to", addr)?;
+        let c = self.client.clone();
+        wait(py, async move { c.warm_paths(dst, copies).await })
+    }
+
     /// Sends a request and returns `(response, report JSON)`.
     fn call<'py>(
         &self,

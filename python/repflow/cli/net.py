@@ -133,6 +133,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--count", type=int, default=100, help="number of flows (default 100)")
     p.add_argument("--interval", default="0s", help="pause between flows (default 0)")
     p.add_argument("--out", default=None, metavar="DIR", help="write a run directory")
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="smartrep: probe the paths to --to before the first flow (as SmartRep's probe "
+        "database does), so no flow waits for probes; the time it took is printed",
+    )
     _add_client_flags(p)
     p.set_defaults(func=cmd_send)
 
@@ -265,6 +271,16 @@ def cmd_send(args: argparse.Namespace) -> int:
 
         check_out_dir(args.out)
     client = _make_client(args)
+    warm_note = None
+    if args.warm:
+        if args.scheme != "smartrep":
+            raise UserError(f"--warm: only the smartrep scheme probes paths, not {args.scheme}")
+        tw = time.monotonic()
+        paths = client.warm_paths(args.to, args.copies)
+        warm_note = (
+            f"  warm-up: {paths} distinct paths known after "
+            f"{client.counters()['probes']} probes in {_fmt_s(time.monotonic() - tw)}"
+        )
     rows = []
     first_error = None
     probed = 0
@@ -311,6 +327,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     app = size * len(ok)
     print(f"  bytes sent {sent} (application {app}), wasted by losing copies {wasted}"
           + (f" ({wasted / sent:.1%})" if sent else ""))  # fmt: skip
+    if warm_note:
+        print(warm_note)
     if args.scheme == "smartrep":
         print(
             f"  SmartRep: {probed} flows sent from probed source ports on distinct paths "
@@ -334,7 +352,8 @@ def cmd_send(args: argparse.Namespace) -> int:
             "retransmissions": -1, "timeouts": -1,
         })[list(RECORD_COLUMNS)]  # fmt: skip
         extra = sum(size * max(0, r[3] - 1) for r in rows)
-        meta = _meta(args, "send", {"size": size, "count": args.count, "to": args.to},
+        meta = _meta(args, "send", {"size": size, "count": args.count, "to": args.to,
+                                        "warm": args.warm},
                      counters, flows, size * len(rows), extra)  # fmt: skip
         path = write_run(args.out, flows, meta)
         print(f"  wrote {path}")

@@ -121,6 +121,17 @@ class Client:
         report = json.loads(self._c.send(addr, data, size))
         return _seconds(report)
 
+    def warm_paths(self, addr: str, copies: int = 2) -> int:
+        """SmartRep: probes the paths to ``addr`` before any flow is sent, until ``copies``
+        pairwise different paths are known (or the probe budget is spent); returns how many
+        are known (0 for ``tcp`` and ``repflow``, which do not choose ports by path)."""
+        if not 1 <= copies <= 16:
+            raise UserError(f"copies: must be between 1 and 16, got {copies}")
+        try:
+            return int(self._c.warm_paths(addr, copies))
+        except ValueError as exc:
+            raise _user_error(exc) from None
+
     def call(self, addr: str, data: bytes) -> tuple[bytes, dict[str, Any]]:
         """Sends a request; returns the first response and the report."""
         body, report = self._c.call(addr, data)

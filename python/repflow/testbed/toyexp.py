@@ -240,6 +240,7 @@ def _net_flows(tb: netns.Testbed, name: str, flows: int, workdir: Path) -> list[
             *HOSTCMD, "--", "send", "--to", f"{h3.addr}:{NET_PORT}", "--size", str(SHORT_BYTES),
             "--count", str(flows), "--scheme", NET_SCHEMES[name], "--bind", h1.addr,
             "--link-rate", f"{tb.rate_bps}bps", "--out", str(out),
+            *(["--warm"] if NET_SCHEMES[name] == "smartrep" else []),
         ],
         timeout=600,
     )  # fmt: skip
