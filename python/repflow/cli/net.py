@@ -182,6 +182,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="SmartRep copies cap = equal-cost paths (default 4)",
     )
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="smartrep: probe the paths to every peer before the first arrival (SmartRep's "
+        "probe database), so no flow waits for probes",
+    )
     _add_client_flags(p)
     p.set_defaults(func=cmd_load)  # fmt: skip
 
@@ -461,6 +467,21 @@ def cmd_load(args: argparse.Namespace) -> int:
         )  # fmt: skip
         table = (int(table[0]), [int(x) for x in table[1]])
     client = _make_client(args, table)
+    warm = None
+    if args.warm:
+        if args.scheme != "smartrep":
+            raise UserError(f"--warm: only the smartrep scheme probes paths, not {args.scheme}")
+        want = max([args.copies] + [1 + x for x in (table[1] if table else [])])
+        tw = time.monotonic()
+        known = [client.warm_paths(p, want) for p in peers]
+        warm = {"copies": want, "paths": known, "probes": client.counters()["probes"],
+                "seconds": time.monotonic() - tw}  # fmt: skip
+        print(f"  warm-up: {warm['probes']} probes to {len(peers)} peers in "
+              f"{_fmt_s(warm['seconds'])}; distinct paths known per peer: "
+              f"min {min(known)}, max {max(known)}", flush=True)  # fmt: skip
+    before_start = getattr(args, "before_start", None)
+    if before_start is not None:
+        before_start()  # e.g. the testbed's start barrier, after the warm-up
     print(f"repflow load: {len(sched.at)} flows over {duration:g} s to {len(peers)} peers "
           f"({sched.rate:.2f}/s, scheme {args.scheme}, {args.mode})", flush=True)  # fmt: skip
     t0 = time.monotonic()
@@ -483,7 +504,7 @@ def cmd_load(args: argparse.Namespace) -> int:
          "duration": duration, "drain": drain, "link_rate_bps": rate, "peers": peers,
          "host_index": args.host_index, "peer_indices": peer_idx,
          "smartrep_table": None if table is None else {"unit_bytes": table[0], "extra": table[1]},
-         "path_fallbacks": fallbacks, "wall_time": wall},
+         "path_fallbacks": fallbacks, "wall_time": wall, "warm": warm},
         counters, flows, flow_bytes, extra,
     )  # fmt: skip
     path = write_run(args.out, flows, meta, force=args.force)

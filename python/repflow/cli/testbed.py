@@ -237,6 +237,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True, help="run directory to write (flows.parquet, run.json)")
     p.add_argument("--port", type=int, default=7000, help="first server port (default 7000)")
+    p.add_argument(
+        "--smartrep-cold",
+        action="store_true",
+        help="smartrep: do not probe paths before the start (flows wait for their probes); "
+        "default: every host warms its probe cache first, as SmartRep's probe database",
+    )
     _add_common(p)
     p.set_defaults(func=_cmd_run)
 

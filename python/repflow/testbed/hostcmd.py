@@ -4,8 +4,9 @@
 like ``repflow load ARGS...`` (same parser, same code: only the ``net`` command module is
 registered, so unrelated commands' imports are skipped — sixteen hosts start much faster on a
 small machine). With ``--ready``/``--go`` it parses its arguments and imports everything first,
-creates the ready file, and waits for the go file before generating traffic, so every host's
-open-loop generator starts within a few milliseconds of the others.
+creates the ready file, and waits for the go file before generating traffic (for ``load``: after
+its client is made and, with ``--warm``, its SmartRep paths probed), so every host's open-loop
+generator starts within a few milliseconds of the others.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     opts.add_argument("--wait", type=float, default=300.0, help="longest wait for --go, s")
     o = opts.parse_args(own)
     args = _parser().parse_args(rest)
-    try:
+
+    def barrier() -> None:
         if o.ready is not None:
             o.ready.touch()
         if o.go is not None:
@@ -46,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
                 if time.monotonic() > deadline:
                     raise UserError(f"no start signal ({o.go}) within {o.wait:g} s")
                 time.sleep(0.005)
+
+    try:
+        if args.command == "load":
+            # `load` calls it once its client is ready (after a SmartRep warm-up)
+            args.before_start = barrier
+        else:
+            barrier()
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"repflow: error: {exc}", file=sys.stderr)

@@ -226,11 +226,13 @@ def run_workload(
     drain: float = 30.0,
     show_progress: bool = True,
     start_servers: bool = True,
+    smartrep_warm: bool = True,
 ) -> tuple[Path, dict[str, Any]]:
     """Runs the workload on every host, merges the records into run directory ``out``.
 
     With ``start_servers=False`` the caller keeps :func:`servers` running on ``port`` (several
-    runs can share them).
+    runs can share them). ``smartrep_warm``: SmartRep hosts probe their paths to every peer
+    before the common start (the paper's probe database); ``False`` makes flows wait for probes.
     """
     from repflow.runio import check_out_dir, write_run
 
@@ -262,6 +264,7 @@ def run_workload(
                         "--seed", str(host_seed(seed, i)), "--out", str(work / f"host-{i}"),
                         "--bind", h.addr, "--host-index", str(i),
                         "--peer-indices", ",".join(str(j) for j, _ in peers),
+                        *(["--warm"] if scheme == "smartrep" and smartrep_warm else []),
                     ]  # fmt: skip
                     log = open(work / f"load-{h.name}.log", "w")  # noqa: SIM115
                     procs.append(tb.popen_in(h.name, argv, stdout=log, stderr=subprocess.STDOUT))
@@ -279,7 +282,7 @@ def run_workload(
 
     summary = summarize(flows, counters)
     config = {
-        "scheme": {"name": scheme},
+        "scheme": {"name": scheme, **({"warm": smartrep_warm} if scheme == "smartrep" else {})},
         "workload": {"cdf": workload, "load": load},
         "seed": seed,
         "duration": duration,
@@ -398,6 +401,7 @@ def run_cli(tb: Testbed, args) -> None:
         out=args.out,
         port=args.port,
         drain=parse_duration(args.drain, "--drain"),
+        smartrep_warm=not getattr(args, "smartrep_cold", False),
     )
     print(
         f"testbed run: {args.scheme}, {args.workload}, load {args.load}, {duration:g} s on "
