@@ -28,7 +28,7 @@ SHOWN_COLUMNS = (
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the ``model`` command."""
-    from repflow.model import DEFAULT_K, DEFAULT_N, DEFAULT_P
+    from repflow.model.defaults import DEFAULT_K, DEFAULT_N, DEFAULT_P
 
     p = subparsers.add_parser(
         "model",

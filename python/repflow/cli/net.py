@@ -15,12 +15,12 @@ import math
 import signal
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from repflow.errors import UserError
+
+if TYPE_CHECKING:  # numpy and pandas load on first use: `repflow --help` stays fast
+    import pandas as pd
 
 SCHEMES = ("tcp", "repflow", "smartrep")
 
@@ -261,6 +261,9 @@ def _fmt_s(x: float) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pandas as pd
+
     u = _units()
     size = u.parse_size(args.size)
     if size < 0 or size >= 2**32:
@@ -432,6 +435,8 @@ def _workload(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from repflow import _core
     from repflow.net import load_records, make_schedule
     from repflow.runio import check_out_dir, write_run

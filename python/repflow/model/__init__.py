@@ -11,39 +11,38 @@ See ``docs/model.md`` for the formulas, assumptions and every function's signatu
 
 from __future__ import annotations
 
-from repflow.model.formulas import (
-    TAIL_EXTRA,
-    Integrals,
-    collision_short_load,
-    copies_path_load,
-    copies_short_load,
-    integrals,
-    large_mean,
-    large_p99,
-    mean_wait,
-    repflow_path_load,
-    repflow_short_load,
-    short_mean,
-    short_p99,
-)
-from repflow.model.sizes import (
-    BUILTIN_WORKLOADS,
-    DEFAULT_MSS,
-    SizeDistribution,
-    load_cdf,
-    parse_cdf_text,
-)
-from repflow.model.table import (
-    DEFAULT_K,
-    DEFAULT_M,
-    DEFAULT_N,
-    DEFAULT_P,
-    DEFAULT_S_L,
-    TABLE_COLUMNS,
-    UNDEFINED,
-    fct_table,
-    format_table,
-)
+import importlib
+from typing import Any
+
+#: Where each public name lives (imported on first use: the CLI's parser needs none of the
+#: numerical stack, and ``repflow --help`` should not pay for scipy and pandas).
+_WHERE = {
+    **dict.fromkeys(
+        ("TAIL_EXTRA", "Integrals", "collision_short_load", "copies_path_load",
+         "copies_short_load", "integrals", "large_mean", "large_p99", "mean_wait",
+         "repflow_path_load", "repflow_short_load", "short_mean", "short_p99"),
+        "formulas",
+    ),
+    **dict.fromkeys(("BUILTIN_WORKLOADS", "SizeDistribution", "load_cdf", "parse_cdf_text"),
+                    "sizes"),
+    **dict.fromkeys(("DEFAULT_K", "DEFAULT_M", "DEFAULT_MSS", "DEFAULT_N", "DEFAULT_P",
+                     "DEFAULT_S_L"), "defaults"),
+    **dict.fromkeys(("TABLE_COLUMNS", "UNDEFINED", "fct_table", "format_table"), "table"),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'repflow.model' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"repflow.model.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "BUILTIN_WORKLOADS",

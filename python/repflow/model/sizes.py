@@ -27,9 +27,7 @@ import numpy as np
 from scipy.special import digamma, spence
 
 from repflow.errors import UserError, require_core
-
-#: Payload bytes of one packet (the ns-2 ``packets`` CDF unit and the model's packet).
-DEFAULT_MSS = 1460
+from repflow.model.defaults import DEFAULT_MSS  # payload bytes of one packet (re-exported)
 
 #: Built-in workload names accepted by :func:`load_cdf` (see ``repflow._core.builtin_workloads``).
 BUILTIN_WORKLOADS: tuple[str, ...] = (
