@@ -182,3 +182,51 @@ def test_two_labels_for_one_simulation_share_a_key_and_run_once(tmp_path):
     assert len(plan.points) == 8
     assert len({p.key for p in plan.points}) == 4
     assert len(plan.todo()) == 4
+
+
+def _cc_agg(rows: list[tuple[str, float, float, float]], workload: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"series": s, "workload": workload, "load": load, "short_mean": m, "short_p99": p,
+             "large_mean": 1.0}
+            for s, load, m, p in rows
+        ]
+    )  # fmt: skip
+
+
+def test_l2dct_claim_takes_the_weakest_part():
+    from repflow.experiments.claims import CLAIMS, DIRECTION, FAILS, HOLDS, evaluate_claims
+
+    claim = next(c for c in CLAIMS if c.id == "L2-1")
+    wl = "uniform-2KB-98KB"
+    # mean −50 % vs DCTCP, −95 % vs TCP, 99th −37 % vs DCTCP: every part holds
+    agg = _cc_agg([
+        ("l2dct", 0.1, 0.5, 0.63), ("dctcp", 0.1, 1.0, 1.0), ("tcp", 0.1, 10.0, 9.0)
+    ], wl)  # fmt: skip
+    res = {r.claim.id: r for r in evaluate_claims(agg, ["l2dct"])}
+    assert res["L2-1"].verdict == HOLDS, res["L2-1"].measured
+    assert claim.evaluate is not None
+    # only 10 % below DCTCP: the right sign, not the size
+    agg = _cc_agg([
+        ("l2dct", 0.1, 0.9, 0.63), ("dctcp", 0.1, 1.0, 1.0), ("tcp", 0.1, 18.0, 9.0)
+    ], wl)  # fmt: skip
+    assert claim.evaluate(agg).verdict == DIRECTION
+    # slower than DCTCP at the tail: does not hold
+    agg = _cc_agg([
+        ("l2dct", 0.1, 0.5, 1.2), ("dctcp", 0.1, 1.0, 1.0), ("tcp", 0.1, 10.0, 9.0)
+    ], wl)  # fmt: skip
+    out = claim.evaluate(agg)
+    assert out.verdict == FAILS and "99th vs DCTCP" in out.measured
+
+
+def test_fa_dctcp_claim_needs_every_size_series():
+    from repflow.experiments.claims import HOLDS, NOT_MEASURED, evaluate_claims
+
+    rows = []
+    for size in ("250KB", "500KB", "1MB"):
+        rows += [(f"dctcp-{size}", 0.02, 1.0, 1.0), (f"fa-dctcp-{size}", 0.02, 0.745, 0.675)]
+    agg = _cc_agg(rows, "short-flows")
+    res = {r.claim.id: r for r in evaluate_claims(agg, ["fa-dctcp"])}
+    assert res["FA-1"].verdict == HOLDS, res["FA-1"].measured
+    res = {r.claim.id: r for r in evaluate_claims(agg[agg["series"] != "dctcp-1MB"], ["fa-dctcp"])}
+    assert res["FA-1"].verdict == NOT_MEASURED and "dctcp-1MB" in res["FA-1"].measured
