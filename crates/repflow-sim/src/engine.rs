@@ -139,7 +139,11 @@ impl<E> Wheel<E> {
             let idx = (self.cur & (WHEEL_SLOTS - 1)) as usize;
             if !self.slots[idx].is_empty() {
                 if !self.cur_sorted {
-                    self.slots[idx].sort_unstable_by_key(|y| std::cmp::Reverse(y.key()));
+                    // Entries reach a slot in increasing `seq` order (see `place`), so a
+                    // stable sort by time of the reversed slot orders it by descending key.
+                    let slot = &mut self.slots[idx];
+                    slot.reverse();
+                    slot.sort_by_key(|y| std::cmp::Reverse(y.time));
                     self.cur_sorted = true;
                 }
                 return self.slots[idx].last().map(|y| y.key());
