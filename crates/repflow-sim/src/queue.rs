@@ -17,7 +17,6 @@
 use crate::engine::Time;
 use crate::network::TxClock;
 use crate::pfabric::PrioQueue;
-use std::collections::VecDeque;
 
 /// Packet kinds.
 pub mod kind {
@@ -173,7 +172,7 @@ pub struct PortStats {
     pub mean_backlog_bytes: f64,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct InFlight {
     /// When the packet has fully arrived at the far end of the link.
     arrival: Time,
@@ -182,6 +181,82 @@ struct InFlight {
     /// Bytes admitted to this port up to and including this packet.
     cum_bytes: u64,
     pkt: Packet,
+}
+
+/// The packets on a port, in order: a ring buffer of power-of-two capacity. Unlike a
+/// `VecDeque`, indexing is one mask, so the admission path (which reads the packets that
+/// started serialization since the last admission) stays short.
+#[derive(Clone, Debug)]
+struct Ring {
+    buf: Box<[InFlight]>,
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    fn new() -> Ring {
+        Ring {
+            buf: vec![InFlight::default(); 4].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `i`-th packet from the front (`i < len`).
+    #[inline]
+    fn get(&self, i: usize) -> &InFlight {
+        &self.buf[(self.head + i) & (self.buf.len() - 1)]
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&InFlight> {
+        if self.len == 0 {
+            None
+        } else {
+            Some(&self.buf[self.head])
+        }
+    }
+
+    #[inline]
+    fn push_back(&mut self, x: InFlight) {
+        if self.len == self.buf.len() {
+            self.grow();
+        }
+        let mask = self.buf.len() - 1;
+        self.buf[(self.head + self.len) & mask] = x;
+        self.len += 1;
+    }
+
+    #[inline]
+    fn pop_front(&mut self) -> Option<InFlight> {
+        if self.len == 0 {
+            return None;
+        }
+        let x = self.buf[self.head];
+        self.head = (self.head + 1) & (self.buf.len() - 1);
+        self.len -= 1;
+        Some(x)
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let mut buf = vec![InFlight::default(); self.buf.len() * 2].into_boxed_slice();
+        for (i, x) in buf.iter_mut().take(self.len).enumerate() {
+            *x = *self.get(i);
+        }
+        self.buf = buf;
+        self.head = 0;
+    }
 }
 
 /// A FIFO output port and its link.
@@ -193,11 +268,15 @@ pub struct Port {
     /// When the last admitted packet finishes serialization.
     busy_until: Time,
     /// Admitted packets not yet arrived at the far end, in order.
-    fifo: VecDeque<InFlight>,
+    fifo: Ring,
     /// Index into `fifo` of the first packet whose serialization had not started at the last
     /// admission (a lower bound; advanced lazily).
     first_waiting: usize,
+    /// Bytes admitted to this port.
     cum_bytes: u64,
+    /// `cum_bytes` of the last packet known to have started serialization (the packets before
+    /// `first_waiting`).
+    cum_started: u64,
     /// Packets dropped here.
     pub drops: u64,
     /// Largest backlog seen, packets.
@@ -224,9 +303,10 @@ impl Port {
             delay,
             qdisc,
             busy_until: 0,
-            fifo: VecDeque::new(),
+            fifo: Ring::new(),
             first_waiting: 0,
             cum_bytes: 0,
+            cum_started: 0,
             drops: 0,
             max_backlog: 0,
             packets: 0,
@@ -347,20 +427,17 @@ impl Port {
     /// Backlog waiting at `now` (packets, bytes), the packet in service excluded.
     fn backlog(&mut self, now: Time) -> (u32, u64) {
         let len = self.fifo.len();
-        let mut i = self.first_waiting.min(len);
-        while i < len && self.fifo[i].start <= now {
+        let mut i = self.first_waiting;
+        while i < len {
+            let f = self.fifo.get(i);
+            if f.start > now {
+                break;
+            }
+            self.cum_started = f.cum_bytes;
             i += 1;
         }
         self.first_waiting = i;
-        if i == len {
-            return (0, 0);
-        }
-        let before = if i == 0 {
-            self.fifo[0].cum_bytes - self.fifo[0].pkt.bytes as u64
-        } else {
-            self.fifo[i - 1].cum_bytes
-        };
-        ((len - i) as u32, self.cum_bytes - before)
+        ((len - i) as u32, self.cum_bytes - self.cum_started)
     }
 
     /// Offers `pkt` at `now`. On admission returns `Some(true)` if the link was idle (so the
@@ -404,7 +481,12 @@ impl Port {
     #[inline]
     pub fn pop_arrived(&mut self) -> Packet {
         let f = self.fifo.pop_front().expect("pop on an empty link");
-        self.first_waiting = self.first_waiting.saturating_sub(1);
+        if self.first_waiting == 0 {
+            // It arrived, so it started.
+            self.cum_started = f.cum_bytes;
+        } else {
+            self.first_waiting -= 1;
+        }
         self.packets += 1;
         f.pkt
     }
@@ -541,6 +623,34 @@ mod tests {
         }
         assert_eq!(order, [0, 2, 3]);
         assert_eq!(p.in_system(), 0);
+    }
+
+    #[test]
+    fn ring_keeps_fifo_order_across_wraps_and_growth() {
+        let mut r = Ring::new();
+        let mut reference = std::collections::VecDeque::new();
+        let mut next = 0u64;
+        for round in 0..200u64 {
+            // Pushes outnumber pops early (growth while wrapped), then drain.
+            let pushes = if round < 100 { 3 } else { 0 };
+            for _ in 0..pushes {
+                let x = InFlight {
+                    arrival: next,
+                    ..InFlight::default()
+                };
+                r.push_back(x);
+                reference.push_back(next);
+                next += 1;
+            }
+            for _ in 0..2 {
+                assert_eq!(r.pop_front().map(|f| f.arrival), reference.pop_front());
+            }
+            assert_eq!(r.len(), reference.len());
+            for (i, &v) in reference.iter().enumerate() {
+                assert_eq!(r.get(i).arrival, v);
+            }
+        }
+        assert!(r.is_empty());
     }
 
     #[test]
