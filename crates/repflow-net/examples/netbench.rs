@@ -8,8 +8,11 @@
 //! The server runs on its own thread (a current-thread tokio runtime), the client on the main
 //! thread (another one). Besides wall-clock rates it prints rates per CPU-second of each side's
 //! thread (user + system time of that thread, kernel TCP work included), which do not depend on
-//! what else the machine is doing. `NETBENCH_WORKERS` sets the number of concurrent senders.
-//! Timed figures are printed, never asserted.
+//! what else the machine is doing. `NETBENCH_WORKERS` sets the number of concurrent senders;
+//! `NETBENCH_ONLY` keeps only the cases whose name contains one of its `|`-separated parts
+//! (e.g. `per-flow, 2` or `fct`, for profiling one case); `NETBENCH_FCT_THREADS=N` measures
+//! the idle-path FCT from a multi-threaded client runtime of N workers (as a real client
+//! would run) instead of the single client thread. Timed figures are printed, never asserted.
 
 use nix::sys::resource::{getrusage, UsageWho};
 use repflow_net::{Client, ClientConfig, ConnMode, PolicyConfig, Server, ServerConfig};
@@ -28,29 +31,32 @@ fn thread_cpu() -> f64 {
 fn start_server() -> (SocketAddr, mpsc::Sender<mpsc::Sender<f64>>) {
     let (addr_tx, addr_rx) = mpsc::channel();
     let (q_tx, q_rx) = mpsc::channel::<mpsc::Sender<f64>>();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            for base in (31000..40000).step_by(17) {
-                let addr: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
-                if let Ok(mut s) = Server::bind(ServerConfig::ports(addr, 4)).await {
-                    tokio::spawn(async move { while s.next().await.is_some() {} });
-                    addr_tx.send(addr).unwrap();
-                    break;
+    let server = std::thread::Builder::new().name("netbench-server".into());
+    server
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                for base in (31000..40000).step_by(17) {
+                    let addr: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
+                    if let Ok(mut s) = Server::bind(ServerConfig::ports(addr, 4)).await {
+                        tokio::spawn(async move { while s.next().await.is_some() {} });
+                        addr_tx.send(addr).unwrap();
+                        break;
+                    }
                 }
-            }
-            // Answer CPU-time queries from this thread.
-            loop {
-                while let Ok(reply) = q_rx.try_recv() {
-                    let _ = reply.send(thread_cpu());
+                // Answer CPU-time queries from this thread.
+                loop {
+                    while let Ok(reply) = q_rx.try_recv() {
+                        let _ = reply.send(thread_cpu());
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        });
-    });
+            });
+        })
+        .expect("server thread");
     (addr_rx.recv().expect("server address"), q_tx)
 }
 
@@ -118,6 +124,13 @@ async fn fct(addr: SocketAddr, copies: u8, size: usize, n: usize) -> Vec<f64> {
     v
 }
 
+fn wanted(case: &str) -> bool {
+    match std::env::var("NETBENCH_ONLY") {
+        Ok(only) => only.split('|').any(|p| case.contains(p.trim())),
+        Err(_) => true,
+    }
+}
+
 fn pct(v: &[f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
@@ -142,18 +155,40 @@ fn main() {
             (ConnMode::Pooled, "pooled"),
         ] {
             for copies in [1u8, 2] {
-                let r = throughput(addr, &q, copies, mode, secs).await;
                 let case = format!(
                     "{name}, {copies} cop{}",
                     if copies == 1 { "y" } else { "ies" }
                 );
+                if !wanted(&case) {
+                    continue;
+                }
+                let r = throughput(addr, &q, copies, mode, secs).await;
                 println!(
                     "  {case:<20} {:>12.0} {:>22.0} {:>22.0}",
                     r.wall, r.client_cpu, r.server_cpu
                 );
             }
         }
-        // Idle-path FCT, interleaved rounds so that drift hits both alike.
+    });
+    if !wanted("fct") {
+        return;
+    }
+    // Idle-path FCT, interleaved rounds so that drift hits both alike. The client runtime is
+    // the bench's own thread, or a multi-threaded runtime when NETBENCH_FCT_THREADS is set.
+    let threads: usize = std::env::var("NETBENCH_FCT_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let frt = if threads > 0 {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        rt
+    };
+    frt.block_on(async {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..10 {
             a.extend(fct(addr, 1, size, 200).await);
@@ -161,17 +196,25 @@ fn main() {
         }
         a.sort_by(|x, y| x.partial_cmp(y).unwrap());
         b.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        println!("  idle-path FCT of a {size} B flow (per-flow connections, 2000 flows each):");
+        let runtime = if threads > 0 {
+            format!("multi-threaded client runtime, {threads} workers")
+        } else {
+            "client on one thread".to_string()
+        };
+        println!(
+            "  idle-path FCT of a {size} B flow (per-flow connections, 2000 flows each, {runtime}):"
+        );
         println!(
             "    1 copy  : p50 {:.0} us  p99 {:.0} us",
             pct(&a, 0.5),
             pct(&a, 0.99)
         );
         println!(
-            "    2 copies: p50 {:.0} us  p99 {:.0} us  (median {:+.1} %)",
+            "    2 copies: p50 {:.0} us  p99 {:.0} us  (p50 {:+.1} %, p99 {:+.1} %)",
             pct(&b, 0.5),
             pct(&b, 0.99),
-            (pct(&b, 0.5) / pct(&a, 0.5) - 1.0) * 100.0
+            (pct(&b, 0.5) / pct(&a, 0.5) - 1.0) * 100.0,
+            (pct(&b, 0.99) / pct(&a, 0.99) - 1.0) * 100.0
         );
     });
 }

@@ -5,7 +5,7 @@ use crate::frame::{flags, Header};
 use crate::paths::{Fallback, PortSelector, Selection};
 use crate::policy::{DecisionReason, Policy, PolicyConfig, PortStrategy};
 use crate::probe::{probe_port, ProbeConfig};
-use crate::wire::{read_frame, write_counted, ReadError};
+use crate::wire::{read_frame, write_counted, FrameReader, ReadError};
 use crate::{CopyFailure, NetError, Payload};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::{HashMap, HashSet};
@@ -528,10 +528,11 @@ impl Client {
         Ok(stream)
     }
 
+    /// Reads one reply frame; `wait` bounds each read (`None`: the caller bounds the flow).
     async fn read_reply(
         &self,
-        rd: &mut (impl tokio::io::AsyncRead + Unpin),
-        wait: Duration,
+        rd: &mut FrameReader<impl tokio::io::AsyncRead + Unpin>,
+        wait: Option<Duration>,
     ) -> Result<crate::wire::ReadFrame, String> {
         let cfg = &self.inner.cfg;
         let f = read_frame(rd, cfg.key.as_deref(), cfg.max_response, wait, wait)
@@ -558,13 +559,15 @@ impl Client {
         write_counted(&mut stream, head, payload, written)
             .await
             .map_err(|e| format!("sending: {e}"))?;
+        // No timer of its own: `transfer` bounds the whole flow by `flow_timeout`.
         let f = self
-            .read_reply(&mut stream, self.inner.cfg.flow_timeout)
+            .read_reply(&mut FrameReader::new(&mut stream, 1024), None)
             .await?;
         if f.header.flow_id != flow_id {
             return Err(format!("reply for flow {}", f.header.flow_id));
         }
-        let _ = stream.shutdown().await;
+        // No shutdown: dropping the stream resets it (linger 0) whatever was sent before, so
+        // a FIN first would only cost a syscall and a segment for the server to process.
         Ok(Reply {
             dup: f.header.flags & flags::DUP != 0,
             body: f.payload,
@@ -602,7 +605,7 @@ impl Client {
         // Persistent connections close normally.
         let _ = socket2::SockRef::from(&stream).set_linger(None);
         let (rd, wr) = stream.into_split();
-        let mut rd = tokio::io::BufReader::with_capacity(16 * 1024, rd);
+        let mut rd = FrameReader::new(rd, 16 * 1024);
         let mut wr = tokio::io::BufWriter::with_capacity(16 * 1024, wr);
         let (tx, mut rx) = mpsc::unbounded_channel::<OutFrame>();
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
@@ -648,7 +651,9 @@ impl Client {
         let (p3, a3) = (pending.clone(), alive.clone());
         let reader = tokio::spawn(async move {
             loop {
-                match me.read_reply(&mut rd, Duration::from_secs(86_400)).await {
+                // No read timeout: the server closes idle connections, and `transfer` bounds
+                // each flow.
+                match me.read_reply(&mut rd, None).await {
                     Ok(f) => {
                         let k = (f.header.flow_id, f.header.copy);
                         let tx = p3.lock().expect("pending lock").remove(&k);

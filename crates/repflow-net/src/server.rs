@@ -3,14 +3,14 @@
 //! late duplicates.
 
 use crate::frame::{flags, Header, HEADER_LEN};
-use crate::wire::{read_frame, write_all, ReadError};
+use crate::wire::{read_frame, write_all, FrameReader, ReadError};
 use crate::NetError;
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -459,6 +459,9 @@ fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
         TcpSocket::new_v6()?
     };
     s.set_reuseaddr(true)?;
+    // Accepted connections inherit TCP_NODELAY from the listener on Linux, which saves a
+    // setsockopt per connection (see `serve_conn`).
+    s.set_nodelay(true)?;
     s.bind(addr)?;
     s.listen(1024)
 }
@@ -501,7 +504,43 @@ async fn accept_loop(
     }
 }
 
-type SharedWriter = Arc<tokio::sync::Mutex<BufWriter<OwnedWriteHalf>>>;
+/// Largest run of replies held back to be written together.
+const WRITE_BATCH: usize = 16 * 1024;
+
+/// The write side of a connection: replies are appended to a buffer that grows only as far
+/// as needed (20 bytes for a per-flow connection's one acknowledgement, where a 16 KiB
+/// `BufWriter` cost a large allocation per connection) and go out on `flush`, coalesced on
+/// pooled connections.
+struct ConnWriter {
+    half: OwnedWriteHalf,
+    buf: Vec<u8>,
+}
+
+impl ConnWriter {
+    async fn send(&mut self, head: &[u8], body: &[u8]) -> std::io::Result<()> {
+        let n = head.len() + body.len();
+        if self.buf.len() + n > WRITE_BATCH {
+            self.flush().await?;
+            if n > WRITE_BATCH {
+                return write_all(&mut self.half, head, body).await;
+            }
+        }
+        self.buf.extend_from_slice(head);
+        self.buf.extend_from_slice(body);
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let r = self.half.write_all(&self.buf).await;
+        self.buf.clear();
+        r
+    }
+}
+
+type SharedWriter = Arc<tokio::sync::Mutex<ConnWriter>>;
 
 /// Whether `buf` already holds the whole next frame (then replies can wait to be coalesced).
 fn next_frame_buffered(buf: &[u8]) -> bool {
@@ -525,7 +564,7 @@ fn spawn_response_writer(wr: SharedWriter) -> (mpsc::Sender<Out>, JoinHandle<()>
             let mut w = wr.lock().await;
             loop {
                 let body = o.body.as_deref().unwrap_or(&[]);
-                if let Err(e) = write_all(&mut *w, &o.head, body).await {
+                if let Err(e) = w.send(&o.head, body).await {
                     debug!(error = %e, "write failed");
                     return;
                 }
@@ -549,23 +588,30 @@ async fn serve_conn(
     shared: &Arc<Shared>,
     app: &mpsc::Sender<Incoming>,
 ) {
-    let _ = stream.set_nodelay(true);
+    // On Linux the listener's TCP_NODELAY is inherited (test `accepted_sockets_are_nodelay`).
+    if !cfg!(target_os = "linux") {
+        let _ = stream.set_nodelay(true);
+    }
     let (rd, wr) = stream.into_split();
-    let mut rd = BufReader::with_capacity(16 * 1024, rd);
+    // A small read buffer for the one frame of a per-flow connection; a pooled connection's
+    // grows to 16 KiB at its second frame.
+    let mut rd = FrameReader::new(rd, 2048);
     // Acknowledgements are written inline by this task (the first copy's goes out at once);
     // on a pooled connection they are coalesced while further frames are already buffered.
-    let wr: SharedWriter = Arc::new(tokio::sync::Mutex::new(BufWriter::with_capacity(
-        16 * 1024,
-        wr,
-    )));
+    let wr: SharedWriter = Arc::new(tokio::sync::Mutex::new(ConnWriter {
+        half: wr,
+        buf: Vec::new(),
+    }));
     let mut responses: Option<(mpsc::Sender<Out>, JoinHandle<()>)> = None;
     let mut unflushed = false;
     let cfg = &shared.cfg;
     let c = &shared.counters;
     let key = cfg.key.as_deref();
     let mut first = true;
+    // Set when the peer closed or reset the connection: no FIN needs to precede the close.
+    let mut peer_gone = false;
     loop {
-        if unflushed && !next_frame_buffered(rd.buffer()) {
+        if unflushed && !next_frame_buffered(rd.buffered()) {
             if let Err(e) = wr.lock().await.flush().await {
                 debug!(error = %e, "write failed");
                 break;
@@ -577,9 +623,20 @@ async fn serve_conn(
         } else {
             cfg.idle_timeout
         };
-        let f = match read_frame(&mut rd, key, cfg.max_flow_size, wait, cfg.idle_timeout).await {
+        let f = match read_frame(
+            &mut rd,
+            key,
+            cfg.max_flow_size,
+            Some(wait),
+            Some(cfg.idle_timeout),
+        )
+        .await
+        {
             Ok(f) => f,
-            Err(ReadError::Eof) => break,
+            Err(ReadError::Eof) => {
+                peer_gone = true;
+                break;
+            }
             Err(ReadError::Timeout) => {
                 inc(&c.timeouts, 1);
                 debug!("closing idle connection");
@@ -587,6 +644,7 @@ async fn serve_conn(
             }
             Err(ReadError::Io(e)) => {
                 debug!(error = %e, "connection ended");
+                peer_gone = true;
                 break;
             }
             Err(ReadError::Frame(e)) => {
@@ -604,6 +662,9 @@ async fn serve_conn(
                 break;
             }
         };
+        if !first {
+            rd.set_capacity(16 * 1024);
+        }
         first = false;
         let h = f.header;
         if h.flags & (flags::REPLY | flags::DUP) != 0 {
@@ -685,7 +746,7 @@ async fn serve_conn(
         };
         if let Some(o) = out {
             let mut w = wr.lock().await;
-            if let Err(e) = write_all(&mut *w, &o.head, o.body.as_deref().unwrap_or(&[])).await {
+            if let Err(e) = w.send(&o.head, o.body.as_deref().unwrap_or(&[])).await {
                 debug!(error = %e, "write failed");
                 break;
             }
@@ -699,5 +760,28 @@ async fn serve_conn(
         drop(tx);
         // Let pending responses go out (bounded), then close.
         let _ = tokio::time::timeout(cfg.idle_timeout, writer).await;
+    }
+    if peer_gone {
+        // The write half would shut down on drop (one more syscall, which fails with ENOTCONN
+        // after the client's reset); the socket closes with the read half all the same.
+        if let Ok(w) = Arc::try_unwrap(wr) {
+            w.into_inner().half.forget();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `serve_conn` skips TCP_NODELAY on Linux because accepted sockets inherit it from the
+    /// listener; if that ever stops holding, acknowledgements would wait for Nagle.
+    #[tokio::test]
+    async fn accepted_sockets_are_nodelay() {
+        let l = bind_listener("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        let _c = TcpStream::connect(addr).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        assert!(s.nodelay().unwrap());
     }
 }

@@ -24,29 +24,109 @@ pub(crate) enum ReadError {
     Frame(#[from] FrameError),
 }
 
-/// Fills `buf`, each read bounded by `idle`; `Ok(false)` on EOF before the first byte.
-async fn read_full<R: AsyncRead + Unpin>(
-    r: &mut R,
-    buf: &mut [u8],
-    first: Duration,
-    idle: Duration,
-) -> Result<bool, ReadError> {
-    let mut off = 0;
-    while off < buf.len() {
-        let t = if off == 0 { first } else { idle };
-        let n = match timeout(t, r.read(&mut buf[off..])).await {
-            Err(_) => return Err(ReadError::Timeout),
-            Ok(r) => r?,
-        };
-        if n == 0 {
-            if off == 0 {
-                return Ok(false);
-            }
-            return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+/// A buffered frame reader. Unlike `tokio::io::BufReader` it never zero-fills its buffer
+/// (allocated on the first read, uninitialised spare capacity filled by `read_buf`), and long
+/// payloads are read straight into their own vector: a per-flow server connection used to
+/// spend a 16 KiB `memset` on every accept (3.5 % of the whole per-flow benchmark's CPU time
+/// under `perf`).
+pub(crate) struct FrameReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    pos: usize,
+    cap: usize,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Reads from `inner` through a buffer of `cap` bytes.
+    pub(crate) fn new(inner: R, cap: usize) -> Self {
+        FrameReader {
+            inner,
+            buf: Vec::new(),
+            pos: 0,
+            cap: cap.max(HEADER_LEN + TAG_LEN),
         }
-        off += n;
     }
-    Ok(true)
+
+    /// Changes the buffer size for the next reads (the buffer grows when next refilled).
+    pub(crate) fn set_capacity(&mut self, cap: usize) {
+        self.cap = cap.max(HEADER_LEN + TAG_LEN);
+    }
+
+    /// Bytes read from the stream but not yet consumed.
+    pub(crate) fn buffered(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    /// Reads more bytes into the buffer, within `wait`; `Ok(0)` at end of stream.
+    async fn fill(&mut self, wait: Option<Duration>) -> Result<usize, ReadError> {
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        } else if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        if self.buf.capacity() < self.cap {
+            self.buf.reserve_exact(self.cap - self.buf.len());
+        }
+        let room = (self.buf.capacity() - self.buf.len()) as u64;
+        let mut src = (&mut self.inner).take(room);
+        within(wait, src.read_buf(&mut self.buf)).await
+    }
+
+    /// Buffers at least `n` bytes, waiting up to `wait` for each read; `Ok(false)` on a clean
+    /// end of stream before the first byte.
+    async fn want(&mut self, n: usize, wait: Option<Duration>) -> Result<bool, ReadError> {
+        while self.buffered().len() < n {
+            if self.fill(wait).await? == 0 {
+                if self.buffered().is_empty() {
+                    return Ok(false);
+                }
+                return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads exactly `len` bytes into a new vector, each read within `idle`.
+    async fn payload(&mut self, len: usize, idle: Option<Duration>) -> Result<Vec<u8>, ReadError> {
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            let avail = self.buffered();
+            if !avail.is_empty() {
+                let k = avail.len().min(len - out.len());
+                out.extend_from_slice(&avail[..k]);
+                self.pos += k;
+                continue;
+            }
+            let rest = len - out.len();
+            let n = if rest >= self.cap {
+                // Long payload: straight into its vector, no copy through the buffer.
+                let mut src = (&mut self.inner).take(rest as u64);
+                within(idle, src.read_buf(&mut out)).await?
+            } else {
+                self.fill(idle).await?
+            };
+            if n == 0 {
+                return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Awaits one read, bounded by `wait` when given.
+async fn within<T>(
+    wait: Option<Duration>,
+    f: impl std::future::Future<Output = io::Result<T>>,
+) -> Result<T, ReadError> {
+    match wait {
+        None => Ok(f.await?),
+        Some(t) => match timeout(t, f).await {
+            Err(_) => Err(ReadError::Timeout),
+            Ok(r) => Ok(r?),
+        },
+    }
 }
 
 /// One frame read from a stream.
@@ -56,32 +136,46 @@ pub(crate) struct ReadFrame {
 }
 
 /// Reads one whole frame: waits up to `first` for its whole header, then up to `idle` for
-/// each further read; enforces `max_len` before allocating and checks authentication.
+/// each further read (`None`: no limit, when the caller bounds the whole exchange); enforces
+/// `max_len` before allocating and checks authentication.
 pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
-    r: &mut R,
+    r: &mut FrameReader<R>,
     key: Option<&[u8]>,
     max_len: u32,
-    first: Duration,
-    idle: Duration,
+    first: Option<Duration>,
+    idle: Option<Duration>,
 ) -> Result<ReadFrame, ReadError> {
-    let mut hb = [0u8; HEADER_LEN];
-    // The whole header must arrive within `first`.
-    match timeout(first, read_full(r, &mut hb, first, first)).await {
-        Err(_) => return Err(ReadError::Timeout),
-        Ok(Ok(false)) => return Err(ReadError::Eof),
-        Ok(Ok(true)) => {}
-        Ok(Err(e)) => return Err(e),
+    // The whole header must arrive within `first`: one timer for all its reads, armed only if
+    // the header is not already buffered.
+    if r.buffered().len() < HEADER_LEN {
+        let header_in = async {
+            if r.want(HEADER_LEN, None).await? {
+                Ok(())
+            } else {
+                Err(ReadError::Eof)
+            }
+        };
+        match first {
+            None => header_in.await?,
+            Some(t) => match timeout(t, header_in).await {
+                Err(_) => return Err(ReadError::Timeout),
+                Ok(r) => r?,
+            },
+        }
     }
-    let header = Header::parse(&hb)?;
+    let fixed: &[u8; HEADER_LEN] = r.buffered()[..HEADER_LEN].try_into().expect("20 bytes");
+    let header = Header::parse(fixed)?;
     header.check_length(max_len)?;
+    let hl = header.wire_len();
+    if !r.want(hl, idle).await? {
+        return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+    }
     let mut tag = [0u8; TAG_LEN];
-    if header.has_tag() && !read_full(r, &mut tag, idle, idle).await? {
-        return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+    if header.has_tag() {
+        tag.copy_from_slice(&r.buffered()[HEADER_LEN..hl]);
     }
-    let mut payload = vec![0u8; header.length as usize];
-    if !payload.is_empty() && !read_full(r, &mut payload, idle, idle).await? {
-        return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
-    }
+    r.pos += hl;
+    let payload = r.payload(header.length as usize, idle).await?;
     check_auth(key, &header, &payload, header.has_tag().then_some(&tag[..]))?;
     Ok(ReadFrame { header, payload })
 }
@@ -120,4 +214,79 @@ pub(crate) async fn write_all<W: AsyncWrite + Unpin>(
     }
     let c = AtomicU64::new(0);
     write_counted(w, head, body, &c).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{encode_frame, flags};
+    use tokio::io::AsyncWriteExt;
+
+    fn frame(id: u64, len: usize, key: Option<&[u8]>) -> Vec<u8> {
+        let h = Header {
+            flags: flags::CALL,
+            copy: 0,
+            copies: 2,
+            flow_id: id,
+            length: 0,
+        };
+        let payload: Vec<u8> = (0..len).map(|i| (i * 7 + id as usize) as u8).collect();
+        encode_frame(h, key, &payload)
+    }
+
+    /// Back-to-back frames of every size class (within the buffer, longer than it, tagged),
+    /// delivered in small pieces, come out whole and in order; the stream then ends cleanly.
+    #[tokio::test]
+    async fn reads_frames_split_and_coalesced() {
+        let key: Option<&[u8]> = Some(b"k");
+        let sizes = [0usize, 1, 100, 63, 64, 65, 1000, 5000];
+        let mut wire = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            wire.extend(frame(i as u64, n, key));
+        }
+        let (mut tx, rx) = tokio::io::duplex(37);
+        let w = wire.clone();
+        let writer = tokio::spawn(async move {
+            for chunk in w.chunks(29) {
+                tx.write_all(chunk).await.unwrap();
+            }
+        });
+        let mut r = FrameReader::new(rx, 64);
+        let t = Some(Duration::from_secs(5));
+        for (i, &n) in sizes.iter().enumerate() {
+            let f = read_frame(&mut r, key, 1 << 20, t, t).await.unwrap();
+            assert_eq!(f.header.flow_id, i as u64);
+            let want = frame(i as u64, n, key);
+            assert_eq!(f.payload, want[HEADER_LEN + TAG_LEN..]);
+        }
+        writer.await.unwrap();
+        assert!(matches!(
+            read_frame(&mut r, key, 1 << 20, t, t).await,
+            Err(ReadError::Eof)
+        ));
+    }
+
+    #[tokio::test]
+    async fn truncated_frame_is_an_error_and_silence_times_out() {
+        let f = frame(1, 500, None);
+        let mut r = FrameReader::new(&f[..300], 64);
+        let got = read_frame(&mut r, None, 1 << 20, None, None).await;
+        assert!(matches!(got, Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof));
+        let mut r = FrameReader::new(&f[..10], 64);
+        let got = read_frame(&mut r, None, 1 << 20, None, None).await;
+        assert!(matches!(got, Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof));
+        let (_tx, rx) = tokio::io::duplex(64);
+        let mut r = FrameReader::new(rx, 64);
+        let ms = Some(Duration::from_millis(20));
+        assert!(matches!(
+            read_frame(&mut r, None, 1 << 20, ms, ms).await,
+            Err(ReadError::Timeout)
+        ));
+        let f = frame(2, 100, None);
+        let mut r = FrameReader::new(&f[..], 64);
+        assert!(matches!(
+            read_frame(&mut r, None, 99, None, None).await,
+            Err(ReadError::Frame(FrameError::TooLong { .. }))
+        ));
+    }
 }
