@@ -588,18 +588,13 @@ impl<'a> World<'a> {
                 self.q.push(t, ev(EV_ARRIVE, link));
             }
             Some(false) => {}
-            None => {
-                self.counters.drops += 1;
-                if self.topo.nodes[self.topo.links[link as usize].from as usize] == NodeKind::Host {
-                    self.counters.host_drops += 1;
-                } else {
-                    self.counters.switch_drops += 1;
-                }
-            }
+            None => self.count_drops(link, 1),
         }
     }
 
     /// Offers a packet to a priority-scheduled (pFabric) port.
+    #[cold]
+    #[inline(never)]
     fn enqueue_scheduled(&mut self, link: u32, pkt: Packet) {
         let port = &mut self.ports[link as usize];
         let r = port.sched_enqueue(pkt, self.now);
@@ -610,7 +605,9 @@ impl<'a> World<'a> {
         if let Some(t) = r.tx_done {
             self.q.push(t, ev(EV_TXDONE, link));
         }
-        self.count_drops(link, r.dropped as u64);
+        if r.dropped > 0 {
+            self.count_drops(link, r.dropped as u64);
+        }
     }
 
     /// A scheduled port finished a transmission: it starts its next packet.
@@ -625,6 +622,8 @@ impl<'a> World<'a> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn count_drops(&mut self, link: u32, n: u64) {
         if n == 0 {
             return;
