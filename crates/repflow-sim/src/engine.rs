@@ -18,6 +18,8 @@ pub type Time = u64;
 pub struct EventQueue<E> {
     wheel: Wheel<E>,
     timers: BinaryHeap<Entry<E>>,
+    /// Time of the earliest timer (`Time::MAX` if none).
+    timer_time: Time,
     seq: u64,
 }
 
@@ -211,6 +213,7 @@ impl<E> EventQueue<E> {
         EventQueue {
             wheel: Wheel::new(shift),
             timers: BinaryHeap::new(),
+            timer_time: Time::MAX,
             seq: 0,
         }
     }
@@ -230,6 +233,7 @@ impl<E> EventQueue<E> {
     /// Schedules a timer at `time`. Ordered exactly as if it had been [`EventQueue::push`]ed.
     #[inline]
     pub fn push_timer(&mut self, time: Time, event: E) {
+        self.timer_time = self.timer_time.min(time);
         self.timers.push(Entry {
             time,
             seq: self.seq,
@@ -241,6 +245,20 @@ impl<E> EventQueue<E> {
     /// Removes and returns the earliest event, with its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
+        // Fast path: the current slot is sorted, so its last entry is the wheel's minimum;
+        // it goes first if it is strictly earlier than every timer.
+        let w = &mut self.wheel;
+        if w.cur_sorted {
+            let slot = &mut w.slots[(w.cur & (WHEEL_SLOTS - 1)) as usize];
+            if slot.last().is_some_and(|y| y.time < self.timer_time) {
+                w.len -= 1;
+                return slot.pop().map(|x| (x.time, x.e));
+            }
+        }
+        self.pop_slow()
+    }
+
+    fn pop_slow(&mut self) -> Option<(Time, E)> {
         let limit = self
             .timers
             .peek()
@@ -253,7 +271,9 @@ impl<E> EventQueue<E> {
             (Some(n), Some(t)) => t.key() < n,
         };
         let x = if take_timer {
-            self.timers.pop()
+            let x = self.timers.pop();
+            self.timer_time = self.timers.peek().map_or(Time::MAX, |t| t.time);
+            x
         } else {
             self.wheel.pop_settled()
         };
