@@ -59,8 +59,9 @@ const WHEEL_SLOTS: u64 = 1 << WHEEL_BITS;
 
 struct Wheel<E> {
     shift: u32,
-    slots: Vec<Vec<Entry<E>>>,
-    occupied: Vec<u64>,
+    /// Fixed-size arrays: a masked index needs no bounds check.
+    slots: Box<[Vec<Entry<E>>; WHEEL_SLOTS as usize]>,
+    occupied: [u64; (WHEEL_SLOTS / 64) as usize],
     /// Absolute slot number (time >> shift) of the current slot.
     cur: u64,
     /// The current slot is sorted by descending key (its minimum is last).
@@ -73,8 +74,12 @@ impl<E> Wheel<E> {
     fn new(shift: u32) -> Self {
         Wheel {
             shift,
-            slots: (0..WHEEL_SLOTS).map(|_| Vec::new()).collect(),
-            occupied: vec![0; (WHEEL_SLOTS / 64) as usize],
+            slots: (0..WHEEL_SLOTS)
+                .map(|_| Vec::new())
+                .collect::<Box<[_]>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("WHEEL_SLOTS entries")),
+            occupied: [0; (WHEEL_SLOTS / 64) as usize],
             cur: 0,
             cur_sorted: false,
             len: 0,
