@@ -91,7 +91,10 @@ impl<E> Wheel<E> {
     fn place(&mut self, x: Entry<E>) {
         let abs = x.time >> self.shift;
         debug_assert!(abs >= self.cur, "event scheduled in the past");
-        if abs - self.cur >= WHEEL_SLOTS || (abs == self.cur && self.cur_sorted) {
+        // One comparison for "beyond the horizon, or in the current slot once it is sorted":
+        // the common case is `lo <= abs < cur + WHEEL_SLOTS` with `lo = cur + cur_sorted`.
+        let sorted = self.cur_sorted as u64;
+        if abs.wrapping_sub(self.cur + sorted) >= WHEEL_SLOTS - sorted {
             self.place_rare(x);
             return;
         }
