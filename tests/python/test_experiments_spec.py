@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +231,16 @@ def test_fa_dctcp_claim_needs_every_size_series():
     assert res["FA-1"].verdict == HOLDS, res["FA-1"].measured
     res = {r.claim.id: r for r in evaluate_claims(agg[agg["series"] != "dctcp-1MB"], ["fa-dctcp"])}
     assert res["FA-1"].verdict == NOT_MEASURED and "dctcp-1MB" in res["FA-1"].measured
+
+
+def test_a_dotted_scheme_label_must_be_quoted():
+    text = """
+[grid]
+scheme = ["tcp", "l2dct-w2.5"]
+[schemes.l2dct-w2.5]
+"scheme.name" = "l2dct"
+"""
+    with pytest.raises(UserError, match=re.escape('quote the label: [schemes."l2dct-w2.5"]')):
+        parse_spec(text, "x.toml")
+    spec = parse_spec(text.replace("[schemes.l2dct-w2.5]", '[schemes."l2dct-w2.5"]'), "x.toml")
+    assert spec.schemes["l2dct-w2.5"] == {"scheme.name": "l2dct"}

@@ -203,6 +203,14 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         if not isinstance(overrides, dict):
             raise _err(path, f"schemes.{label} must be a table of configuration overrides")
         schemes[label] = flatten(overrides)
+    for label in grid.get(SCHEME_AXIS, []):
+        head = label.split(".")[0]
+        if "." in label and label not in schemes and head in schemes:
+            raise _err(
+                path,
+                f"grid.scheme lists {label!r} but [schemes] defines {head!r}: TOML reads the dots "
+                f'of a bare table name as nesting; quote the label: [schemes."{label}"]',
+            )
 
     fig_raw = data.get("figures", {})
     figs = FigureSettings()
