@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from repflow.errors import UserError
-from repflow.testbed.netns import Testbed
+from repflow.testbed.netns import Testbed, stop_processes
 from repflow.testbed.topology import port_name
 
 AGENT = [sys.executable, "-m", "repflow.testbed.agent"]
@@ -51,15 +51,7 @@ def sinks(tb: Testbed, hosts: Sequence[str], ports: Sequence[int]) -> Iterator[N
                 raise UserError(f"flow receiver on {h} did not start: {err.strip()[-300:]}")
         yield
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
 
 
 # ------------------------------------------------------------------------------ reachability

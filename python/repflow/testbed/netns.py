@@ -683,3 +683,17 @@ def current(prefix: str = DEFAULT_PREFIX) -> Testbed:
             f"(status {state.get('status')!r}); run `repflow testbed down`"
         )
     return Testbed.from_state(state)
+
+
+def stop_processes(procs: Sequence[subprocess.Popen], timeout: float = 5.0) -> None:
+    """Terminates every process still running, then waits for each; one that has not exited
+    after ``timeout`` seconds is killed."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()

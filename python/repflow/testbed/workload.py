@@ -26,7 +26,7 @@ import pandas as pd
 
 from repflow.errors import UserError
 from repflow.net import size_bins
-from repflow.testbed.netns import Testbed, run
+from repflow.testbed.netns import Testbed, run, stop_processes
 from repflow.testbed.units import format_rate, parse_duration
 
 REPFLOW = [sys.executable, "-m", "repflow"]
@@ -197,15 +197,7 @@ def servers(
                 time.sleep(0.5)
         yield procs
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs, timeout=10)
 
 
 def host_seed(seed: int, index: int) -> int:
@@ -274,7 +266,7 @@ def run_workload(
                 t0 = time.time()
                 _wait_loads(tb, procs, work, duration, drain, t0, show_progress)
             finally:
-                _stop(procs)
+                stop_processes(procs)
         flows, counters, metas = merge_host_runs([work / f"host-{i}" for i in range(len(hosts))])
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -314,18 +306,6 @@ def run_workload(
     }
     path = write_run(out, flows, meta)
     return path, meta
-
-
-def _stop(procs: Sequence[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def _load_failed(tb: Testbed, work: Path, i: int, code: int | None) -> UserError:
