@@ -14,8 +14,9 @@ from repflow import smartrep  # noqa: E402
 
 
 def test_simulator_and_network_library_agree_on_rep_num_assign():
-    # The simulator (repflow_sim::smartrep) and the socket library (repflow_net::policy) each
-    # implement Algorithm 3; on the same observed sizes they must give the same table.
+    # The simulator (repflow_sim::smartrep, sizes binned as weights) and the socket library
+    # (repflow_net::policy, flow counts) share Algorithm 3 (crate repflow-repnum) but bin and
+    # convert on their own; on the same observed sizes they must give the same table.
     rng = random.Random(4)
     for trial in range(40):
         n = rng.randrange(1, 3000)

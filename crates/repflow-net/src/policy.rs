@@ -52,16 +52,13 @@ impl CopiesTable {
 }
 
 /// SmartRep's RepNumAssign (Algorithm 3): greedy replica counts per size bin under a byte
-/// budget.
+/// budget, on flow counts (the shared implementation, [`repflow_repnum::rep_num_assign`]).
 ///
 /// `counts[b]` is the number of observed flows in size bin `b + 1` (bin `k` = sizes up to
 /// `k·unit_bytes`), `total_bytes` the total traffic Θ of all observed flows (long ones
 /// included), `eps` the budget ε (replica bytes ≤ ε·Θ), `p` the per-path probability of
 /// meeting a large flow (0.1 in the paper), `max_extra` the cap on replicas per flow
-/// (equal-cost paths − 1). Each step gives one more replica to the bin whose term
-/// `π_k · p^(x_k+1)` is largest (ties: the smaller bin), skipping bins that would break the
-/// budget, until no bin can take another. The replica bytes of bin `k` are counted as
-/// `k · unit_bytes · π_k` (the bin's upper edge, as in the paper's `i · π_i`).
+/// (equal-cost paths − 1).
 pub fn rep_num_assign(
     counts: &[u64],
     unit_bytes: u64,
@@ -70,37 +67,18 @@ pub fn rep_num_assign(
     p: f64,
     max_extra: u8,
 ) -> Vec<u8> {
-    let n = counts.len();
-    let mut x = vec![0u8; n];
-    let eta: Vec<f64> = (0..n)
-        .map(|i| (i as f64 + 1.0) * unit_bytes as f64 * counts[i] as f64)
-        .collect();
-    let budget = eps * total_bytes;
-    let mut sum = 0.0;
-    let mut open: Vec<bool> = counts.iter().map(|&c| c > 0 && max_extra > 0).collect();
-    loop {
-        let mut best: Option<(usize, f64)> = None;
-        for i in 0..n {
-            if !open[i] {
-                continue;
-            }
-            let term = counts[i] as f64 * p.powi(i32::from(x[i]) + 1);
-            if best.map_or(true, |(_, b)| term > b) {
-                best = Some((i, term));
-            }
-        }
-        let Some((k, _)) = best else { break };
-        if sum + eta[k] > budget {
-            open[k] = false;
-            continue;
-        }
-        x[k] += 1;
-        sum += eta[k];
-        if x[k] >= max_extra {
-            open[k] = false;
-        }
-    }
-    x
+    let weights: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+    repflow_repnum::rep_num_assign(
+        &weights,
+        unit_bytes,
+        total_bytes,
+        eps,
+        p,
+        u32::from(max_extra),
+    )
+    .into_iter()
+    .map(|x| x as u8) // x ≤ max_extra ≤ 255
+    .collect()
 }
 
 /// Observed flow sizes, binned for [`rep_num_assign`].

@@ -30,54 +30,9 @@ pub const HCA_FIRST_PORT: u16 = 32768;
 /// Size of a probe packet on the wire (IP + TCP headers, no payload, Ethernet framing).
 pub const PROBE_BYTES: u64 = 64;
 
-/// SmartRep's RepNumAssign (Algorithm 3).
-///
-/// `counts[i]` is the weight (number or probability) of flows in size bin `i + 1`, i.e. sizes
-/// in `(i·unit, (i+1)·unit]`; `total_bytes` is the traffic Θ of all flows with the same
-/// weighting (long flows included); replica bytes are budgeted as `(i+1)·unit·counts[i]` per
-/// replica of bin `i + 1` (the bin's upper edge, the paper's `i · π_i`) and may not exceed
-/// `eps · total_bytes`. Each step gives one more replica to the open bin with the largest
-/// `counts[i] · p^(x_i + 1)` (ties: the smaller bin); a bin closes when its next replica would
-/// break the budget, when it reaches `max_extra`, or when it is empty.
-pub fn rep_num_assign(
-    counts: &[f64],
-    unit_bytes: u64,
-    total_bytes: f64,
-    eps: f64,
-    p: f64,
-    max_extra: u32,
-) -> Vec<u32> {
-    let n = counts.len();
-    let mut x = vec![0u32; n];
-    let eta: Vec<f64> = (0..n)
-        .map(|i| (i as f64 + 1.0) * unit_bytes as f64 * counts[i])
-        .collect();
-    let budget = eps * total_bytes;
-    let mut used = 0.0;
-    let mut open: Vec<bool> = counts.iter().map(|&c| c > 0.0 && max_extra > 0).collect();
-    let term = |i: usize, x: &[u32]| counts[i] * p.powi(x[i] as i32 + 1);
-    loop {
-        let mut best: Option<(usize, f64)> = None;
-        for (i, _) in open.iter().enumerate().filter(|(_, &o)| o) {
-            let t = term(i, &x);
-            if best.is_none_or(|(_, b)| t > b) {
-                best = Some((i, t));
-            }
-        }
-        let best = best.map(|(i, _)| i);
-        let Some(k) = best else { break };
-        if used + eta[k] > budget {
-            open[k] = false;
-            continue;
-        }
-        x[k] += 1;
-        used += eta[k];
-        if x[k] >= max_extra {
-            open[k] = false;
-        }
-    }
-    x
-}
+/// SmartRep's RepNumAssign (Algorithm 3), shared with `repflow-net`: see
+/// [`repflow_repnum::rep_num_assign`].
+pub use repflow_repnum::rep_num_assign;
 
 /// A replica-count table: `extra[i]` replicas for flows of `(i·unit, (i+1)·unit]` bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
