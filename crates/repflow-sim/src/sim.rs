@@ -135,6 +135,17 @@ const EV_HCA: u64 = 4;
 /// A priority-scheduled (pFabric) port finished transmitting a packet.
 const EV_TXDONE: u64 = 9;
 
+/// Whether a packet of kind `k` takes its connection's data path (data segments and SYNs;
+/// ACKs and SYN-ACKs take the ACK path): the data-path kinds are the even ones, so this is
+/// one bit test.
+#[inline]
+fn on_data_path(k: u8) -> bool {
+    const _: () = assert!(
+        kind::DATA & 1 == 0 && kind::SYN & 1 == 0 && kind::ACK & 1 == 1 && kind::SYNACK & 1 == 1
+    );
+    k & 1 == 0
+}
+
 #[inline]
 fn ev(tag: u64, id: u32) -> u64 {
     (tag << 32) | id as u64
@@ -550,11 +561,7 @@ impl<'a> World<'a> {
         for mut pkt in out.drain(..) {
             let c = &mut self.conns[conn_id as usize];
             c.wire_bytes += pkt.bytes as u64;
-            let path = if pkt.kind == kind::DATA || pkt.kind == kind::SYN {
-                c.fwd
-            } else {
-                c.rev
-            };
+            let path = if on_data_path(pkt.kind) { c.fwd } else { c.rev };
             pkt.hop = 0;
             self.counters.packets_injected += 1;
             self.enqueue(path.links()[0], pkt);
@@ -637,22 +644,24 @@ impl<'a> World<'a> {
         }
     }
 
+    /// A packet reached the end of `link`. Returns whether it reached its end host (only
+    /// then can the run's end condition change).
     #[inline]
-    fn on_arrive(&mut self, link: u32) {
+    fn on_arrive(&mut self, link: u32) -> bool {
         let port = &mut self.ports[link as usize];
         let mut pkt = port.pop_arrived();
         if let Some(t) = port.head_arrival() {
             self.q.push(t, ev(EV_ARRIVE, link));
         }
         self.counters.packet_hops += 1;
-        let forward = pkt.kind == kind::DATA || pkt.kind == kind::SYN;
+        let forward = on_data_path(pkt.kind);
         // Compact per-connection paths (not the whole connection state) on the per-hop path.
         let path = &self.paths[pkt.conn as usize][!forward as usize];
         pkt.hop += 1;
         if (pkt.hop as usize) < path.len() {
             let next = path.links()[pkt.hop as usize];
             self.enqueue(next, pkt);
-            return;
+            return false;
         }
         // At the end host.
         self.counters.packets_delivered += 1;
@@ -672,6 +681,7 @@ impl<'a> World<'a> {
             self.out = out;
         }
         self.flush(conn_id);
+        true
     }
 
     fn copy_completed(&mut self, conn_id: u32) {
@@ -776,12 +786,15 @@ impl<'a> World<'a> {
             events += 1;
             let id = e as u32;
             // Packet arrivals are nearly all events: test for them before the jump table.
-            if e >> 32 == EV_ARRIVE {
-                self.on_arrive(id);
+            // A packet forwarded by a switch cannot end the run: the end test is skipped.
+            let may_end = if e >> 32 == EV_ARRIVE {
+                self.on_arrive(id)
             } else {
                 self.on_other_event(e);
-            }
-            if self.arrivals_done && self.counters.flows_finished == self.counters.flows {
+                true
+            };
+            if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
+            {
                 break;
             }
             if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
