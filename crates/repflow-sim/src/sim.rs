@@ -653,7 +653,7 @@ impl<'a> World<'a> {
         if let Some(t) = port.head_arrival() {
             self.q.push(t, ev(EV_ARRIVE, link));
         }
-        self.counters.packet_hops += 1;
+        // Hops are counted by the ports (`Port::packets`), summed after the run.
         let forward = on_data_path(pkt.kind);
         // Compact per-connection paths (not the whole connection state) on the per-hop path.
         let path = &self.paths[pkt.conn as usize][!forward as usize];
@@ -904,6 +904,8 @@ pub fn run(
     let records = world.records();
     let mut counters = world.counters.clone();
     counters.sim_time = world.now as f64 / PS_PER_SEC as f64;
+    // Every hop is one arrival at the end of a link, which its port counts.
+    counters.packet_hops = world.ports.iter().map(|p| p.packets).sum();
     if let Some(h) = &world.hca {
         h.fill_counters(&mut counters);
     }
