@@ -337,12 +337,13 @@ impl<'a> World<'a> {
         let capacity_bps: f64 = (0..topo.n_hosts)
             .map(|h| topo.links[topo.out_links[h][0] as usize].rate.bps() as f64)
             .sum();
-        // Wheel slots about a 32nd of a full packet's time on the fastest link: near
-        // events then spread over few-entry slots (a 64th turns the wheel more often for
-        // nothing: bench-A 5 ms +1.5% instructions, k=4 DCTCP +0.3%).
+        // Wheel slots about a 64th of a full packet's time on the fastest link: near
+        // events then spread over few-entry slots. (A 32nd saves 1.5% of the instructions on
+        // bench-A's first 5 ms but costs 3.1% on the full bench-A, whose busier slots take
+        // longer to sort.)
         let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
         let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
-        let slot = crate::units::Rate(fastest).tx_time(full) / 32;
+        let slot = crate::units::Rate(fastest).tx_time(full) / 64;
         let mut end_arrivals = cfg.workload.duration.ps();
         let arrivals = match &cfg.workload.trace {
             Some(trace) => {
