@@ -43,8 +43,10 @@ impl CopiesTable {
     /// Total copies (original included) for a flow of `size` bytes; sizes beyond the table
     /// get one copy.
     pub fn copies_for(&self, size: u64) -> u8 {
-        let bin = size.div_ceil(self.unit_bytes.max(1)).max(1);
-        match self.extra.get((bin - 1) as usize) {
+        match self
+            .extra
+            .get(repflow_repnum::size_bin(size, self.unit_bytes))
+        {
             Some(&e) => e.saturating_add(1),
             None => 1,
         }
@@ -110,8 +112,10 @@ impl SizeHistogram {
     pub fn observe(&mut self, size: u64) {
         self.flows += 1;
         self.total_bytes += size as f64;
-        let bin = size.div_ceil(self.unit_bytes).max(1) as usize;
-        if let Some(c) = self.counts.get_mut(bin - 1) {
+        if let Some(c) = self
+            .counts
+            .get_mut(repflow_repnum::size_bin(size, self.unit_bytes))
+        {
             *c += 1;
         }
     }

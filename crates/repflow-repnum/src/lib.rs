@@ -4,6 +4,13 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// Index (0-based) of the size bin of a `size`-byte flow: bin `i` holds sizes in
+/// `(i·unit, (i+1)·unit]`, and an empty flow falls in the first bin. A `unit_bytes` of 0 is
+/// taken as 1. The simulator's and the library's histograms and tables all bin this way.
+pub fn size_bin(size: u64, unit_bytes: u64) -> usize {
+    (size.div_ceil(unit_bytes.max(1)).max(1) - 1) as usize
+}
+
 /// Greedy replica counts per size bin under a byte budget.
 ///
 /// `counts[i]` is the weight (number or probability) of flows in size bin `i + 1`, i.e. sizes
@@ -76,6 +83,14 @@ mod tests {
             rep_num_assign(&[10.0, 1.0], 1000, 1_000_000.0, 0.03, 0.1, 4),
             vec![2, 4]
         );
+    }
+
+    #[test]
+    fn bins_are_right_closed() {
+        assert_eq!(size_bin(0, 1000), 0);
+        assert_eq!(size_bin(1000, 1000), 0);
+        assert_eq!(size_bin(1001, 1000), 1);
+        assert_eq!(size_bin(5, 0), 4);
     }
 
     #[test]

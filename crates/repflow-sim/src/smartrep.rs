@@ -46,8 +46,8 @@ pub struct ReplicaTable {
 impl ReplicaTable {
     /// Replicas for a flow of `size` bytes.
     pub fn replicas_for(&self, size: u64) -> u32 {
-        let bin = size.div_ceil(self.unit_bytes.max(1)).max(1) as usize;
-        self.extra.get(bin - 1).copied().unwrap_or(0)
+        let bin = repflow_repnum::size_bin(size, self.unit_bytes);
+        self.extra.get(bin).copied().unwrap_or(0)
     }
 }
 
@@ -70,8 +70,7 @@ impl SizeHistogram {
         let mut total = 0.0;
         for &s in sizes {
             total += s as f64;
-            let bin = s.div_ceil(unit).max(1) as usize;
-            if let Some(c) = counts.get_mut(bin - 1) {
+            if let Some(c) = counts.get_mut(repflow_repnum::size_bin(s, unit)) {
                 *c += 1.0;
             }
         }
