@@ -107,6 +107,25 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
                    help="added to ideal FCT (size·8/link rate); default 0")  # fmt: skip
 
 
+def _add_warm_flag(p: argparse.ArgumentParser, whom: str) -> None:
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help=f"smartrep: probe the paths to {whom} before the first flow (SmartRep's probe "
+        "database), so no flow waits for probes; the warm-up is printed and recorded",
+    )
+
+
+def _warm(client: Any, args: argparse.Namespace, dsts: list[str], copies: int) -> dict[str, Any]:
+    """``--warm``: probes the paths to every destination; returns what the warm-up learnt."""
+    if args.scheme != "smartrep":
+        raise UserError(f"--warm: only the smartrep scheme probes paths, not {args.scheme}")
+    t0 = time.monotonic()
+    known = [client.warm_paths(d, copies) for d in dsts]
+    return {"copies": copies, "paths": known, "probes": client.counters()["probes"],
+            "seconds": time.monotonic() - t0}  # fmt: skip
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds ``serve``, ``send`` and ``load``."""
     p = sub.add_parser(
@@ -133,12 +152,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--count", type=int, default=100, help="number of flows (default 100)")
     p.add_argument("--interval", default="0s", help="pause between flows (default 0)")
     p.add_argument("--out", default=None, metavar="DIR", help="write a run directory")
-    p.add_argument(
-        "--warm",
-        action="store_true",
-        help="smartrep: probe the paths to --to before the first flow (as SmartRep's probe "
-        "database does), so no flow waits for probes; the time it took is printed",
-    )
+    _add_warm_flag(p, "--to")
     _add_client_flags(p)
     p.set_defaults(func=cmd_send)
 
@@ -182,12 +196,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="SmartRep copies cap = equal-cost paths (default 4)",
     )
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
-    p.add_argument(
-        "--warm",
-        action="store_true",
-        help="smartrep: probe the paths to every peer before the first arrival (SmartRep's "
-        "probe database), so no flow waits for probes",
-    )
+    _add_warm_flag(p, "every peer")
     _add_client_flags(p)
     p.set_defaults(func=cmd_load)  # fmt: skip
 
@@ -282,13 +291,10 @@ def cmd_send(args: argparse.Namespace) -> int:
     client = _make_client(args)
     warm_note = None
     if args.warm:
-        if args.scheme != "smartrep":
-            raise UserError(f"--warm: only the smartrep scheme probes paths, not {args.scheme}")
-        tw = time.monotonic()
-        paths = client.warm_paths(args.to, args.copies)
+        w = _warm(client, args, [args.to], args.copies)
         warm_note = (
-            f"  warm-up: {paths} distinct paths known after "
-            f"{client.counters()['probes']} probes in {_fmt_s(time.monotonic() - tw)}"
+            f"  warm-up: {w['paths'][0]} distinct paths known after "
+            f"{w['probes']} probes in {_fmt_s(w['seconds'])}"
         )
     rows = []
     first_error = None
@@ -474,16 +480,11 @@ def cmd_load(args: argparse.Namespace) -> int:
     client = _make_client(args, table)
     warm = None
     if args.warm:
-        if args.scheme != "smartrep":
-            raise UserError(f"--warm: only the smartrep scheme probes paths, not {args.scheme}")
         want = max([args.copies] + [1 + x for x in (table[1] if table else [])])
-        tw = time.monotonic()
-        known = [client.warm_paths(p, want) for p in peers]
-        warm = {"copies": want, "paths": known, "probes": client.counters()["probes"],
-                "seconds": time.monotonic() - tw}  # fmt: skip
+        warm = _warm(client, args, peers, want)
         print(f"  warm-up: {warm['probes']} probes to {len(peers)} peers in "
               f"{_fmt_s(warm['seconds'])}; distinct paths known per peer: "
-              f"min {min(known)}, max {max(known)}", flush=True)  # fmt: skip
+              f"min {min(warm['paths'])}, max {max(warm['paths'])}", flush=True)  # fmt: skip
     before_start = getattr(args, "before_start", None)
     if before_start is not None:
         before_start()  # e.g. the testbed's start barrier, after the warm-up
