@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from repflow.testbed import checks, netns
 from repflow.testbed.topology import fat_tree, toy
@@ -234,8 +235,11 @@ def test_toy_with_the_library(state_dir):
     assert list(res) == ["alone", "large", "replicated", "smartrep"]
     for r in res.values():
         assert r.unfinished == 0 and len(r.fct) == 30
-    # SmartRep's probed source ports always put one copy off the large flow's path
-    assert res["smartrep"].mean < res["large"].mean
+    # SmartRep's probed source ports always put one copy off the large flow's path. About half
+    # of the plain flows share that path, so the 75th percentile separates the scenarios; a
+    # mean does not: one 1 s SYN timeout in 30 flows (seen once in CI) outweighs the rest.
+    p75 = {k: float(np.percentile(r.fct, 75)) for k, r in res.items()}
+    assert p75["smartrep"] < p75["large"], p75
 
 
 def test_missing_hash_seed_sysctl_degrades_explicitly(state_dir, monkeypatch):
