@@ -114,8 +114,10 @@ async fn throughput(
     r
 }
 
-async fn fct(addr: SocketAddr, copies: u8, size: usize, n: usize) -> Vec<f64> {
-    let c = Client::new(ClientConfig::new(PolicyConfig::repflow(copies)));
+async fn fct(addr: SocketAddr, copies: u8, size: usize, n: usize, mode: ConnMode) -> Vec<f64> {
+    let mut cfg = ClientConfig::new(PolicyConfig::repflow(copies));
+    cfg.mode = mode;
+    let c = Client::new(cfg);
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
         let r = c.send(addr, vec![7u8; size]).await.expect("flow");
@@ -189,32 +191,37 @@ fn main() {
         rt
     };
     frt.block_on(async {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut a, mut b, mut pa, mut pb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..10 {
-            a.extend(fct(addr, 1, size, 200).await);
-            b.extend(fct(addr, 2, size, 200).await);
+            a.extend(fct(addr, 1, size, 200, ConnMode::PerFlow).await);
+            b.extend(fct(addr, 2, size, 200, ConnMode::PerFlow).await);
+            pa.extend(fct(addr, 1, size, 200, ConnMode::Pooled).await);
+            pb.extend(fct(addr, 2, size, 200, ConnMode::Pooled).await);
         }
-        a.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        b.sort_by(|x, y| x.partial_cmp(y).unwrap());
         let runtime = if threads > 0 {
             format!("multi-threaded client runtime, {threads} workers")
         } else {
             "client on one thread".to_string()
         };
-        println!(
-            "  idle-path FCT of a {size} B flow (per-flow connections, 2000 flows each, {runtime}):"
-        );
-        println!(
-            "    1 copy  : p50 {:.0} us  p99 {:.0} us",
-            pct(&a, 0.5),
-            pct(&a, 0.99)
-        );
-        println!(
-            "    2 copies: p50 {:.0} us  p99 {:.0} us  (p50 {:+.1} %, p99 {:+.1} %)",
-            pct(&b, 0.5),
-            pct(&b, 0.99),
-            (pct(&b, 0.5) / pct(&a, 0.5) - 1.0) * 100.0,
-            (pct(&b, 0.99) / pct(&a, 0.99) - 1.0) * 100.0
-        );
+        for (mode, one, two) in [
+            ("per-flow connections", &mut a, &mut b),
+            ("pooled connections", &mut pa, &mut pb),
+        ] {
+            one.sort_by(|x, y| x.partial_cmp(y).unwrap());
+            two.sort_by(|x, y| x.partial_cmp(y).unwrap());
+            println!("  idle-path FCT of a {size} B flow ({mode}, 2000 flows each, {runtime}):");
+            println!(
+                "    1 copy  : p50 {:.0} us  p99 {:.0} us",
+                pct(one, 0.5),
+                pct(one, 0.99)
+            );
+            println!(
+                "    2 copies: p50 {:.0} us  p99 {:.0} us  (p50 {:+.1} %, p99 {:+.1} %)",
+                pct(two, 0.5),
+                pct(two, 0.99),
+                (pct(two, 0.5) / pct(one, 0.5) - 1.0) * 100.0,
+                (pct(two, 0.99) / pct(one, 0.99) - 1.0) * 100.0
+            );
+        }
     });
 }

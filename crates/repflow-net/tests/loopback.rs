@@ -587,3 +587,58 @@ async fn smartrep_table_is_learnt_from_observed_sizes() {
     // A size the history never saw gets no replica.
     assert_eq!(c.send(addr, payload(11, 5000)).await.unwrap().copies, 1);
 }
+
+/// A listener whose accept queue is full: the kernel drops further SYNs, so a connection to
+/// it stays in SYN-SENT (a copy whose handshake stalls). Returns the listener and the
+/// connection that fills the queue (both must stay alive).
+fn stalled_listener(port: u16) -> (socket2::Socket, std::net::TcpStream) {
+    use socket2::{Domain, Socket, Type};
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let l = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    l.set_reuse_address(true).unwrap();
+    l.bind(&addr.into()).unwrap();
+    // Backlog 0: one established connection fills the accept queue.
+    l.listen(0).unwrap();
+    let filler = std::net::TcpStream::connect(addr).unwrap();
+    (l, filler)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_whose_handshake_stalls_times_out_or_loses() {
+    let base = free_base(2);
+    let (_stuck, _filler) = stalled_listener(base);
+    let dst: SocketAddr = format!("127.0.0.1:{base}").parse().unwrap();
+    let next: SocketAddr = format!("127.0.0.1:{}", base + 1).parse().unwrap();
+    let mut s = Server::bind(ServerConfig::ports(next, 1)).await.unwrap();
+    tokio::spawn(async move { while s.next().await.is_some() {} });
+
+    // One copy: the connection never opens, and the error says so once the connect timeout
+    // has passed (not at once, not at the flow timeout).
+    let mut cfg = ClientConfig::new(PolicyConfig::repflow(1));
+    cfg.connect_timeout = Duration::from_millis(300);
+    cfg.flow_timeout = Duration::from_secs(10);
+    let one = Client::new(cfg.clone());
+    let t = std::time::Instant::now();
+    match one.send(dst, payload(1, 10_000)).await {
+        Err(NetError::AllCopiesFailed { failed, .. }) => {
+            assert_eq!(failed.len(), 1);
+            assert!(failed[0].error.contains("timed out"), "{failed:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+
+    // Two copies: the replica (port + 1) delivers while the original is still opening; the
+    // original is cancelled, not reported as failed.
+    cfg.policy = PolicyConfig::repflow(2);
+    let two = Client::new(cfg);
+    let r = two.send(dst, payload(2, 10_000)).await.unwrap();
+    assert_eq!(r.winner, 1, "{r:?}");
+    assert_eq!(r.cancelled, 1, "{r:?}");
+    assert!(r.failed.is_empty(), "{r:?}");
+    assert!(r.fct < Duration::from_millis(300), "{r:?}");
+}
