@@ -243,8 +243,15 @@ impl Ring {
             return None;
         }
         let x = self.buf[self.head];
-        self.head = (self.head + 1) & (self.buf.len() - 1);
         self.len -= 1;
+        // An emptied ring starts again at its first slot: a port whose queue drains keeps
+        // reusing the same few (cached) entries instead of walking its whole buffer, which
+        // grows to the longest queue ever seen (bench-A: 79 k entries, 4.4 MB, past L2).
+        self.head = if self.len == 0 {
+            0
+        } else {
+            (self.head + 1) & (self.buf.len() - 1)
+        };
         Some(x)
     }
 
@@ -651,6 +658,29 @@ mod tests {
             }
         }
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn emptied_ring_starts_again_at_its_first_slot() {
+        let mut r = Ring::new();
+        for i in 0..3u64 {
+            r.push_back(InFlight {
+                arrival: i,
+                ..InFlight::default()
+            });
+        }
+        assert_eq!(r.pop_front().map(|f| f.arrival), Some(0));
+        assert_eq!(r.head, 1);
+        r.pop_front();
+        r.pop_front();
+        assert!(r.is_empty());
+        assert_eq!(r.head, 0);
+        r.push_back(InFlight {
+            arrival: 7,
+            ..InFlight::default()
+        });
+        assert_eq!(r.buf[0].arrival, 7);
+        assert_eq!(r.front().map(|f| f.arrival), Some(7));
     }
 
     #[test]
