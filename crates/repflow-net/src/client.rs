@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, Instrument};
@@ -496,44 +496,18 @@ impl Client {
         }
     }
 
+    /// Opens a connection (for the pool) and waits for its handshake.
     async fn connect(&self, route: Route) -> Result<TcpStream, String> {
-        let cfg = &self.inner.cfg;
-        let s = if route.dst.is_ipv4() {
-            TcpSocket::new_v4()
-        } else {
-            TcpSocket::new_v6()
-        }
-        .map_err(|e| format!("socket: {e}"))?;
-        if route.src_port.is_some() || cfg.bind_ip.is_some() {
-            let ip = cfg.bind_ip.unwrap_or(if route.dst.is_ipv4() {
-                IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-            } else {
-                IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-            });
-            s.set_reuseaddr(true)
-                .map_err(|e| format!("reuseaddr: {e}"))?;
-            s.bind(SocketAddr::new(ip, route.src_port.unwrap_or(0)))
-                .map_err(|e| format!("bind: {e}"))?;
-        }
-        let stream = match tokio::time::timeout(cfg.connect_timeout, s.connect(route.dst)).await {
-            Err(_) => return Err(format!("connect to {} timed out", route.dst)),
-            Ok(Err(e)) => return Err(format!("connect to {}: {e}", route.dst)),
-            Ok(Ok(s)) => s,
-        };
-        inc(&self.inner.counters.connections, 1);
-        let _ = stream.set_nodelay(true);
-        // Closing resets the connection: a loser stops at once, and no TIME_WAIT is left
-        // on the client, so probed source ports can be reused.
-        let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
-        Ok(stream)
+        self.connect_send(route, &[], &[], &AtomicU64::new(0)).await
     }
 
-    /// Opens a per-flow copy's connection and writes its frame. The socket is connected
-    /// without blocking and the frame is written at once, before the socket is handed to
-    /// tokio: when the path is short enough for the handshake to finish inside `connect` (the
-    /// loopback and same-host paths), the copy is on its way without a readiness round trip
-    /// through the event loop, so the next copy starts sooner. Otherwise (the `send` finds the
-    /// connection still opening) it waits for the handshake as [`Client::connect`] does.
+    /// Opens a copy's connection and writes `head` and `payload` (may be empty). The socket
+    /// is connected without blocking and the frame is written at once, before the socket is
+    /// handed to tokio: when the path is short enough for the handshake to finish inside
+    /// `connect` (loopback and same-host paths), the copy is on its way without a readiness
+    /// round trip through the event loop, so the next copy starts sooner. Otherwise (the
+    /// `send` finds the connection still opening) it waits up to `connect_timeout` for the
+    /// handshake, then writes.
     async fn connect_send(
         &self,
         route: Route,
