@@ -55,11 +55,18 @@ impl<E> Ord for Entry<E> {
 }
 
 const WHEEL_BITS: u32 = 11;
+/// Most slots a wheel can have.
 const WHEEL_SLOTS: u64 = 1 << WHEEL_BITS;
+/// Fewest slots a wheel has (one bitmap word).
+const MIN_SLOTS: u64 = 64;
 
 struct Wheel<E> {
     shift: u32,
-    /// Fixed-size arrays: a masked index needs no bounds check.
+    /// Slots in use minus one: a power of two between `MIN_SLOTS` and `WHEEL_SLOTS`, minus one.
+    /// A wheel just wider than the events' horizon keeps the slots it turns through few and
+    /// cache-warm.
+    mask: u64,
+    /// Fixed-size arrays: an index masked by `WHEEL_SLOTS - 1` needs no bounds check.
     slots: Box<[Vec<Entry<E>>; WHEEL_SLOTS as usize]>,
     occupied: [u64; (WHEEL_SLOTS / 64) as usize],
     /// Absolute slot number (time >> shift) of the current slot.
@@ -71,9 +78,11 @@ struct Wheel<E> {
 }
 
 impl<E> Wheel<E> {
-    fn new(shift: u32) -> Self {
+    fn new(shift: u32, slots: u64) -> Self {
+        debug_assert!(slots.is_power_of_two() && (MIN_SLOTS..=WHEEL_SLOTS).contains(&slots));
         Wheel {
             shift,
+            mask: slots - 1,
             slots: (0..WHEEL_SLOTS)
                 .map(|_| Vec::new())
                 .collect::<Box<[_]>>()
@@ -92,13 +101,13 @@ impl<E> Wheel<E> {
         let abs = x.time >> self.shift;
         debug_assert!(abs >= self.cur, "event scheduled in the past");
         // One comparison for "beyond the horizon, or in the current slot once it is sorted":
-        // the common case is `lo <= abs < cur + WHEEL_SLOTS` with `lo = cur + cur_sorted`.
+        // the common case is `lo <= abs < cur + slots` with `lo = cur + cur_sorted`.
         let sorted = self.cur_sorted as u64;
-        if abs.wrapping_sub(self.cur + sorted) >= WHEEL_SLOTS - sorted {
+        if abs.wrapping_sub(self.cur + sorted) > self.mask - sorted {
             self.place_rare(x);
             return;
         }
-        let idx = (abs & (WHEEL_SLOTS - 1)) as usize;
+        let idx = self.index(abs);
         self.slots[idx].push(x);
         self.occupied[idx >> 6] |= 1 << (idx & 63);
     }
@@ -109,16 +118,22 @@ impl<E> Wheel<E> {
     #[inline(never)]
     fn place_rare(&mut self, x: Entry<E>) {
         let abs = x.time >> self.shift;
-        if abs - self.cur >= WHEEL_SLOTS {
+        if abs - self.cur > self.mask {
             self.overflow.push(x);
             return;
         }
-        let idx = (abs & (WHEEL_SLOTS - 1)) as usize;
+        let idx = self.index(abs);
         let slot = &mut self.slots[idx];
         let k = x.key();
         let pos = slot.partition_point(|y| y.key() > k);
         slot.insert(pos, x);
         self.occupied[idx >> 6] |= 1 << (idx & 63);
+    }
+
+    /// Index in `slots` of absolute slot `abs`.
+    #[inline]
+    fn index(&self, abs: u64) -> usize {
+        (abs & self.mask & (WHEEL_SLOTS - 1)) as usize
     }
 
     #[inline]
@@ -131,18 +146,18 @@ impl<E> Wheel<E> {
     fn next_occupied(&self) -> Option<u64> {
         let start = self.cur + 1;
         let mut scanned = 0u64;
-        while scanned < WHEEL_SLOTS - 1 {
+        while scanned < self.mask {
             let abs = start + scanned;
-            let idx = abs & (WHEEL_SLOTS - 1);
-            let word = self.occupied[(idx >> 6) as usize] >> (idx & 63);
+            let idx = self.index(abs);
+            let word = self.occupied[idx >> 6] >> (idx & 63);
             if word != 0 {
                 let off = word.trailing_zeros() as u64;
-                if scanned + off < WHEEL_SLOTS - 1 {
+                if scanned + off < self.mask {
                     return Some(abs + off);
                 }
                 return None;
             }
-            scanned += 64 - (idx & 63);
+            scanned += 64 - (idx & 63) as u64;
         }
         None
     }
@@ -157,7 +172,7 @@ impl<E> Wheel<E> {
             return None;
         }
         loop {
-            let idx = (self.cur & (WHEEL_SLOTS - 1)) as usize;
+            let idx = self.index(self.cur);
             if !self.slots[idx].is_empty() {
                 if !self.cur_sorted {
                     // Entries reach a slot in increasing `seq` order (see `place`), so a
@@ -184,7 +199,7 @@ impl<E> Wheel<E> {
             self.cur = target;
             self.cur_sorted = false;
             while let Some(y) = self.overflow.peek() {
-                if (y.time >> self.shift) - self.cur >= WHEEL_SLOTS {
+                if (y.time >> self.shift) - self.cur > self.mask {
                     break;
                 }
                 let y = self.overflow.pop().expect("peeked");
@@ -196,7 +211,7 @@ impl<E> Wheel<E> {
     /// Pops the minimum; call only right after `settle` returned `Some`.
     #[inline]
     fn pop_settled(&mut self) -> Option<Entry<E>> {
-        let idx = (self.cur & (WHEEL_SLOTS - 1)) as usize;
+        let idx = self.index(self.cur);
         self.len -= 1;
         self.slots[idx].pop()
     }
@@ -214,12 +229,27 @@ impl<E> EventQueue<E> {
         Self::with_slot_width(65_536)
     }
 
-    /// An empty queue whose wheel slots are about `width_ps` wide (rounded to a power of two).
-    /// A width near the typical gap between near events keeps slots short.
+    /// An empty queue whose wheel slots are about `width_ps` wide (rounded down to a power of
+    /// two), with the widest wheel (2048 slots). A width near the typical gap between near
+    /// events keeps slots short.
     pub fn with_slot_width(width_ps: u64) -> Self {
+        Self::with_geometry(width_ps, u64::MAX)
+    }
+
+    /// As [`EventQueue::with_slot_width`], with a wheel just wide enough for near events at
+    /// most `horizon_ps` after the current time (between 64 and 2048 slots). Only the speed
+    /// depends on the horizon (later near events wait in the overflow heap), never the order.
+    pub fn with_geometry(width_ps: u64, horizon_ps: u64) -> Self {
         let shift = 63 - width_ps.max(1).leading_zeros();
+        // An event `horizon_ps` ahead lies at most `(horizon_ps >> shift) + 1` slots after
+        // the current one.
+        let slots = (horizon_ps >> shift)
+            .saturating_add(2)
+            .checked_next_power_of_two()
+            .unwrap_or(WHEEL_SLOTS)
+            .clamp(MIN_SLOTS, WHEEL_SLOTS);
         EventQueue {
-            wheel: Wheel::new(shift),
+            wheel: Wheel::new(shift, slots),
             timers: BinaryHeap::new(),
             timer_time: Time::MAX,
             seq: 0,
@@ -257,7 +287,7 @@ impl<E> EventQueue<E> {
         // it goes first if it is strictly earlier than every timer.
         let w = &mut self.wheel;
         if w.cur_sorted {
-            let slot = &mut w.slots[(w.cur & (WHEEL_SLOTS - 1)) as usize];
+            let slot = &mut w.slots[w.index(w.cur)];
             if slot.last().is_some_and(|y| y.time < self.timer_time) {
                 w.len -= 1;
                 return slot.pop().map(|x| (x.time, x.e));
@@ -397,7 +427,22 @@ mod tests {
 
     #[test]
     fn queue_mixes_wheel_overflow_and_timers_in_order() {
-        let mut q = EventQueue::with_slot_width(1000);
+        // The widest wheel, and a 64-slot one whose horizon most events exceed.
+        mixes_in_order(EventQueue::with_slot_width(1000));
+        mixes_in_order(EventQueue::with_geometry(1000, 10_000));
+    }
+
+    #[test]
+    fn wheel_width_follows_the_horizon() {
+        let slots = |q: EventQueue<u64>| q.wheel.mask + 1;
+        assert_eq!(slots(EventQueue::with_slot_width(1000)), WHEEL_SLOTS);
+        assert_eq!(slots(EventQueue::with_geometry(1000, 10_000)), MIN_SLOTS);
+        // bench-A: 16384 ps slots, 2.2 us horizon (134 slots ahead).
+        assert_eq!(slots(EventQueue::with_geometry(18_750, 2_200_000)), 256);
+        assert_eq!(slots(EventQueue::with_geometry(1, 1 << 40)), WHEEL_SLOTS);
+    }
+
+    fn mixes_in_order(mut q: EventQueue<u64>) {
         let mut rng = Rng::new(9, 9);
         let mut now = 0u64;
         let mut out = Vec::new();

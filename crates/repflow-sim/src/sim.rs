@@ -344,6 +344,15 @@ impl<'a> World<'a> {
         let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
         let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
         let slot = crate::units::Rate(fastest).tx_time(full) / 64;
+        // Near events (arrivals at the end of a link, pFabric transmit completions) lie at
+        // most a full packet's transmission and a propagation delay ahead: a wheel just that
+        // wide turns through few, cache-warm slots.
+        let horizon = topo
+            .links
+            .iter()
+            .map(|l| l.rate.tx_time(full) + l.delay)
+            .max()
+            .unwrap_or(0);
         let mut end_arrivals = cfg.workload.duration.ps();
         let arrivals = match &cfg.workload.trace {
             Some(trace) => {
@@ -386,7 +395,7 @@ impl<'a> World<'a> {
             conns: Vec::new(),
             paths: Vec::new(),
             flows: Vec::new(),
-            q: EventQueue::with_slot_width(slot),
+            q: EventQueue::with_geometry(slot, horizon),
             now: 0,
             out: Vec::with_capacity(64),
             policy,
