@@ -189,8 +189,8 @@ struct InFlight {
 #[derive(Clone, Debug)]
 struct Ring {
     buf: Box<[InFlight]>,
-    head: usize,
-    len: usize,
+    head: u32,
+    len: u32,
 }
 
 impl Ring {
@@ -204,7 +204,7 @@ impl Ring {
 
     #[inline]
     fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     #[inline]
@@ -215,7 +215,7 @@ impl Ring {
     /// The `i`-th packet from the front (`i < len`).
     #[inline]
     fn get(&self, i: usize) -> &InFlight {
-        &self.buf[(self.head + i) & (self.buf.len() - 1)]
+        &self.buf[(self.head as usize + i) & (self.buf.len() - 1)]
     }
 
     #[inline]
@@ -223,17 +223,17 @@ impl Ring {
         if self.len == 0 {
             None
         } else {
-            Some(&self.buf[self.head])
+            Some(&self.buf[self.head as usize])
         }
     }
 
     #[inline]
     fn push_back(&mut self, x: InFlight) {
-        if self.len == self.buf.len() {
+        if self.len as usize == self.buf.len() {
             self.grow();
         }
         let mask = self.buf.len() - 1;
-        self.buf[(self.head + self.len) & mask] = x;
+        self.buf[(self.head + self.len) as usize & mask] = x;
         self.len += 1;
     }
 
@@ -242,7 +242,7 @@ impl Ring {
         if self.len == 0 {
             return None;
         }
-        let x = self.buf[self.head];
+        let x = self.buf[self.head as usize];
         self.len -= 1;
         // An emptied ring starts again at its first slot: a port whose queue drains keeps
         // reusing the same few (cached) entries instead of walking its whole buffer, which
@@ -250,7 +250,7 @@ impl Ring {
         self.head = if self.len == 0 {
             0
         } else {
-            (self.head + 1) & (self.buf.len() - 1)
+            (self.head + 1) & (self.buf.len() - 1) as u32
         };
         Some(x)
     }
@@ -258,7 +258,8 @@ impl Ring {
     #[cold]
     fn grow(&mut self) {
         let mut buf = vec![InFlight::default(); self.buf.len() * 2].into_boxed_slice();
-        for (i, x) in buf.iter_mut().take(self.len).enumerate() {
+        assert!(buf.len() <= 1 << 31, "a link FIFO of 2^31 packets");
+        for (i, x) in buf.iter_mut().take(self.len()).enumerate() {
             *x = *self.get(i);
         }
         self.buf = buf;
@@ -266,62 +267,97 @@ impl Ring {
     }
 }
 
+/// What a FIFO admission reads of the discipline, kept beside the other hot fields of a
+/// [`Port`] (16 bytes).
+#[derive(Clone, Copy, Debug)]
+struct Admission {
+    /// The DropTail limits.
+    limit_bytes: u64,
+    limit_packets: u32,
+    /// The discipline marks ECN (then it is applied whole from `Port::qdisc`).
+    ecn: bool,
+    /// The port is priority-scheduled.
+    scheduled: bool,
+}
+
 /// A FIFO output port and its link.
+///
+/// Laid out for the per-hop path (bench-A's ports do not fit in L1): the first cache line
+/// holds all that a packet's arrival at the far end and an admission touch, the second the
+/// rest of what an admission touches; the others are rarely read.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct Port {
-    clock: TxClock,
-    delay: Time,
-    qdisc: Qdisc,
-    /// When the last admitted packet finishes serialization.
-    busy_until: Time,
+    // Line 1.
     /// Admitted packets not yet arrived at the far end, in order.
     fifo: Ring,
     /// Index into `fifo` of the first packet whose serialization had not started at the last
     /// admission (a lower bound; advanced lazily).
-    first_waiting: usize,
-    /// Bytes admitted to this port.
-    cum_bytes: u64,
+    first_waiting: u32,
+    /// Largest backlog seen, packets.
+    pub max_backlog: u32,
     /// `cum_bytes` of the last packet known to have started serialization (the packets before
     /// `first_waiting`).
     cum_started: u64,
-    /// Packets dropped here.
-    pub drops: u64,
-    /// Largest backlog seen, packets.
-    pub max_backlog: u32,
+    /// Bytes admitted to this port.
+    cum_bytes: u64,
     /// Packets that crossed this link.
     pub packets: u64,
-    /// Scheduled (priority) port: its waiting packets. `None` for FIFO ports.
-    sched: Option<Box<PrioQueue>>,
-    /// Scheduled port: a transmit-complete event is pending.
-    tx_pending: bool,
-    /// Transmission time of admitted packets, ps.
-    busy: Time,
+    /// When the last admitted packet finishes serialization.
+    busy_until: Time,
+    // Line 2.
     /// ∫ backlog dt: FIFO ports in ps² of unfinished work, counting every admitted packet to
     /// its departure; scheduled ports in byte·ps of waiting bytes up to `area_t`.
     area: u128,
+    clock: TxClock,
+    delay: Time,
+    /// Transmission time of admitted packets, ps.
+    busy: Time,
+    admission: Admission,
+    // Cold.
+    qdisc: Qdisc,
+    /// Packets dropped here.
+    pub drops: u64,
+    /// Scheduled (priority) port: its waiting packets. `None` for FIFO ports.
+    sched: Option<Box<PrioQueue>>,
     area_t: Time,
+    /// Scheduled port: a transmit-complete event is pending.
+    tx_pending: bool,
 }
+
+// The hot fields fill the first two cache lines.
+const _: () = assert!(std::mem::offset_of!(Port, qdisc) == 128);
 
 impl Port {
     /// A port sending at `clock`'s rate onto a link of propagation delay `delay`.
     pub fn new(clock: TxClock, delay: Time, qdisc: Qdisc) -> Port {
+        let (limit, ecn) = match &qdisc {
+            Qdisc::DropTail(d) => (*d, false),
+            Qdisc::Ecn(e) => (e.limit, true),
+        };
         Port {
-            clock,
-            delay,
-            qdisc,
-            busy_until: 0,
             fifo: Ring::new(),
             first_waiting: 0,
-            cum_bytes: 0,
-            cum_started: 0,
-            drops: 0,
             max_backlog: 0,
+            cum_started: 0,
+            cum_bytes: 0,
             packets: 0,
-            sched: None,
-            tx_pending: false,
-            busy: 0,
+            busy_until: 0,
             area: 0,
+            clock,
+            delay,
+            busy: 0,
+            admission: Admission {
+                limit_bytes: limit.limit_bytes,
+                limit_packets: limit.limit_packets,
+                ecn,
+                scheduled: false,
+            },
+            qdisc,
+            drops: 0,
+            sched: None,
             area_t: 0,
+            tx_pending: false,
         }
     }
 
@@ -337,6 +373,7 @@ impl Port {
             }),
         );
         p.sched = Some(Box::new(PrioQueue::new(limit_bytes)));
+        p.admission.scheduled = true;
         p
     }
 
@@ -344,7 +381,7 @@ impl Port {
     /// [`Port::sched_tx_done`] instead of [`Port::enqueue`]).
     #[inline]
     pub fn is_scheduled(&self) -> bool {
-        self.sched.is_some()
+        self.admission.scheduled
     }
 
     /// Busy time and mean backlog over [0, `now`].
@@ -434,7 +471,7 @@ impl Port {
     /// Backlog waiting at `now` (packets, bytes), the packet in service excluded.
     fn backlog(&mut self, now: Time) -> (u32, u64) {
         let len = self.fifo.len();
-        let mut i = self.first_waiting;
+        let mut i = self.first_waiting as usize;
         while i < len {
             let f = self.fifo.get(i);
             if f.start > now {
@@ -443,7 +480,7 @@ impl Port {
             self.cum_started = f.cum_bytes;
             i += 1;
         }
-        self.first_waiting = i;
+        self.first_waiting = i as u32;
         ((len - i) as u32, self.cum_bytes - self.cum_started)
     }
 
@@ -453,7 +490,17 @@ impl Port {
     #[inline]
     pub fn enqueue(&mut self, mut pkt: Packet, now: Time) -> Option<bool> {
         let (wp, wb) = self.backlog(now);
-        if self.qdisc.admit(&mut pkt, wp, wb) == Verdict::Drop {
+        let a = self.admission;
+        let verdict = if a.ecn {
+            self.qdisc.admit(&mut pkt, wp, wb)
+        } else {
+            DropTail {
+                limit_packets: a.limit_packets,
+                limit_bytes: a.limit_bytes,
+            }
+            .admit(&mut pkt, wp, wb)
+        };
+        if verdict == Verdict::Drop {
             self.drops += 1;
             return None;
         }
