@@ -174,10 +174,10 @@ pub struct PortStats {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct InFlight {
-    /// When the packet has fully arrived at the far end of the link.
+    /// When the packet has fully arrived at the far end of the link. (Its serialization
+    /// starts a propagation delay and a transmission time earlier: not stored, so that an
+    /// entry is 48 bytes, not 56.)
     arrival: Time,
-    /// When its serialization starts.
-    start: Time,
     /// Bytes admitted to this port up to and including this packet.
     cum_bytes: u64,
     pkt: Packet,
@@ -327,6 +327,7 @@ pub struct Port {
 
 // The hot fields fill the first two cache lines.
 const _: () = assert!(std::mem::offset_of!(Port, qdisc) == 128);
+const _: () = assert!(std::mem::size_of::<InFlight>() == 48);
 
 impl Port {
     /// A port sending at `clock`'s rate onto a link of propagation delay `delay`.
@@ -419,7 +420,6 @@ impl Port {
         self.tx_pending = true;
         self.fifo.push_back(InFlight {
             arrival: finish + self.delay,
-            start: now,
             cum_bytes: 0,
             pkt,
         });
@@ -474,7 +474,8 @@ impl Port {
         let mut i = self.first_waiting as usize;
         while i < len {
             let f = self.fifo.get(i);
-            if f.start > now {
+            // Serialization starts after `now`: `arrival - delay - tx > now`.
+            if f.arrival > now + self.delay + self.clock.tx(f.pkt.bytes) {
                 break;
             }
             self.cum_started = f.cum_bytes;
@@ -518,7 +519,6 @@ impl Port {
         let was_empty = self.fifo.is_empty();
         self.fifo.push_back(InFlight {
             arrival: finish + self.delay,
-            start,
             cum_bytes: self.cum_bytes,
             pkt,
         });
