@@ -12,7 +12,9 @@
 //! `NETBENCH_ONLY` keeps only the cases whose name contains one of its `|`-separated parts
 //! (e.g. `per-flow, 2` or `fct`, for profiling one case); `NETBENCH_FCT_THREADS=N` measures
 //! the idle-path FCT from a multi-threaded client runtime of N workers (as a real client
-//! would run) instead of the single client thread. Timed figures are printed, never asserted.
+//! would run) instead of the single client thread. `NETBENCH_PIN=C,S` pins the client thread
+//! to CPU C and the server thread to CPU S (`0,1`: each end on its own core, as two hosts
+//! would be; `0,0`: both ends share one core). Timed figures are printed, never asserted.
 
 use nix::sys::resource::{getrusage, UsageWho};
 use repflow_net::{Client, ClientConfig, ConnMode, PolicyConfig, Server, ServerConfig};
@@ -20,6 +22,21 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
+
+/// The CPUs of `NETBENCH_PIN=C,S` (client, server), if set.
+fn pins() -> Option<(usize, usize)> {
+    let v = std::env::var("NETBENCH_PIN").ok()?;
+    let (c, s) = v.split_once(',')?;
+    Some((c.trim().parse().ok()?, s.trim().parse().ok()?))
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).expect("NETBENCH_PIN: CPU number out of range");
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .expect("NETBENCH_PIN: sched_setaffinity");
+}
 
 fn thread_cpu() -> f64 {
     let u = getrusage(UsageWho::RUSAGE_THREAD).expect("getrusage");
@@ -34,6 +51,9 @@ fn start_server() -> (SocketAddr, mpsc::Sender<mpsc::Sender<f64>>) {
     let server = std::thread::Builder::new().name("netbench-server".into());
     server
         .spawn(move || {
+            if let Some((_, cpu)) = pins() {
+                pin(cpu);
+            }
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -141,6 +161,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let secs: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3.0);
     let size: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    if let Some((cpu, _)) = pins() {
+        pin(cpu);
+    }
     let (addr, q) = start_server();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
