@@ -322,6 +322,17 @@ impl<E: Copy> EventQueue<E> {
         self.seq += 1;
     }
 
+    /// A near event likely to be popped next (the earliest of the current wheel slot, once
+    /// that is sorted), for warming the cache; `None` if not at hand. A timer may come first.
+    #[inline]
+    pub fn peek_near(&self) -> Option<&E> {
+        let w = &self.wheel;
+        if !w.cur_sorted {
+            return None;
+        }
+        w.slots[w.index(w.cur)].last().map(|y| &y.e)
+    }
+
     /// Removes and returns the earliest event, with its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
@@ -496,6 +507,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn peek_near_names_the_next_wheel_event() {
+        let mut q = EventQueue::with_slot_width(1000);
+        for (t, e) in [(30u64, 1u64), (10, 2), (20, 3), (5_000, 4)] {
+            q.push(t, e);
+        }
+        // Before the first pop the current slot is not sorted yet: no hint.
+        assert_eq!(q.peek_near(), None);
+        assert_eq!(q.pop(), Some((10, 2)));
+        assert_eq!(q.peek_near(), Some(&3));
+        assert_eq!(q.pop(), Some((20, 3)));
+        assert_eq!(q.peek_near(), Some(&1));
+        assert_eq!(q.pop(), Some((30, 1)));
+        // The slot is empty: the next event is in a later slot, not known without turning.
+        assert_eq!(q.peek_near(), None);
+        assert_eq!(q.pop(), Some((5_000, 4)));
     }
 
     #[test]

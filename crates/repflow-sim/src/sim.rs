@@ -794,6 +794,14 @@ impl<'a> World<'a> {
             }
             self.now = t;
             events += 1;
+            // Warm the cache for the next event while this one is processed: the next port's
+            // hot line and FIFO head, loaded early, overlap this event's work. (bench-A:
+            // +7% instructions, yet +3% packet-hops/s wall-clock, 5 ms and full alike.)
+            if let Some(&n) = self.q.peek_near() {
+                if n >> 32 == EV_ARRIVE {
+                    std::hint::black_box(self.ports[(n as u32) as usize].head_arrival());
+                }
+            }
             let id = e as u32;
             // Packet arrivals are nearly all events: test for them before the jump table.
             // A packet forwarded by a switch cannot end the run: the end test is skipped.
