@@ -296,6 +296,10 @@ def _toy_running(prefix: str) -> bool:
     )
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_crash_then_down_and_ctrl_c_leave_nothing(state_dir):
     before = _root_view()
     env = {**os.environ, "REPFLOW_TESTBED_STATE_DIR": str(state_dir)}
@@ -317,17 +321,26 @@ def test_crash_then_down_and_ctrl_c_leave_nothing(state_dir):
     ).stdout
     assert "removed 8 namespaces" in out
     _assert_unchanged(before)
-    # Ctrl-C: the command cleans up by itself
+    # Ctrl-C: the command cleans up by itself. The child gets SIGINT's default disposition:
+    # a test run started in the background of a non-interactive shell inherits SIGINT ignored,
+    # and Python then never turns it into KeyboardInterrupt.
     p = subprocess.Popen(
         [*cmd, "--prefix", "rfti-"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     assert _wait_for(lambda: _toy_running("rfti-"), 30)
     p.send_signal(signal.SIGINT)
-    _out, err = p.communicate(timeout=30)
+    try:
+        _out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:  # never leave an experiment running into the next test
+            p.kill()
+            p.wait()
+            netns.down("rfti-")
     assert p.returncode == 130, err
     _assert_unchanged(before)
     assert netns.read_state("rfti-") is None
