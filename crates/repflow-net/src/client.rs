@@ -5,7 +5,7 @@ use crate::frame::{flags, Header};
 use crate::paths::{Fallback, PortSelector, Selection};
 use crate::policy::{DecisionReason, Policy, PolicyConfig, PortStrategy};
 use crate::probe::{probe_port, ProbeConfig};
-use crate::wire::{read_frame, write_counted, FrameReader, ReadError};
+use crate::wire::{read_frame, write_counted, FrameReader, ReadError, Unsent};
 use crate::{CopyFailure, NetError, Payload};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::{HashMap, HashSet};
@@ -545,30 +545,27 @@ impl Client {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(format!("connect to {}: {e}", route.dst)),
         }
-        let (mut h, mut b) = (0, 0);
-        while h < head.len() || b < payload.len() {
-            let bufs = [
-                std::io::IoSlice::new(&head[h..]),
-                std::io::IoSlice::new(&payload[b..]),
-            ];
-            match s.send_vectored_with_flags(&bufs, libc::MSG_NOSIGNAL) {
+        let mut rest = Unsent::new(head, payload);
+        while !rest.is_empty() {
+            match s.send_vectored_with_flags(&rest.slices(), libc::MSG_NOSIGNAL) {
                 Ok(0) => return Err("sending: wrote zero bytes".into()),
                 Ok(n) => {
                     written.fetch_add(n as u64, Ordering::Relaxed);
-                    let from_head = n.min(head.len() - h);
-                    h += from_head;
-                    b += n - from_head;
+                    rest.advance(n);
                 }
                 // Still connecting, or the send buffer is full: tokio takes over.
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if h == 0 => return Err(format!("connect to {}: {e}", route.dst)),
+                Err(e) if rest.head.len() == head.len() => {
+                    return Err(format!("connect to {}: {e}", route.dst))
+                }
                 Err(e) => return Err(format!("sending: {e}")),
             }
         }
+        let nothing_sent = rest.head.len() == head.len() && rest.body.len() == payload.len();
         let mut stream = TcpStream::from_std(std::net::TcpStream::from(s))
             .map_err(|e| format!("socket: {e}"))?;
-        if h == 0 {
+        if nothing_sent {
             // Nothing went out: the handshake is still under way.
             match tokio::time::timeout(cfg.connect_timeout, stream.writable()).await {
                 Err(_) => return Err(format!("connect to {} timed out", route.dst)),
@@ -580,8 +577,8 @@ impl Client {
             }
         }
         inc(&self.inner.counters.connections, 1);
-        if h < head.len() || b < payload.len() {
-            write_counted(&mut stream, &head[h..], &payload[b..], written)
+        if !rest.is_empty() {
+            write_counted(&mut stream, rest.head, rest.body, written)
                 .await
                 .map_err(|e| format!("sending: {e}"))?;
         }

@@ -180,6 +180,38 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     Ok(ReadFrame { header, payload })
 }
 
+/// The part of a frame (`head` then `body`) not yet accepted by a socket.
+pub(crate) struct Unsent<'a> {
+    /// Rest of the header.
+    pub head: &'a [u8],
+    /// Rest of the payload.
+    pub body: &'a [u8],
+}
+
+impl<'a> Unsent<'a> {
+    /// All of `head` then `body`.
+    pub fn new(head: &'a [u8], body: &'a [u8]) -> Self {
+        Unsent { head, body }
+    }
+
+    /// Whether everything was sent.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.body.is_empty()
+    }
+
+    /// The rest, for a vectored write.
+    pub fn slices(&self) -> [io::IoSlice<'a>; 2] {
+        [io::IoSlice::new(self.head), io::IoSlice::new(self.body)]
+    }
+
+    /// Drops the first `n` bytes (accepted by a write).
+    pub fn advance(&mut self, n: usize) {
+        let from_head = n.min(self.head.len());
+        self.head = &self.head[from_head..];
+        self.body = &self.body[n - from_head..];
+    }
+}
+
 /// Writes `head` then `body` (vectored, without copying), adding every byte accepted by the
 /// socket to `counter` as it goes (so a copy cancelled mid-write has counted what it sent).
 pub(crate) async fn write_counted<W: AsyncWrite + Unpin>(
@@ -188,17 +220,14 @@ pub(crate) async fn write_counted<W: AsyncWrite + Unpin>(
     body: &[u8],
     counter: &AtomicU64,
 ) -> io::Result<()> {
-    let (mut h, mut b) = (0, 0);
-    while h < head.len() || b < body.len() {
-        let bufs = [io::IoSlice::new(&head[h..]), io::IoSlice::new(&body[b..])];
-        let n = w.write_vectored(&bufs).await?;
+    let mut rest = Unsent::new(head, body);
+    while !rest.is_empty() {
+        let n = w.write_vectored(&rest.slices()).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
         counter.fetch_add(n as u64, Ordering::Relaxed);
-        let from_head = n.min(head.len() - h);
-        h += from_head;
-        b += n - from_head;
+        rest.advance(n);
     }
     Ok(())
 }
