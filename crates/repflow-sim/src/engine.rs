@@ -6,18 +6,30 @@ use std::collections::BinaryHeap;
 /// Simulated time in picoseconds.
 pub type Time = u64;
 
+/// An event taken from an [`EventQueue`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A near event, by its id (see [`EventQueue::push_near`]).
+    Near(u32),
+    /// A timer, with its payload.
+    Timer(u64),
+}
+
 /// The pending events of a run, ordered by `(time, insertion order)`.
 ///
-/// Near events (packet arrivals at the end of a link: the bulk of all events) go to a
-/// calendar wheel of `2^k` slots of fixed width; the current slot is kept sorted and the next
-/// occupied slot is found through an occupancy bitmap, so a push or a pop costs O(1) in the
-/// usual case. Events beyond the wheel's horizon wait in an overflow heap and move onto the
-/// wheel as it turns. Timers (one per open connection, far away, rarely due) live in their own
-/// heap. The earliest head among them is served, and all share one sequence counter, so the
-/// order is exactly that of a single priority queue: a seed gives bit-identical runs.
-pub struct EventQueue<E> {
-    wheel: Wheel<E>,
-    timers: BinaryHeap<Entry<E>>,
+/// Near events (packet arrivals at the end of a link: the bulk of all events) are named by a
+/// small id, of which at most one is pending at a time (a link has one head packet). They go
+/// to a calendar wheel of `2^k` fine slots, each an intrusive list through a per-id node
+/// array: a push links the id's node at its slot's head, a pop takes the least key of the
+/// current slot (nearly always its only entry) and the next occupied slot is found through
+/// an occupancy bitmap — no per-slot buffers, no sorting. Events beyond the wheel's horizon
+/// wait in an overflow heap and move onto the wheel as it turns. Timers (one per open
+/// connection, far away, rarely due) live in their own heap. The earliest among them is
+/// served, and all share one sequence counter, so the order is exactly that of a single
+/// priority queue: a seed gives bit-identical runs.
+pub struct EventQueue {
+    wheel: Wheel,
+    timers: BinaryHeap<Entry<u64>>,
     /// Time of the earliest timer (`Time::MAX` if none).
     timer_time: Time,
     seq: u64,
@@ -55,133 +67,201 @@ impl<E> Ord for Entry<E> {
     }
 }
 
-const WHEEL_BITS: u32 = 11;
+const WHEEL_BITS: u32 = 14;
 /// Most slots a wheel can have.
 const WHEEL_SLOTS: u64 = 1 << WHEEL_BITS;
 /// Fewest slots a wheel has (one bitmap word).
 const MIN_SLOTS: u64 = 64;
+/// End of a slot's list.
+const NIL: u32 = u32::MAX;
 
-struct Wheel<E> {
-    shift: u32,
-    /// Slots in use minus one: a power of two between `MIN_SLOTS` and `WHEEL_SLOTS`, minus one.
-    /// A wheel just wider than the events' horizon keeps the slots it turns through few and
-    /// cache-warm.
-    mask: u64,
-    /// Fixed-size arrays: an index masked by `WHEEL_SLOTS - 1` needs no bounds check.
-    slots: Box<[Vec<Entry<E>>; WHEEL_SLOTS as usize]>,
-    occupied: [u64; (WHEEL_SLOTS / 64) as usize],
-    /// Absolute slot number (time >> shift) of the current slot.
-    cur: u64,
-    /// The current slot is sorted by descending key (its minimum is last).
-    cur_sorted: bool,
-    len: usize,
-    overflow: BinaryHeap<Entry<E>>,
+/// A pending near event: its key and the next node of its slot's list.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    time: Time,
+    seq: u64,
+    next: u32,
 }
 
-impl<E: Copy> Wheel<E> {
-    fn new(shift: u32, slots: u64) -> Self {
+struct Wheel {
+    shift: u32,
+    /// Slots in use minus one: a power of two between `MIN_SLOTS` and `WHEEL_SLOTS`, minus one.
+    mask: u64,
+    /// First node of every slot's list (`NIL`: empty). Fixed size: an index masked by
+    /// `WHEEL_SLOTS - 1` needs no bounds check.
+    heads: Box<[u32; WHEEL_SLOTS as usize]>,
+    occupied: Box<[u64; (WHEEL_SLOTS / 64) as usize]>,
+    /// One node per near-event id.
+    nodes: Vec<Node>,
+    /// Absolute slot number (time >> shift) of the current slot.
+    cur: u64,
+    /// Pending events, overflow included.
+    len: usize,
+    overflow: BinaryHeap<Entry<u32>>,
+}
+
+/// The least node of a non-empty slot and its predecessor in the list (`NIL` if it is the
+/// head).
+#[derive(Clone, Copy)]
+struct Least {
+    id: u32,
+    prev: u32,
+    time: Time,
+    seq: u64,
+}
+
+impl Wheel {
+    fn new(shift: u32, slots: u64, ids: usize) -> Self {
         debug_assert!(slots.is_power_of_two() && (MIN_SLOTS..=WHEEL_SLOTS).contains(&slots));
+        assert!(ids < NIL as usize, "too many near-event ids");
         Wheel {
             shift,
             mask: slots - 1,
-            slots: (0..WHEEL_SLOTS)
-                .map(|_| Vec::new())
-                .collect::<Box<[_]>>()
+            heads: vec![NIL; WHEEL_SLOTS as usize]
+                .into_boxed_slice()
                 .try_into()
                 .unwrap_or_else(|_| unreachable!("WHEEL_SLOTS entries")),
-            occupied: [0; (WHEEL_SLOTS / 64) as usize],
+            occupied: Box::new([0; (WHEEL_SLOTS / 64) as usize]),
+            nodes: vec![
+                Node {
+                    time: 0,
+                    seq: 0,
+                    next: NIL,
+                };
+                ids
+            ],
             cur: 0,
-            cur_sorted: false,
             len: 0,
             overflow: BinaryHeap::new(),
         }
     }
 
-    #[inline]
-    fn place(&mut self, x: Entry<E>) {
-        let abs = x.time >> self.shift;
-        debug_assert!(abs >= self.cur, "event scheduled in the past");
-        // One comparison for "beyond the horizon, or in the current slot once it is sorted":
-        // the common case is `lo <= abs < cur + slots` with `lo = cur + cur_sorted`.
-        let sorted = self.cur_sorted as u64;
-        if abs.wrapping_sub(self.cur + sorted) > self.mask - sorted {
-            self.place_rare(x);
-            return;
-        }
-        let idx = self.index(abs);
-        self.slots[idx].push(x);
-        self.occupied[idx >> 6] |= 1 << (idx & 63);
-    }
-
-    /// `place` for an event beyond the horizon or in the (sorted) current slot: kept out of
-    /// line so that the common case inlines small (bench-A 5 ms: -2.5% instructions).
-    #[cold]
-    #[inline(never)]
-    fn place_rare(&mut self, x: Entry<E>) {
-        let abs = x.time >> self.shift;
-        if abs - self.cur > self.mask {
-            self.overflow.push(x);
-            return;
-        }
-        let idx = self.index(abs);
-        let slot = &mut self.slots[idx];
-        let k = x.key();
-        let pos = slot.partition_point(|y| y.key() > k);
-        slot.insert(pos, x);
-        self.occupied[idx >> 6] |= 1 << (idx & 63);
-    }
-
-    /// Index in `slots` of absolute slot `abs`.
+    /// Index in `heads` of absolute slot `abs`.
     #[inline]
     fn index(&self, abs: u64) -> usize {
         (abs & self.mask & (WHEEL_SLOTS - 1)) as usize
     }
 
     #[inline]
-    fn push(&mut self, x: Entry<E>) {
+    fn push(&mut self, id: u32, time: Time, seq: u64) {
         self.len += 1;
-        self.place(x);
+        let abs = time >> self.shift;
+        debug_assert!(abs >= self.cur, "event scheduled in the past");
+        if abs - self.cur > self.mask {
+            self.overflow.push(Entry { time, seq, e: id });
+            return;
+        }
+        self.link(id, time, seq, abs);
     }
 
-    /// Next occupied absolute slot after `cur`, within the horizon.
+    /// Puts node `id` at the head of slot `abs`'s list (within the horizon).
+    #[inline]
+    fn link(&mut self, id: u32, time: Time, seq: u64, abs: u64) {
+        let idx = self.index(abs);
+        let head = std::mem::replace(&mut self.heads[idx], id);
+        self.nodes[id as usize] = Node {
+            time,
+            seq,
+            next: head,
+        };
+        self.occupied[idx >> 6] |= 1 << (idx & 63);
+    }
+
+    /// Next occupied absolute slot after `cur` (whose slot must be empty), within the
+    /// horizon: the rest of the current bitmap word, the following words, and finally the
+    /// current word's bits below `cur` (slots one turn ahead).
+    #[inline]
     fn next_occupied(&self) -> Option<u64> {
-        let start = self.cur + 1;
-        let mut scanned = 0u64;
-        while scanned < self.mask {
-            let abs = start + scanned;
-            let idx = self.index(abs);
-            let word = self.occupied[idx >> 6] >> (idx & 63);
+        let i = self.index(self.cur);
+        let bit = (i & 63) as u64;
+        let words = ((self.mask + 1) / 64) as usize;
+        let mut w = i >> 6;
+        let mut word = self.occupied[w] & (!1u64 << bit);
+        let mut base = self.cur - bit;
+        for _ in 0..words {
             if word != 0 {
-                let off = word.trailing_zeros() as u64;
-                if scanned + off < self.mask {
-                    return Some(abs + off);
-                }
+                return Some(base + word.trailing_zeros() as u64);
+            }
+            w = (w + 1) & (words - 1) & (WHEEL_SLOTS as usize / 64 - 1);
+            base += 64;
+            word = self.occupied[w];
+        }
+        // Back at the current word: its bits at and above `cur`'s are clear.
+        (word != 0).then(|| base + word.trailing_zeros() as u64)
+    }
+
+    /// The least node of the current slot, if the slot is not empty. Nodes are linked at
+    /// the head, so a list runs in decreasing `seq`; keys are compared whole.
+    #[inline]
+    fn least(&self) -> Option<Least> {
+        let h = self.heads[self.index(self.cur)];
+        (h != NIL).then(|| self.least_from(h))
+    }
+
+    /// `least` of the current slot, whose list starts at `h`.
+    #[inline]
+    fn least_from(&self, h: u32) -> Least {
+        let n = self.nodes[h as usize];
+        let mut best = Least {
+            id: h,
+            prev: NIL,
+            time: n.time,
+            seq: n.seq,
+        };
+        if n.next != NIL {
+            self.least_of_many(&mut best, n.next);
+        }
+        best
+    }
+
+    /// `least` for a slot of two or more nodes.
+    #[cold]
+    #[inline(never)]
+    fn least_of_many(&self, best: &mut Least, mut x: u32) {
+        let mut prev = best.id;
+        while x != NIL {
+            let n = self.nodes[x as usize];
+            if (n.time, n.seq) < (best.time, best.seq) {
+                *best = Least {
+                    id: x,
+                    prev,
+                    time: n.time,
+                    seq: n.seq,
+                };
+            }
+            prev = x;
+            x = n.next;
+        }
+    }
+
+    /// Removes `l` (just found by `least`) from the current slot.
+    #[inline]
+    fn unlink(&mut self, l: Least) {
+        self.len -= 1;
+        let next = self.nodes[l.id as usize].next;
+        if l.prev != NIL {
+            self.nodes[l.prev as usize].next = next;
+            return;
+        }
+        let idx = self.index(self.cur);
+        self.heads[idx] = next;
+        if next == NIL {
+            self.occupied[idx >> 6] &= !(1 << (idx & 63));
+        }
+    }
+
+    /// Turns the wheel to the first occupied slot (moving overflow events within the new
+    /// horizon onto it), unless that slot lies after `limit`: the wheel must never turn past
+    /// an event served from elsewhere, since later pushes may be as early as that event.
+    /// Returns the current slot's least node, if the wheel holds one not after `limit`.
+    fn settle(&mut self, limit: u64) -> Option<Least> {
+        loop {
+            if let Some(l) = self.least() {
+                return Some(l);
+            }
+            if self.len == 0 {
                 return None;
             }
-            scanned += 64 - (idx & 63) as u64;
-        }
-        None
-    }
-
-    /// Makes the current slot hold the wheel's minimum and returns its key, unless that
-    /// minimum lies in a slot after `limit` (then the wheel does not turn and `None` is
-    /// returned): the wheel must never turn past an event served from elsewhere, since later
-    /// pushes may be as early as that event.
-    #[inline]
-    fn settle(&mut self, limit: u64) -> Option<(Time, u64)> {
-        if self.len == 0 {
-            return None;
-        }
-        loop {
-            let idx = self.index(self.cur);
-            if !self.slots[idx].is_empty() {
-                if !self.cur_sorted {
-                    sort_slot(&mut self.slots[idx]);
-                    self.cur_sorted = true;
-                }
-                return self.slots[idx].last().map(|y| y.key());
-            }
-            self.occupied[idx >> 6] &= !(1 << (idx & 63));
             let next = self.next_occupied();
             let over = self.overflow.peek().map(|y| y.time >> self.shift);
             let target = match (next, over) {
@@ -194,94 +274,25 @@ impl<E: Copy> Wheel<E> {
                 return None;
             }
             self.cur = target;
-            self.cur_sorted = false;
             while let Some(y) = self.overflow.peek() {
-                if (y.time >> self.shift) - self.cur > self.mask {
+                let abs = y.time >> self.shift;
+                if abs - self.cur > self.mask {
                     break;
                 }
                 let y = self.overflow.pop().expect("peeked");
-                self.place(y);
+                self.link(y.e, y.time, y.seq, abs);
             }
         }
     }
-
-    /// Pops the minimum; call only right after `settle` returned `Some`.
-    #[inline]
-    fn pop_settled(&mut self) -> Option<Entry<E>> {
-        let idx = self.index(self.cur);
-        self.len -= 1;
-        self.slots[idx].pop()
-    }
 }
 
-/// Whether `a` goes after `b` in a slot sorted by descending key, computed without branches
-/// (`&`, `|` on booleans do not short-circuit): the order of a slot's few entries is random.
-#[inline]
-fn key_less<E>(a: &Entry<E>, b: &Entry<E>) -> bool {
-    (a.time < b.time) | ((a.time == b.time) & (a.seq < b.seq))
-}
-
-/// Compare-exchange of a sorting network: `s[i]` (`i < j`) ends up with the greater key. The
-/// select is an indexed load, not a branch.
-#[inline]
-fn exchange<E: Copy>(s: &mut [Entry<E>], i: usize, j: usize) {
-    let pair = [s[i], s[j]];
-    let swap = key_less(&pair[0], &pair[1]) as usize;
-    s[i] = pair[swap];
-    s[j] = pair[swap ^ 1];
-}
-
-/// Sorts a slot by descending key (its minimum last). Slots hold a few entries in random time
-/// order, so the comparisons of a general sort mispredict often (bench-A 5 ms: 4.2 M of the
-/// run's 11.8 M simulated mispredicts): up to four entries go through a branch-free sorting
-/// network. Keys are distinct, so the order is the same as any sort's.
-fn sort_slot<E: Copy>(s: &mut [Entry<E>]) {
-    // An `if` chain, not a `match`: a jump table's indirect branch mispredicted more
-    // (simulated: 0.71 M indirect mispredicts instead of 0.01 M).
-    let n = s.len();
-    if n == 2 {
-        exchange(s, 0, 1);
-    } else if n == 3 {
-        exchange(s, 0, 1);
-        exchange(s, 1, 2);
-        exchange(s, 0, 1);
-    } else if n == 4 {
-        exchange(s, 0, 1);
-        exchange(s, 2, 3);
-        exchange(s, 0, 2);
-        exchange(s, 1, 3);
-        exchange(s, 1, 2);
-    } else if n > 4 {
-        // Entries reach a slot in increasing `seq` order (see `Wheel::place`), so a stable
-        // sort by time of the reversed slot orders it by descending key.
-        s.reverse();
-        s.sort_by_key(|y| std::cmp::Reverse(y.time));
-    }
-}
-
-impl<E: Copy> Default for EventQueue<E> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<E: Copy> EventQueue<E> {
-    /// An empty queue with the default slot width (about 65 ns).
-    pub fn new() -> Self {
-        Self::with_slot_width(65_536)
-    }
-
-    /// An empty queue whose wheel slots are about `width_ps` wide (rounded down to a power of
-    /// two), with the widest wheel (2048 slots). A width near the typical gap between near
-    /// events keeps slots short.
-    pub fn with_slot_width(width_ps: u64) -> Self {
-        Self::with_geometry(width_ps, u64::MAX)
-    }
-
-    /// As [`EventQueue::with_slot_width`], with a wheel just wide enough for near events at
-    /// most `horizon_ps` after the current time (between 64 and 2048 slots). Only the speed
-    /// depends on the horizon (later near events wait in the overflow heap), never the order.
-    pub fn with_geometry(width_ps: u64, horizon_ps: u64) -> Self {
+impl EventQueue {
+    /// An empty queue for near-event ids `0..ids`, with slots about `width_ps` wide (rounded
+    /// down to a power of two) and a wheel just wide enough for near events at most
+    /// `horizon_ps` after the current time (between 64 and 16,384 slots). Only the speed
+    /// depends on the geometry (later near events wait in the overflow heap), never the
+    /// order.
+    pub fn new(ids: usize, width_ps: u64, horizon_ps: u64) -> Self {
         let shift = 63 - width_ps.max(1).leading_zeros();
         // An event `horizon_ps` ahead lies at most `(horizon_ps >> shift) + 1` slots after
         // the current one.
@@ -291,28 +302,26 @@ impl<E: Copy> EventQueue<E> {
             .unwrap_or(WHEEL_SLOTS)
             .clamp(MIN_SLOTS, WHEEL_SLOTS);
         EventQueue {
-            wheel: Wheel::new(shift, slots),
+            wheel: Wheel::new(shift, slots, ids),
             timers: BinaryHeap::new(),
             timer_time: Time::MAX,
             seq: 0,
         }
     }
 
-    /// Schedules a near event (such as a packet arrival) at `time`.
+    /// Schedules near event `id` (such as a packet arrival at the end of link `id`) at
+    /// `time`. An id has at most one pending event: pushing it again before it is popped
+    /// corrupts the queue.
     #[inline]
-    pub fn push(&mut self, time: Time, event: E) {
-        let x = Entry {
-            time,
-            seq: self.seq,
-            e: event,
-        };
+    pub fn push_near(&mut self, time: Time, id: u32) {
+        let seq = self.seq;
         self.seq += 1;
-        self.wheel.push(x);
+        self.wheel.push(id, time, seq);
     }
 
-    /// Schedules a timer at `time`. Ordered exactly as if it had been [`EventQueue::push`]ed.
+    /// Schedules a timer at `time`. Ordered exactly as if it were a near event.
     #[inline]
-    pub fn push_timer(&mut self, time: Time, event: E) {
+    pub fn push_timer(&mut self, time: Time, event: u64) {
         self.timer_time = self.timer_time.min(time);
         self.timers.push(Entry {
             time,
@@ -322,34 +331,35 @@ impl<E: Copy> EventQueue<E> {
         self.seq += 1;
     }
 
-    /// A near event likely to be popped next (the earliest of the current wheel slot, once
-    /// that is sorted), for warming the cache; `None` if not at hand. A timer may come first.
-    #[inline]
-    pub fn peek_near(&self) -> Option<&E> {
-        let w = &self.wheel;
-        if !w.cur_sorted {
-            return None;
-        }
-        w.slots[w.index(w.cur)].last().map(|y| &y.e)
-    }
-
     /// Removes and returns the earliest event, with its time.
     #[inline]
-    pub fn pop(&mut self) -> Option<(Time, E)> {
-        // Fast path: the current slot is sorted, so its last entry is the wheel's minimum;
-        // it goes first if it is strictly earlier than every timer.
+    pub fn pop(&mut self) -> Option<(Time, Event)> {
+        // Fast path (no overflow): the current slot, or else the next occupied one if it is
+        // not after the earliest timer's slot, holds the wheel's minimum; it goes first if
+        // it is strictly earlier than every timer.
         let w = &mut self.wheel;
-        if w.cur_sorted {
-            let slot = &mut w.slots[w.index(w.cur)];
-            if slot.last().is_some_and(|y| y.time < self.timer_time) {
-                w.len -= 1;
-                return slot.pop().map(|x| (x.time, x.e));
+        if w.overflow.is_empty() {
+            let mut h = w.heads[w.index(w.cur)];
+            if h == NIL && w.len > 0 {
+                if let Some(abs) = w.next_occupied() {
+                    if abs <= self.timer_time >> w.shift {
+                        w.cur = abs;
+                        h = w.heads[w.index(abs)];
+                    }
+                }
+            }
+            if h != NIL {
+                let l = w.least_from(h);
+                if l.time < self.timer_time {
+                    w.unlink(l);
+                    return Some((l.time, Event::Near(l.id)));
+                }
             }
         }
         self.pop_slow()
     }
 
-    fn pop_slow(&mut self) -> Option<(Time, E)> {
+    fn pop_slow(&mut self) -> Option<(Time, Event)> {
         let limit = self
             .timers
             .peek()
@@ -359,16 +369,17 @@ impl<E: Copy> EventQueue<E> {
             (None, None) => return None,
             (Some(_), None) => false,
             (None, Some(_)) => true,
-            (Some(n), Some(t)) => t.key() < n,
+            (Some(n), Some(t)) => t.key() < (n.time, n.seq),
         };
-        let x = if take_timer {
-            let x = self.timers.pop();
+        if take_timer {
+            let x = self.timers.pop().expect("peeked");
             self.timer_time = self.timers.peek().map_or(Time::MAX, |t| t.time);
-            x
+            Some((x.time, Event::Timer(x.e)))
         } else {
-            self.wheel.pop_settled()
-        };
-        x.map(|x| (x.time, x.e))
+            let l = near.expect("a near event");
+            self.wheel.unlink(l);
+            Some((l.time, Event::Near(l.id)))
+        }
     }
 
     /// Number of pending events.
@@ -460,151 +471,116 @@ impl Rng {
 mod tests {
     use super::*;
 
+    /// Pops everything, as `(time, event)`.
+    fn drain(q: &mut EventQueue) -> Vec<(Time, Event)> {
+        std::iter::from_fn(|| q.pop()).collect()
+    }
+
     #[test]
     fn queue_orders_by_time_then_insertion() {
-        let mut q = EventQueue::new();
-        q.push(10, 'a');
-        q.push(5, 'b');
-        q.push(10, 'c');
-        q.push(5, 'd');
-        assert_eq!(q.pop(), Some((5, 'b')));
-        q.push(5, 'e');
-        q.push(7, 'f');
-        assert_eq!(q.pop(), Some((5, 'd')));
-        assert_eq!(q.pop(), Some((5, 'e')));
-        assert_eq!(q.pop(), Some((7, 'f')));
-        assert_eq!(q.pop(), Some((10, 'a')));
-        assert_eq!(q.pop(), Some((10, 'c')));
-        assert_eq!(q.pop(), None);
+        use Event::{Near, Timer};
+        let mut q = EventQueue::new(8, 1000, 10_000);
+        q.push_near(10, 0);
+        q.push_near(5, 1);
+        q.push_timer(10, 100);
+        q.push_near(5, 2);
+        assert_eq!(q.pop(), Some((5, Near(1))));
+        q.push_near(5, 3);
+        q.push_timer(5, 101);
+        q.push_near(7, 4);
+        assert_eq!(q.len(), 6);
+        assert_eq!(
+            drain(&mut q),
+            [
+                (5, Near(2)),
+                (5, Near(3)),
+                (5, Timer(101)),
+                (7, Near(4)),
+                (10, Near(0)),
+                (10, Timer(100))
+            ]
+        );
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_crowded_slot_pops_in_key_order() {
+        // One 1024 ps slot holding many ids with few distinct times: ties go by insertion.
+        let mut q = EventQueue::new(64, 1024, 4096);
+        let mut rng = Rng::new(5, 5);
+        let mut want = Vec::new();
+        for id in 0..64u32 {
+            let t = 2048 + rng.below(4);
+            q.push_near(t, id);
+            want.push((t, Event::Near(id)));
+        }
+        want.sort_by_key(|&(t, _)| t); // stable: insertion order within a time
+        assert_eq!(drain(&mut q), want);
     }
 
     #[test]
     fn queue_mixes_wheel_overflow_and_timers_in_order() {
-        // The widest wheel, and a 64-slot one whose horizon most events exceed.
-        mixes_in_order(EventQueue::with_slot_width(1000));
-        mixes_in_order(EventQueue::with_geometry(1000, 10_000));
-    }
-
-    #[test]
-    fn slot_sort_orders_by_descending_key() {
-        let mut rng = Rng::new(5, 5);
-        for n in 0..9 {
-            for _ in 0..500 {
-                // Few distinct times, so ties are common; seq increasing as in a slot.
-                let mut v: Vec<Entry<u64>> = (0..n)
-                    .map(|i| Entry {
-                        time: rng.below(3),
-                        seq: i,
-                        e: i,
-                    })
-                    .collect();
-                let mut want = v.clone();
-                want.sort_by_key(|y| std::cmp::Reverse(y.key()));
-                sort_slot(&mut v);
-                assert_eq!(
-                    v.iter().map(|y| y.key()).collect::<Vec<_>>(),
-                    want.iter().map(|y| y.key()).collect::<Vec<_>>()
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn peek_near_names_the_next_wheel_event() {
-        let mut q = EventQueue::with_slot_width(1000);
-        for (t, e) in [(30u64, 1u64), (10, 2), (20, 3), (5_000, 4)] {
-            q.push(t, e);
-        }
-        // Before the first pop the current slot is not sorted yet: no hint.
-        assert_eq!(q.peek_near(), None);
-        assert_eq!(q.pop(), Some((10, 2)));
-        assert_eq!(q.peek_near(), Some(&3));
-        assert_eq!(q.pop(), Some((20, 3)));
-        assert_eq!(q.peek_near(), Some(&1));
-        assert_eq!(q.pop(), Some((30, 1)));
-        // The slot is empty: the next event is in a later slot, not known without turning.
-        assert_eq!(q.peek_near(), None);
-        assert_eq!(q.pop(), Some((5_000, 4)));
+        // A wide wheel, and a 64-slot one whose horizon most events exceed.
+        mixes_in_order(EventQueue::new(256, 1000, 1 << 40));
+        mixes_in_order(EventQueue::new(256, 1000, 10_000));
+        mixes_in_order(EventQueue::new(256, 1, 100));
     }
 
     #[test]
     fn wheel_width_follows_the_horizon() {
-        let slots = |q: EventQueue<u64>| q.wheel.mask + 1;
-        assert_eq!(slots(EventQueue::with_slot_width(1000)), WHEEL_SLOTS);
-        assert_eq!(slots(EventQueue::with_geometry(1000, 10_000)), MIN_SLOTS);
-        // bench-A: 16384 ps slots, 2.2 us horizon (134 slots ahead).
-        assert_eq!(slots(EventQueue::with_geometry(18_750, 2_200_000)), 256);
-        assert_eq!(slots(EventQueue::with_geometry(1, 1 << 40)), WHEEL_SLOTS);
+        let slots = |q: EventQueue| q.wheel.mask + 1;
+        assert_eq!(slots(EventQueue::new(1, 1000, 1 << 40)), WHEEL_SLOTS);
+        assert_eq!(slots(EventQueue::new(1, 1000, 10_000)), MIN_SLOTS);
+        // bench-A: 1024 ps slots, 2.2 us horizon (2149 slots ahead).
+        assert_eq!(slots(EventQueue::new(1, 1171, 2_200_000)), 4096);
     }
 
-    fn mixes_in_order(mut q: EventQueue<u64>) {
+    /// Random pushes (near ids reused once popped, near and far times, timers) and pops
+    /// against a reference: every pop is the least `(time, insertion)` pending.
+    fn mixes_in_order(mut q: EventQueue) {
         let mut rng = Rng::new(9, 9);
         let mut now = 0u64;
-        let mut out = Vec::new();
+        let mut free: Vec<u32> = (0..256).rev().collect();
+        // Pending events as (time, insertion number, event).
+        let mut pending: Vec<(Time, u64, Event)> = Vec::new();
         let mut n = 0u64;
-        for i in 0..50_000u64 {
-            let r = rng.below(10);
-            if r < 6 || q.is_empty() {
-                // Near, far (beyond the horizon), or timer.
+        for _ in 0..60_000 {
+            if rng.below(10) < 6 || pending.is_empty() {
                 let t = match rng.below(3) {
                     0 => now + rng.below(5_000),
                     1 => now + rng.below(50_000_000),
                     _ => now,
                 };
-                if i % 2 == 0 {
-                    q.push(t, n);
-                } else {
-                    q.push_timer(t, n);
-                }
+                let e = match free.pop() {
+                    Some(id) if rng.below(2) == 0 => {
+                        q.push_near(t, id);
+                        Event::Near(id)
+                    }
+                    other => {
+                        free.extend(other);
+                        q.push_timer(t, n);
+                        Event::Timer(n)
+                    }
+                };
+                pending.push((t, n, e));
                 n += 1;
             } else {
-                let (t, e) = q.pop().unwrap();
-                assert!(t >= now);
+                let got = q.pop().expect("events pending");
+                let i = (0..pending.len())
+                    .min_by_key(|&i| (pending[i].0, pending[i].1))
+                    .expect("not empty");
+                let (t, _, e) = pending.swap_remove(i);
+                assert_eq!(got, (t, e));
+                if let Event::Near(id) = e {
+                    free.push(id);
+                }
                 now = t;
-                out.push((t, e));
             }
+            assert_eq!(q.len(), pending.len());
         }
-        while let Some(x) = q.pop() {
-            out.push(x);
-        }
-        assert_eq!(out.len() as u64, n);
-        for w in out.windows(2) {
-            assert!(
-                w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1),
-                "{w:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn queue_matches_a_sorted_reference() {
-        let mut rng = Rng::new(7, 0);
-        let mut q = EventQueue::new();
-        let mut reference: Vec<(u64, u64)> = Vec::new();
-        let mut now = 0u64;
-        let mut id = 0u64;
-        let mut popped = Vec::new();
-        for _ in 0..20_000 {
-            if rng.below(3) > 0 || q.is_empty() {
-                let t = now + rng.below(1000);
-                q.push(t, id);
-                reference.push((t, id));
-                id += 1;
-            } else {
-                let (t, e) = q.pop().unwrap();
-                now = t;
-                popped.push((t, e));
-            }
-        }
-        while let Some((t, e)) = q.pop() {
-            popped.push((t, e));
-        }
-        // Expected order: stable sort by time among the pushed items, respecting that pops
-        // happen interleaved — check monotone time and, within equal times, increasing id.
-        for w in popped.windows(2) {
-            assert!(w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1));
-        }
-        assert_eq!(popped.len(), reference.len());
+        pending.sort_by_key(|&(t, s, _)| (t, s));
+        let want: Vec<_> = pending.iter().map(|&(t, _, e)| (t, e)).collect();
+        assert_eq!(drain(&mut q), want);
     }
 
     #[test]

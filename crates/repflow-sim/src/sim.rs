@@ -3,7 +3,7 @@
 
 use crate::cc::CcFactory;
 use crate::config::{Config, ConfigError, PairPattern, SchemeName};
-use crate::engine::{EventQueue, Rng, Time};
+use crate::engine::{Event, EventQueue, Rng, Time};
 use crate::ideal::{ideal_fct, Hop};
 use crate::metrics::{Counters, FlowRecord, Summary};
 use crate::network::{FiveTuple, NodeKind, Path, Topology, TxClock, MAX_HOPS};
@@ -126,14 +126,11 @@ fn trace_arrivals(flows: &[crate::config::TraceFlow]) -> Vec<Arrival> {
         .collect()
 }
 
-const EV_ARRIVE: u64 = 0;
 const EV_RTO: u64 = 1;
 const EV_DELACK: u64 = 2;
 const EV_FLOW: u64 = 3;
 /// A flow whose copies waited for HCA probes starts them.
 const EV_HCA: u64 = 4;
-/// A priority-scheduled (pFabric) port finished transmitting a packet.
-const EV_TXDONE: u64 = 9;
 
 /// Whether a packet of kind `k` takes its connection's data path (data segments and SYNs;
 /// ACKs and SYN-ACKs take the ACK path): the data-path kinds are the even ones, so this is
@@ -291,7 +288,9 @@ struct World<'a> {
     /// `[data path, ACK path]` of every connection, apart from `conns` for cache locality.
     paths: Routes,
     flows: Vec<FlowState>,
-    q: EventQueue<u64>,
+    /// Near events: ids `0..links` are packet arrivals at the end of a link, ids
+    /// `links..2 * links` a scheduled port's transmit completions.
+    q: EventQueue,
     now: Time,
     out: Vec<Packet>,
     policy: Box<dyn ReplicationPolicy>,
@@ -417,7 +416,7 @@ impl<'a> World<'a> {
         // longer to sort.)
         let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
         let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
-        let slot = crate::units::Rate(fastest).tx_time(full) / 64;
+        let slot = crate::units::Rate(fastest).tx_time(full) / 1024;
         // Near events (arrivals at the end of a link, pFabric transmit completions) lie at
         // most a full packet's transmission and a propagation delay ahead: a wheel just that
         // wide turns through few, cache-warm slots.
@@ -470,7 +469,7 @@ impl<'a> World<'a> {
             conns: Vec::new(),
             paths: Routes::new(topo_links),
             flows: Vec::new(),
-            q: EventQueue::with_geometry(slot, horizon),
+            q: EventQueue::new(2 * topo_links, slot, horizon),
             now: 0,
             out: Vec::with_capacity(64),
             policy,
@@ -678,7 +677,7 @@ impl<'a> World<'a> {
         match port.enqueue(pkt, self.now) {
             Some(true) => {
                 let t = port.head_arrival().expect("just enqueued");
-                self.q.push(t, ev(EV_ARRIVE, link));
+                self.q.push_near(t, link);
             }
             Some(false) => {}
             None => self.count_drops(link, 1),
@@ -693,10 +692,10 @@ impl<'a> World<'a> {
         let r = port.sched_enqueue(pkt, self.now);
         if r.head_arrival {
             let t = port.head_arrival().expect("just sent");
-            self.q.push(t, ev(EV_ARRIVE, link));
+            self.q.push_near(t, link);
         }
         if let Some(t) = r.tx_done {
-            self.q.push(t, ev(EV_TXDONE, link));
+            self.q.push_near(t, self.ports.len() as u32 + link);
         }
         if r.dropped > 0 {
             self.count_drops(link, r.dropped as u64);
@@ -709,9 +708,9 @@ impl<'a> World<'a> {
         if let Some((done, wire_was_empty)) = port.sched_tx_done(self.now) {
             if wire_was_empty {
                 let t = port.head_arrival().expect("just sent");
-                self.q.push(t, ev(EV_ARRIVE, link));
+                self.q.push_near(t, link);
             }
-            self.q.push(done, ev(EV_TXDONE, link));
+            self.q.push_near(done, self.ports.len() as u32 + link);
         }
     }
 
@@ -736,7 +735,7 @@ impl<'a> World<'a> {
         let port = &mut self.ports[link as usize];
         let mut pkt = port.pop_arrived();
         if let Some(t) = port.head_arrival() {
-            self.q.push(t, ev(EV_ARRIVE, link));
+            self.q.push_near(t, link);
         }
         // Hops are counted by the ports (`Port::packets`), summed after the run.
         let forward = on_data_path(pkt.kind);
@@ -855,7 +854,6 @@ impl<'a> World<'a> {
                 self.schedule_next_arrival();
             }
             EV_HCA => self.start_probed_flow(id),
-            EV_TXDONE => self.on_tx_done(id),
             _ => unreachable!("unknown event tag"),
         }
     }
@@ -864,28 +862,25 @@ impl<'a> World<'a> {
         let t_end = self.end_arrivals + self.cfg.workload.drain.ps();
         let mut last_report = Instant::now();
         let mut events: u64 = 0;
+        let links = self.ports.len() as u32;
         while let Some((t, e)) = self.q.pop() {
             if t > t_end {
                 break;
             }
             self.now = t;
             events += 1;
-            // Warm the cache for the next event while this one is processed: the next port's
-            // hot line and FIFO head, loaded early, overlap this event's work. (bench-A:
-            // +7% instructions, yet +3% packet-hops/s wall-clock, 5 ms and full alike.)
-            if let Some(&n) = self.q.peek_near() {
-                if n >> 32 == EV_ARRIVE {
-                    std::hint::black_box(self.ports[(n as u32) as usize].head_arrival());
+            // Packet arrivals are nearly all events. A packet forwarded by a switch cannot
+            // end the run: the end test is skipped.
+            let may_end = match e {
+                Event::Near(id) if id < links => self.on_arrive(id),
+                Event::Near(id) => {
+                    self.on_tx_done(id - links);
+                    true
                 }
-            }
-            let id = e as u32;
-            // Packet arrivals are nearly all events: test for them before the jump table.
-            // A packet forwarded by a switch cannot end the run: the end test is skipped.
-            let may_end = if e >> 32 == EV_ARRIVE {
-                self.on_arrive(id)
-            } else {
-                self.on_other_event(e);
-                true
+                Event::Timer(e) => {
+                    self.on_other_event(e);
+                    true
+                }
             };
             if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
             {
