@@ -445,6 +445,20 @@ impl TxClock {
             bps: r.bps(),
         }
     }
+    /// Whether a whole number of picoseconds sends a byte: then the transmission times of
+    /// several packets add up to that of their total size.
+    #[inline]
+    pub fn is_exact(&self) -> bool {
+        self.ps_per_byte != 0
+    }
+
+    /// Serialization time of `bytes` bytes sent back to back, picoseconds, for an exact
+    /// clock ([`TxClock::is_exact`]).
+    pub fn tx_exact_total(&self, bytes: u64) -> Time {
+        debug_assert!(self.is_exact());
+        bytes * self.ps_per_byte
+    }
+
     /// Serialization time of `bytes` bytes, picoseconds (rounded up).
     #[inline]
     pub fn tx(&self, bytes: u32) -> Time {

@@ -17,6 +17,7 @@
 use crate::engine::Time;
 use crate::network::TxClock;
 use crate::pfabric::PrioQueue;
+use std::hint::select_unpredictable;
 
 /// Packet kinds.
 pub mod kind {
@@ -294,8 +295,9 @@ pub struct Port {
     /// Index into `fifo` of the first packet whose serialization had not started at the last
     /// admission (a lower bound; advanced lazily).
     first_waiting: u32,
-    /// Largest backlog seen, packets.
-    pub max_backlog: u32,
+    /// Bytes of the last admitted packet: it started serialization at `busy_until` minus
+    /// its transmission time.
+    last_bytes: u32,
     /// `cum_bytes` of the last packet known to have started serialization (the packets before
     /// `first_waiting`).
     cum_started: u64,
@@ -311,10 +313,13 @@ pub struct Port {
     area: u128,
     clock: TxClock,
     delay: Time,
-    /// Transmission time of admitted packets, ps.
-    busy: Time,
+    /// Largest backlog seen, packets.
+    pub max_backlog: u32,
     admission: Admission,
     // Cold.
+    /// Transmission time of admitted packets, ps, apart from those of a FIFO port with an
+    /// exact clock (their sum is that of `cum_bytes`, computed when asked).
+    busy: Time,
     qdisc: Qdisc,
     /// Packets dropped here.
     pub drops: u64,
@@ -326,7 +331,7 @@ pub struct Port {
 }
 
 // The hot fields fill the first two cache lines.
-const _: () = assert!(std::mem::offset_of!(Port, qdisc) == 128);
+const _: () = assert!(std::mem::offset_of!(Port, busy) == 128);
 const _: () = assert!(std::mem::size_of::<InFlight>() == 48);
 
 impl Port {
@@ -339,6 +344,7 @@ impl Port {
         Port {
             fifo: Ring::new(),
             first_waiting: 0,
+            last_bytes: 0,
             max_backlog: 0,
             cum_started: 0,
             cum_bytes: 0,
@@ -406,7 +412,12 @@ impl Port {
             };
         }
         PortStats {
-            busy: self.busy,
+            busy: self.busy
+                + if self.sched.is_none() && self.clock.is_exact() {
+                    self.clock.tx_exact_total(self.cum_bytes)
+                } else {
+                    0
+                },
             mean_backlog_bytes: mean,
         }
     }
@@ -469,8 +480,16 @@ impl Port {
     }
 
     /// Backlog waiting at `now` (packets, bytes), the packet in service excluded.
+    #[inline]
     fn backlog(&mut self, now: Time) -> (u32, u64) {
         let len = self.fifo.len();
+        if self.busy_until <= now + self.clock.tx(self.last_bytes) {
+            // The last admitted packet has started (or the port is idle): so have all, and
+            // no FIFO entry needs reading.
+            self.first_waiting = len as u32;
+            self.cum_started = self.cum_bytes;
+            return (0, 0);
+        }
         let mut i = self.first_waiting as usize;
         while i < len {
             let f = self.fifo.get(i);
@@ -505,17 +524,20 @@ impl Port {
             self.drops += 1;
             return None;
         }
-        if wp + 1 > self.max_backlog && self.busy_until > now {
-            self.max_backlog = wp + 1;
-        }
+        // A select: whether the backlog grew follows the traffic.
+        let seen = select_unpredictable(self.busy_until > now, wp + 1, 0);
+        self.max_backlog = self.max_backlog.max(seen);
         let start = self.busy_until.max(now);
         let tx = self.clock.tx(pkt.bytes);
         // This packet's share of ∫ unfinished work: tx while it waits, then tx²/2 in service.
         self.area += ((2 * (start - now) + tx) as u128 * tx as u128) >> 1;
         let finish = start + tx;
-        self.busy += tx;
+        if !self.clock.is_exact() {
+            self.busy += tx;
+        }
         self.busy_until = finish;
         self.cum_bytes += pkt.bytes as u64;
+        self.last_bytes = pkt.bytes;
         let was_empty = self.fifo.is_empty();
         self.fifo.push_back(InFlight {
             arrival: finish + self.delay,
@@ -535,12 +557,11 @@ impl Port {
     #[inline]
     pub fn pop_arrived(&mut self) -> Packet {
         let f = self.fifo.pop_front().expect("pop on an empty link");
-        if self.first_waiting == 0 {
-            // It arrived, so it started.
-            self.cum_started = f.cum_bytes;
-        } else {
-            self.first_waiting -= 1;
-        }
+        // If it was the first waiting packet, it arrived, so it started. Selects, not
+        // branches: which case applies follows the traffic, and mispredicted often.
+        let first = self.first_waiting == 0;
+        self.cum_started = select_unpredictable(first, f.cum_bytes, self.cum_started);
+        self.first_waiting -= !first as u32;
         self.packets += 1;
         f.pkt
     }
@@ -650,6 +671,49 @@ mod tests {
             (s.mean_backlog_bytes - area_us2 / 48.0 * 125.0).abs() < 1e-9,
             "{s:?}"
         );
+    }
+
+    #[test]
+    fn busy_time_sums_every_admitted_packet_at_exact_and_inexact_rates() {
+        // 1 Gb/s: 8000 ps per byte, summed from the admitted bytes; 3 Gb/s: each packet's
+        // time rounded up on its own (1500 B: 4,000,000 ps; 41 B: 109,334 ps).
+        for (bps, want) in [
+            (1_000_000_000u64, 2 * 12_000_000 + 328_000),
+            (3_000_000_000, 2 * 4_000_000 + 109_334),
+        ] {
+            let mut p = Port::new(
+                TxClock::new(Rate(bps)),
+                1_000,
+                Qdisc::DropTail(DropTail {
+                    limit_packets: 100,
+                    limit_bytes: 0,
+                }),
+            );
+            let odd = Packet {
+                bytes: 41,
+                ..Packet::default()
+            };
+            for (q, t) in [(pkt(), 0), (odd, 5), (pkt(), 7)] {
+                assert!(p.enqueue(q, t).is_some());
+            }
+            assert_eq!(p.stats(1).busy, want, "{bps} b/s");
+        }
+    }
+
+    #[test]
+    fn backlog_counts_only_packets_not_yet_started() {
+        // 1 Gb/s, 1 us delay, 100-packet limit; packets of 1500 B take 12 us each.
+        let mut p = port(2);
+        for _ in 0..3 {
+            assert!(p.enqueue(pkt(), 0).is_some()); // one in service, two waiting
+        }
+        assert!(p.enqueue(pkt(), 0).is_none(), "limit of 2 waiting");
+        // At 12 us the second starts: one waiting, room for one more.
+        assert!(p.enqueue(pkt(), 12_000_000).is_some());
+        assert!(p.enqueue(pkt(), 12_000_000).is_none());
+        // The last one starts at 36 us: it waits until then, and then nothing does.
+        assert_eq!(p.backlog(35_999_999), (1, 1500));
+        assert_eq!(p.backlog(36_000_000), (0, 0));
     }
 
     #[test]
