@@ -2,6 +2,7 @@
 //! random streams. Nothing here knows about networks.
 
 use std::collections::BinaryHeap;
+use std::hint::select_unpredictable;
 
 /// Simulated time in picoseconds.
 pub type Time = u64;
@@ -19,10 +20,11 @@ pub enum Event {
 ///
 /// Near events (packet arrivals at the end of a link: the bulk of all events) are named by a
 /// small id, of which at most one is pending at a time (a link has one head packet). They go
-/// to a calendar wheel of `2^k` fine slots, each an intrusive list through a per-id node
-/// array: a push links the id's node at its slot's head, a pop takes the least key of the
-/// current slot (nearly always its only entry) and the next occupied slot is found through
-/// an occupancy bitmap — no per-slot buffers, no sorting. Events beyond the wheel's horizon
+/// to a calendar wheel of `2^k` fine slots, each an intrusive circular list in key order
+/// through a per-id node array: a push nearly always appends (an empty slot, or a key after
+/// the slot's last), a pop takes the current slot's first node, and the next occupied slot
+/// is found through an occupancy bitmap — no per-slot buffers, no sorting, few branches
+/// that depend on the traffic. Events beyond the wheel's horizon
 /// wait in an overflow heap and move onto the wheel as it turns. Timers (one per open
 /// connection, far away, rarely due) live in their own heap. The earliest among them is
 /// served, and all share one sequence counter, so the order is exactly that of a single
@@ -75,7 +77,7 @@ const MIN_SLOTS: u64 = 64;
 /// End of a slot's list.
 const NIL: u32 = u32::MAX;
 
-/// A pending near event: its key and the next node of its slot's list.
+/// A pending near event: its key and the next node of its slot's (circular) list.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     time: Time,
@@ -87,9 +89,10 @@ struct Wheel {
     shift: u32,
     /// Slots in use minus one: a power of two between `MIN_SLOTS` and `WHEEL_SLOTS`, minus one.
     mask: u64,
-    /// First node of every slot's list (`NIL`: empty). Fixed size: an index masked by
-    /// `WHEEL_SLOTS - 1` needs no bounds check.
-    heads: Box<[u32; WHEEL_SLOTS as usize]>,
+    /// Last node of every slot's list (`NIL`: empty). A slot's list is circular, kept in
+    /// increasing key order: its last node's `next` is its first, the least. Fixed size: an
+    /// index masked by `WHEEL_SLOTS - 1` needs no bounds check.
+    tails: Box<[u32; WHEEL_SLOTS as usize]>,
     occupied: Box<[u64; (WHEEL_SLOTS / 64) as usize]>,
     /// One node per near-event id.
     nodes: Vec<Node>,
@@ -100,12 +103,10 @@ struct Wheel {
     overflow: BinaryHeap<Entry<u32>>,
 }
 
-/// The least node of a non-empty slot and its predecessor in the list (`NIL` if it is the
-/// head).
+/// The least node of a non-empty slot.
 #[derive(Clone, Copy)]
 struct Least {
     id: u32,
-    prev: u32,
     time: Time,
     seq: u64,
 }
@@ -117,7 +118,7 @@ impl Wheel {
         Wheel {
             shift,
             mask: slots - 1,
-            heads: vec![NIL; WHEEL_SLOTS as usize]
+            tails: vec![NIL; WHEEL_SLOTS as usize]
                 .into_boxed_slice()
                 .try_into()
                 .unwrap_or_else(|_| unreachable!("WHEEL_SLOTS entries")),
@@ -136,7 +137,7 @@ impl Wheel {
         }
     }
 
-    /// Index in `heads` of absolute slot `abs`.
+    /// Index in `tails` of absolute slot `abs`.
     #[inline]
     fn index(&self, abs: u64) -> usize {
         (abs & self.mask & (WHEEL_SLOTS - 1)) as usize
@@ -154,17 +155,48 @@ impl Wheel {
         self.link(id, time, seq, abs);
     }
 
-    /// Puts node `id` at the head of slot `abs`'s list (within the horizon).
+    /// Puts node `id` into slot `abs`'s list (within the horizon), in key order. The
+    /// usual cases — an empty slot, or a key after the slot's last (a new event has the
+    /// greatest `seq`, and many events of a slot share one time) — append without branches.
     #[inline]
     fn link(&mut self, id: u32, time: Time, seq: u64, abs: u64) {
         let idx = self.index(abs);
-        let head = std::mem::replace(&mut self.heads[idx], id);
+        let tail = self.tails[idx];
+        let empty = tail == NIL;
+        // An empty slot's "last node" is the new one itself, which then links to itself.
+        let last = select_unpredictable(empty, id, tail);
+        let ln = self.nodes[last as usize];
+        if !empty & ((time, seq) < (ln.time, ln.seq)) {
+            self.insert_before_later(idx, id, time, seq);
+            return;
+        }
         self.nodes[id as usize] = Node {
             time,
             seq,
-            next: head,
+            next: select_unpredictable(empty, id, ln.next),
         };
+        self.nodes[last as usize].next = id;
+        self.tails[idx] = id;
         self.occupied[idx >> 6] |= 1 << (idx & 63);
+    }
+
+    /// `link` of a key before the last of slot `idx`: walks from the slot's least node to
+    /// the first later one (the last node is later, so the walk ends).
+    #[cold]
+    #[inline(never)]
+    fn insert_before_later(&mut self, idx: usize, id: u32, time: Time, seq: u64) {
+        let mut prev = self.tails[idx];
+        let mut x = self.nodes[prev as usize].next;
+        loop {
+            let n = self.nodes[x as usize];
+            if (time, seq) < (n.time, n.seq) {
+                break;
+            }
+            prev = x;
+            x = n.next;
+        }
+        self.nodes[id as usize] = Node { time, seq, next: x };
+        self.nodes[prev as usize].next = id;
     }
 
     /// Next occupied absolute slot after `cur` (whose slot must be empty), within the
@@ -190,64 +222,37 @@ impl Wheel {
         (word != 0).then(|| base + word.trailing_zeros() as u64)
     }
 
-    /// The least node of the current slot, if the slot is not empty. Nodes are linked at
-    /// the head, so a list runs in decreasing `seq`; keys are compared whole.
+    /// The least node of the current slot, if the slot is not empty.
     #[inline]
     fn least(&self) -> Option<Least> {
-        let h = self.heads[self.index(self.cur)];
-        (h != NIL).then(|| self.least_from(h))
+        let tail = self.tails[self.index(self.cur)];
+        (tail != NIL).then(|| self.least_after(tail))
     }
 
-    /// `least` of the current slot, whose list starts at `h`.
+    /// The least node of the current slot, whose last node is `tail`: its first.
     #[inline]
-    fn least_from(&self, h: u32) -> Least {
-        let n = self.nodes[h as usize];
-        let mut best = Least {
-            id: h,
-            prev: NIL,
+    fn least_after(&self, tail: u32) -> Least {
+        let id = self.nodes[tail as usize].next;
+        let n = self.nodes[id as usize];
+        Least {
+            id,
             time: n.time,
             seq: n.seq,
-        };
-        if n.next != NIL {
-            self.least_of_many(&mut best, n.next);
-        }
-        best
-    }
-
-    /// `least` for a slot of two or more nodes.
-    #[cold]
-    #[inline(never)]
-    fn least_of_many(&self, best: &mut Least, mut x: u32) {
-        let mut prev = best.id;
-        while x != NIL {
-            let n = self.nodes[x as usize];
-            if (n.time, n.seq) < (best.time, best.seq) {
-                *best = Least {
-                    id: x,
-                    prev,
-                    time: n.time,
-                    seq: n.seq,
-                };
-            }
-            prev = x;
-            x = n.next;
         }
     }
 
-    /// Removes `l` (just found by `least`) from the current slot.
+    /// Removes `l` (just found by `least`: the first node) from the current slot, without
+    /// branches.
     #[inline]
     fn unlink(&mut self, l: Least) {
         self.len -= 1;
-        let next = self.nodes[l.id as usize].next;
-        if l.prev != NIL {
-            self.nodes[l.prev as usize].next = next;
-            return;
-        }
         let idx = self.index(self.cur);
-        self.heads[idx] = next;
-        if next == NIL {
-            self.occupied[idx >> 6] &= !(1 << (idx & 63));
-        }
+        let tail = self.tails[idx];
+        let only = l.id == tail;
+        self.tails[idx] = select_unpredictable(only, NIL, tail);
+        // The only node links to itself: rewriting it is harmless.
+        self.nodes[tail as usize].next = self.nodes[l.id as usize].next;
+        self.occupied[idx >> 6] &= !((only as u64) << (idx & 63));
     }
 
     /// Turns the wheel to the first occupied slot (moving overflow events within the new
@@ -339,17 +344,17 @@ impl EventQueue {
         // it is strictly earlier than every timer.
         let w = &mut self.wheel;
         if w.overflow.is_empty() {
-            let mut h = w.heads[w.index(w.cur)];
-            if h == NIL && w.len > 0 {
+            let mut tail = w.tails[w.index(w.cur)];
+            if tail == NIL && w.len > 0 {
                 if let Some(abs) = w.next_occupied() {
                     if abs <= self.timer_time >> w.shift {
                         w.cur = abs;
-                        h = w.heads[w.index(abs)];
+                        tail = w.tails[w.index(abs)];
                     }
                 }
             }
-            if h != NIL {
-                let l = w.least_from(h);
+            if tail != NIL {
+                let l = w.least_after(tail);
                 if l.time < self.timer_time {
                     w.unlink(l);
                     return Some((l.time, Event::Near(l.id)));
