@@ -98,6 +98,8 @@ struct Wheel {
     nodes: Vec<Node>,
     /// Absolute slot number (time >> shift) of the current slot.
     cur: u64,
+    /// `index(cur)`, kept with it.
+    cur_idx: usize,
     /// Pending events, overflow included.
     len: usize,
     overflow: BinaryHeap<Entry<u32>>,
@@ -132,9 +134,17 @@ impl Wheel {
                 ids
             ],
             cur: 0,
+            cur_idx: 0,
             len: 0,
             overflow: BinaryHeap::new(),
         }
+    }
+
+    /// Makes absolute slot `abs` the current one.
+    #[inline]
+    fn turn(&mut self, abs: u64) {
+        self.cur = abs;
+        self.cur_idx = self.index(abs);
     }
 
     /// Index in `tails` of absolute slot `abs`.
@@ -204,7 +214,7 @@ impl Wheel {
     /// current word's bits below `cur` (slots one turn ahead).
     #[inline]
     fn next_occupied(&self) -> Option<u64> {
-        let i = self.index(self.cur);
+        let i = self.cur_idx;
         let bit = (i & 63) as u64;
         let words = ((self.mask + 1) / 64) as usize;
         let mut w = i >> 6;
@@ -225,7 +235,7 @@ impl Wheel {
     /// The least node of the current slot, if the slot is not empty.
     #[inline]
     fn least(&self) -> Option<Least> {
-        let tail = self.tails[self.index(self.cur)];
+        let tail = self.tails[self.cur_idx];
         (tail != NIL).then(|| self.least_after(tail))
     }
 
@@ -246,7 +256,7 @@ impl Wheel {
     #[inline]
     fn unlink(&mut self, l: Least) {
         self.len -= 1;
-        let idx = self.index(self.cur);
+        let idx = self.cur_idx;
         let tail = self.tails[idx];
         let only = l.id == tail;
         self.tails[idx] = select_unpredictable(only, NIL, tail);
@@ -278,7 +288,7 @@ impl Wheel {
             if target > limit {
                 return None;
             }
-            self.cur = target;
+            self.turn(target);
             while let Some(y) = self.overflow.peek() {
                 let abs = y.time >> self.shift;
                 if abs - self.cur > self.mask {
@@ -344,12 +354,13 @@ impl EventQueue {
         // it is strictly earlier than every timer.
         let w = &mut self.wheel;
         if w.overflow.is_empty() {
-            let mut tail = w.tails[w.index(w.cur)];
-            if tail == NIL && w.len > 0 {
+            let mut tail = w.tails[w.cur_idx];
+            if tail == NIL {
+                // (An empty wheel has no next occupied slot.)
                 if let Some(abs) = w.next_occupied() {
                     if abs <= self.timer_time >> w.shift {
-                        w.cur = abs;
-                        tail = w.tails[w.index(abs)];
+                        w.turn(abs);
+                        tail = w.tails[w.cur_idx];
                     }
                 }
             }
