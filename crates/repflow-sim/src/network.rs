@@ -465,8 +465,16 @@ impl TxClock {
         if self.ps_per_byte != 0 {
             bytes as u64 * self.ps_per_byte
         } else {
-            Rate(self.bps).tx_time(bytes as u64)
+            self.tx_inexact(bytes)
         }
+    }
+
+    /// `tx` at a rate that does not send a byte in a whole number of picoseconds: a wide
+    /// division, kept out of line so that the usual case inlines small.
+    #[cold]
+    #[inline(never)]
+    fn tx_inexact(&self, bytes: u32) -> Time {
+        Rate(self.bps).tx_time(bytes as u64)
     }
 }
 
