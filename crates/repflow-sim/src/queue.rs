@@ -177,10 +177,8 @@ pub struct PortStats {
 struct InFlight {
     /// When the packet has fully arrived at the far end of the link. (Its serialization
     /// starts a propagation delay and a transmission time earlier: not stored, so that an
-    /// entry is 48 bytes, not 56.)
+    /// entry is 40 bytes, not 48.)
     arrival: Time,
-    /// Bytes admitted to this port up to and including this packet.
-    cum_bytes: u64,
     pkt: Packet,
 }
 
@@ -298,8 +296,8 @@ pub struct Port {
     /// Bytes of the last admitted packet: it started serialization at `busy_until` minus
     /// its transmission time.
     last_bytes: u32,
-    /// `cum_bytes` of the last packet known to have started serialization (the packets before
-    /// `first_waiting`).
+    /// Bytes of the packets known to have started serialization (admitted before the one at
+    /// `first_waiting`); `cum_bytes - cum_started` bytes wait.
     cum_started: u64,
     /// Bytes admitted to this port.
     cum_bytes: u64,
@@ -332,7 +330,7 @@ pub struct Port {
 
 // The hot fields fill the first two cache lines.
 const _: () = assert!(std::mem::offset_of!(Port, busy) == 128);
-const _: () = assert!(std::mem::size_of::<InFlight>() == 48);
+const _: () = assert!(std::mem::size_of::<InFlight>() == 40);
 
 impl Port {
     /// A port sending at `clock`'s rate onto a link of propagation delay `delay`.
@@ -431,7 +429,6 @@ impl Port {
         self.tx_pending = true;
         self.fifo.push_back(InFlight {
             arrival: finish + self.delay,
-            cum_bytes: 0,
             pkt,
         });
         finish
@@ -497,7 +494,7 @@ impl Port {
             if f.arrival > now + self.delay + self.clock.tx(f.pkt.bytes) {
                 break;
             }
-            self.cum_started = f.cum_bytes;
+            self.cum_started += f.pkt.bytes as u64;
             i += 1;
         }
         self.first_waiting = i as u32;
@@ -541,7 +538,6 @@ impl Port {
         let was_empty = self.fifo.is_empty();
         self.fifo.push_back(InFlight {
             arrival: finish + self.delay,
-            cum_bytes: self.cum_bytes,
             pkt,
         });
         Some(was_empty)
@@ -560,7 +556,7 @@ impl Port {
         // If it was the first waiting packet, it arrived, so it started. Selects, not
         // branches: which case applies follows the traffic, and mispredicted often.
         let first = self.first_waiting == 0;
-        self.cum_started = select_unpredictable(first, f.cum_bytes, self.cum_started);
+        self.cum_started += select_unpredictable(first, f.pkt.bytes as u64, 0);
         self.first_waiting -= !first as u32;
         self.packets += 1;
         f.pkt
