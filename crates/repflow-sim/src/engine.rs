@@ -24,11 +24,11 @@ pub enum Event {
 /// through a per-id node array: a push nearly always appends (an empty slot, or a key after
 /// the slot's last), a pop takes the current slot's first node, and the next occupied slot
 /// is found through an occupancy bitmap — no per-slot buffers, no sorting, few branches
-/// that depend on the traffic. Events beyond the wheel's horizon
-/// wait in an overflow heap and move onto the wheel as it turns. Timers (one per open
-/// connection, far away, rarely due) live in their own heap. The earliest among them is
-/// served, and all share one sequence counter, so the order is exactly that of a single
-/// priority queue: a seed gives bit-identical runs.
+/// that depend on the traffic. Events beyond the wheel's horizon wait in an overflow heap
+/// and move onto the wheel as it turns. Timers (one per open connection, far away, rarely
+/// due) live in their own heap. The earliest among them is served, and all share one
+/// sequence counter, so the order is exactly that of a single priority queue: a seed gives
+/// bit-identical runs.
 pub struct EventQueue {
     wheel: Wheel,
     timers: BinaryHeap<Entry<u64>>,

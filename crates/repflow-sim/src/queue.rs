@@ -698,7 +698,7 @@ mod tests {
 
     #[test]
     fn backlog_counts_only_packets_not_yet_started() {
-        // 1 Gb/s, 1 us delay, 100-packet limit; packets of 1500 B take 12 us each.
+        // 1 Gb/s, 1 us delay, at most 2 packets waiting; packets of 1500 B take 12 us each.
         let mut p = port(2);
         for _ in 0..3 {
             assert!(p.enqueue(pkt(), 0).is_some()); // one in service, two waiting

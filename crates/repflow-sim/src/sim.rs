@@ -643,12 +643,12 @@ impl<'a> World<'a> {
     fn flush(&mut self, conn_id: u32) {
         let mut out = std::mem::take(&mut self.out);
         for mut pkt in out.drain(..) {
-            let c = &mut self.conns[conn_id as usize];
-            c.wire_bytes += pkt.bytes as u64;
-            let path = if on_data_path(pkt.kind) { c.fwd } else { c.rev };
+            self.conns[conn_id as usize].wire_bytes += pkt.bytes as u64;
+            let dir = !on_data_path(pkt.kind) as usize;
+            let first = self.paths.link(conn_id, dir, 0).expect("a path has a link");
             pkt.hop = 0;
             self.counters.packets_injected += 1;
-            self.enqueue(path.links()[0], pkt);
+            self.enqueue(first, pkt);
         }
         self.out = out;
         let now = self.now;
@@ -695,11 +695,16 @@ impl<'a> World<'a> {
             self.q.push_near(t, link);
         }
         if let Some(t) = r.tx_done {
-            self.q.push_near(t, self.ports.len() as u32 + link);
+            self.q.push_near(t, self.tx_done_id(link));
         }
         if r.dropped > 0 {
             self.count_drops(link, r.dropped as u64);
         }
+    }
+
+    /// Near-event id of link `link`'s transmit completion (arrivals use the link id).
+    fn tx_done_id(&self, link: u32) -> u32 {
+        self.ports.len() as u32 + link
     }
 
     /// A scheduled port finished a transmission: it starts its next packet.
@@ -710,7 +715,7 @@ impl<'a> World<'a> {
                 let t = port.head_arrival().expect("just sent");
                 self.q.push_near(t, link);
             }
-            self.q.push_near(done, self.ports.len() as u32 + link);
+            self.q.push_near(done, self.tx_done_id(link));
         }
     }
 
