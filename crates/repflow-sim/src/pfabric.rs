@@ -14,12 +14,14 @@
 //! starts beyond it, detects loss only by a small fixed timeout (about three RTTs) and then
 //! goes back to the first unacknowledged segment.
 
-use crate::queue::Packet;
+use crate::queue::{kind, Packet};
 use crate::transport::{AckInfo, CongestionControl, Window};
 
 #[derive(Clone, Copy, Debug)]
 struct Queued {
     pkt: Packet,
+    /// See [`priority`].
+    prio: u32,
     /// Enqueue order (ties and "earliest of the flow").
     order: u64,
 }
@@ -58,11 +60,12 @@ impl PrioQueue {
         self.bytes
     }
 
-    /// Queues `pkt`, then drops lowest-priority packets until the buffer fits. Returns the
-    /// number of packets dropped (the arrival may be one of them).
-    pub fn push(&mut self, pkt: Packet) -> u32 {
+    /// Queues `pkt` with priority `prio`, then drops lowest-priority packets until the
+    /// buffer fits. Returns the number of packets dropped (the arrival may be one of them).
+    pub fn push(&mut self, pkt: Packet, prio: u32) -> u32 {
         self.items.push(Queued {
             pkt,
+            prio,
             order: self.next_order,
         });
         self.next_order += 1;
@@ -74,7 +77,7 @@ impl PrioQueue {
                 .items
                 .iter()
                 .enumerate()
-                .max_by_key(|(_, q)| (q.pkt.prio, q.order))
+                .max_by_key(|(_, q)| (q.prio, q.order))
                 .expect("over the limit means non-empty");
             let q = self.items.swap_remove(i);
             self.bytes -= q.pkt.bytes as u64;
@@ -86,7 +89,7 @@ impl PrioQueue {
     /// Removes the packet to transmit next: the earliest queued packet of the connection
     /// that holds the highest-priority packet.
     pub fn pop(&mut self) -> Option<Packet> {
-        let best = self.items.iter().min_by_key(|q| (q.pkt.prio, q.order))?;
+        let best = self.items.iter().min_by_key(|q| (q.prio, q.order))?;
         let conn = best.pkt.conn;
         let (i, _) = self
             .items
@@ -98,6 +101,19 @@ impl PrioQueue {
         let q = self.items.swap_remove(i);
         self.bytes -= q.pkt.bytes as u64;
         Some(q.pkt)
+    }
+}
+
+/// pFabric priority of a packet of a flow of `size` bytes sent with segments of `mss`
+/// payload bytes: a data segment's is the flow's bytes from its first byte to the end
+/// (saturated at `u32::MAX`), a control packet's 0.
+#[inline]
+pub fn priority(pkt: &Packet, size: u64, mss: u32) -> u32 {
+    if pkt.kind == kind::DATA {
+        size.saturating_sub(pkt.seq as u64 * mss as u64)
+            .min(u32::MAX as u64) as u32
+    } else {
+        0
     }
 }
 
@@ -126,13 +142,11 @@ impl CongestionControl for PfabricTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::kind;
 
-    fn p(conn: u32, seq: u32, prio: u32) -> Packet {
+    fn p(conn: u32, seq: u32) -> Packet {
         Packet {
             conn,
             seq,
-            prio,
             bytes: 1500,
             kind: kind::DATA,
             ..Packet::default()
@@ -140,12 +154,25 @@ mod tests {
     }
 
     #[test]
+    fn priority_is_the_remaining_bytes_of_data_and_zero_for_control() {
+        // A 3,000-byte flow in segments of 1,460 bytes: 3000, 1540 and 80 bytes remain.
+        let prios: Vec<u32> = (0..3).map(|s| priority(&p(0, s), 3000, 1460)).collect();
+        assert_eq!(prios, [3000, 1540, 80]);
+        let ack = Packet {
+            kind: kind::ACK,
+            ..p(0, 1)
+        };
+        assert_eq!(priority(&ack, 3000, 1460), 0);
+        assert_eq!(priority(&p(0, 0), 1 << 40, 1460), u32::MAX);
+    }
+
+    #[test]
     fn serves_highest_priority_flow_earliest_packet_first() {
         let mut q = PrioQueue::new(0);
-        q.push(p(1, 0, 9000));
-        q.push(p(2, 0, 3000));
-        q.push(p(1, 1, 7500));
-        q.push(p(2, 1, 1500));
+        q.push(p(1, 0), 9000);
+        q.push(p(2, 0), 3000);
+        q.push(p(1, 1), 7500);
+        q.push(p(2, 1), 1500);
         // Flow 2 holds the most urgent packet (1500): its earliest packet (seq 0) first.
         assert_eq!(q.pop().map(|x| (x.conn, x.seq)), Some((2, 0)));
         assert_eq!(q.pop().map(|x| (x.conn, x.seq)), Some((2, 1)));
@@ -158,11 +185,11 @@ mod tests {
     #[test]
     fn overflow_drops_the_lowest_priority_packet_arrival_included() {
         let mut q = PrioQueue::new(3 * 1500);
-        q.push(p(1, 0, 5000));
-        q.push(p(2, 0, 100_000));
-        q.push(p(3, 0, 2000));
+        q.push(p(1, 0), 5000);
+        q.push(p(2, 0), 100_000);
+        q.push(p(3, 0), 2000);
         // Full. A more urgent arrival pushes out the least urgent queued packet.
-        assert_eq!(q.push(p(4, 0, 1000)), 1);
+        assert_eq!(q.push(p(4, 0), 1000), 1);
         let mut left: Vec<u32> = Vec::new();
         let mut r = q.clone();
         while let Some(x) = r.pop() {
@@ -170,7 +197,7 @@ mod tests {
         }
         assert_eq!(left, vec![4, 3, 1]);
         // A less urgent arrival is itself dropped.
-        assert_eq!(q.push(p(5, 0, 50_000)), 1);
+        assert_eq!(q.push(p(5, 0), 50_000), 1);
         assert_eq!(q.len(), 3);
         assert!(!q.items.iter().any(|x| x.pkt.conn == 5));
     }

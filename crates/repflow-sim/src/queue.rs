@@ -41,7 +41,9 @@ pub mod flag {
     pub const ECE: u8 = 4;
 }
 
-/// A packet in flight. Small and `Copy`: it travels by value through port FIFOs.
+/// A packet in flight. Small and `Copy` (24 bytes): it travels by value through port FIFOs.
+/// (pFabric's priority is not carried: a scheduled port derives it, see
+/// [`crate::pfabric::priority`].)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Packet {
     /// Connection index.
@@ -52,8 +54,6 @@ pub struct Packet {
     pub ts: Time,
     /// Bytes on the wire.
     pub bytes: u32,
-    /// Scheme-specific priority (pFabric: remaining bytes); 0 otherwise.
-    pub prio: u32,
     /// Index of the next link on the packet's path.
     pub hop: u8,
     /// One of [`kind`].
@@ -177,7 +177,7 @@ pub struct PortStats {
 struct InFlight {
     /// When the packet has fully arrived at the far end of the link. (Its serialization
     /// starts a propagation delay and a transmission time earlier: not stored, so that an
-    /// entry is 40 bytes, not 48.)
+    /// entry is 32 bytes — half a cache line, never split across two.)
     arrival: Time,
     pkt: Packet,
 }
@@ -330,7 +330,8 @@ pub struct Port {
 
 // The hot fields fill the first two cache lines.
 const _: () = assert!(std::mem::offset_of!(Port, busy) == 128);
-const _: () = assert!(std::mem::size_of::<InFlight>() == 40);
+const _: () = assert!(std::mem::size_of::<Packet>() == 24);
+const _: () = assert!(std::mem::size_of::<InFlight>() == 32);
 
 impl Port {
     /// A port sending at `clock`'s rate onto a link of propagation delay `delay`.
@@ -442,8 +443,8 @@ impl Port {
         self.area_t = now;
     }
 
-    /// Offers `pkt` to a scheduled port at `now`.
-    pub fn sched_enqueue(&mut self, pkt: Packet, now: Time) -> SchedEnqueue {
+    /// Offers `pkt`, of priority `prio` (smaller is more urgent), to a scheduled port at `now`.
+    pub fn sched_enqueue(&mut self, pkt: Packet, prio: u32, now: Time) -> SchedEnqueue {
         self.sched_area(now);
         let mut r = SchedEnqueue {
             dropped: 0,
@@ -456,7 +457,7 @@ impl Port {
             return r;
         }
         let q = self.sched.as_mut().expect("a scheduled port");
-        r.dropped = q.push(pkt);
+        r.dropped = q.push(pkt, prio);
         let waiting = q.len() as u32;
         self.drops += r.dropped as u64;
         if waiting + 1 > self.max_backlog {
@@ -715,19 +716,18 @@ mod tests {
     #[test]
     fn scheduled_port_sends_by_priority_and_needs_tx_done_events() {
         let mut p = Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, 3000);
-        let d = |conn, prio| Packet {
+        let d = |conn| Packet {
             conn,
-            prio,
             bytes: 1500,
             ..Packet::default()
         };
-        let r = p.sched_enqueue(d(0, 50), 0);
+        let r = p.sched_enqueue(d(0), 50, 0);
         assert_eq!(r.tx_done, Some(12_000_000));
         assert!(r.head_arrival);
-        assert_eq!(p.sched_enqueue(d(1, 40), 1).dropped, 0);
-        assert_eq!(p.sched_enqueue(d(2, 10), 2).dropped, 0);
+        assert_eq!(p.sched_enqueue(d(1), 40, 1).dropped, 0);
+        assert_eq!(p.sched_enqueue(d(2), 10, 2).dropped, 0);
         // Buffer (2 packets) full: the least urgent (conn 1) goes.
-        assert_eq!(p.sched_enqueue(d(3, 20), 3).dropped, 1);
+        assert_eq!(p.sched_enqueue(d(3), 20, 3).dropped, 1);
         assert_eq!(p.drops, 1);
         let mut order = vec![p.pop_arrived().conn];
         let mut t = 12_000_000;

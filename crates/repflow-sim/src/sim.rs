@@ -356,7 +356,6 @@ fn scheme_tcp(cfg: &Config, topo: &Topology) -> (TcpParams, u32) {
     tcp.initial_rto = rto;
     tcp.backoff = 1.0;
     tcp.dupack_threshold = u32::MAX;
-    tcp.prio_remaining = true;
     (tcp, window)
 }
 
@@ -688,8 +687,10 @@ impl<'a> World<'a> {
     #[cold]
     #[inline(never)]
     fn enqueue_scheduled(&mut self, link: u32, pkt: Packet) {
+        let c = &self.conns[pkt.conn as usize];
+        let prio = crate::pfabric::priority(&pkt, c.snd.size(), self.tcp.mss);
         let port = &mut self.ports[link as usize];
-        let r = port.sched_enqueue(pkt, self.now);
+        let r = port.sched_enqueue(pkt, prio, self.now);
         if r.head_arrival {
             let t = port.head_arrival().expect("just sent");
             self.q.push_near(t, link);

@@ -153,8 +153,6 @@ pub struct TcpParams {
     pub max_window: u32,
     /// Mark data packets ECN-capable.
     pub ecn: bool,
-    /// Stamp every data packet with the flow's remaining bytes as its priority (pFabric).
-    pub prio_remaining: bool,
 }
 
 impl TcpParams {
@@ -177,7 +175,6 @@ impl TcpParams {
                 .map(|b| (b.0 / c.mss as u64).max(1).min(u32::MAX as u64) as u32)
                 .unwrap_or(u32::MAX),
             ecn: false,
-            prio_remaining: false,
         }
     }
 
@@ -249,6 +246,11 @@ impl Sender {
         }
     }
 
+    /// Bytes of the flow.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
     /// Segments in the flow.
     pub fn total_segments(&self) -> u32 {
         self.total
@@ -297,13 +299,6 @@ impl Sender {
             bytes: payload + p.header,
             kind: kind::DATA,
             flags: if p.ecn { flag::ECT } else { 0 },
-            prio: if p.prio_remaining {
-                self.size
-                    .saturating_sub(seq as u64 * p.mss as u64)
-                    .min(u32::MAX as u64) as u32
-            } else {
-                0
-            },
             hop: 0,
         });
         self.stats.wire_bytes += (payload + p.header) as u64;
@@ -722,18 +717,6 @@ mod tests {
         out.clear();
         r.on_delack_timer(0, &p, &mut out);
         assert_eq!(acks(&out), [(6, true)]);
-    }
-
-    #[test]
-    fn pfabric_priority_is_the_remaining_bytes() {
-        let mut p = params();
-        p.handshake = false;
-        p.prio_remaining = true;
-        let mut s = Sender::new(0, 3000, &p, Box::new(NewReno));
-        let mut out = Vec::new();
-        s.start(&p, 0, &mut out);
-        let prios: Vec<u32> = out.iter().map(|x| x.prio).collect();
-        assert_eq!(prios, [3000, 1540, 80]);
     }
 
     #[test]
