@@ -352,23 +352,28 @@ impl EventQueue {
         // Fast path (no overflow): the current slot, or else the next occupied one if it is
         // not after the earliest timer's slot, holds the wheel's minimum; it goes first if
         // it is strictly earlier than every timer.
+        //
+        // The first occupied slot is looked up in the current bitmap word whether or not the
+        // current slot is empty: with events as dense as bench-A's, the word nearly always
+        // has one, so the only branches here are nearly always taken (testing the current
+        // slot first mispredicted about every other pop).
         let w = &mut self.wheel;
         if w.overflow.is_empty() {
-            let mut tail = w.tails[w.cur_idx];
-            if tail == NIL {
-                // (An empty wheel has no next occupied slot.)
-                if let Some(abs) = w.next_occupied() {
-                    if abs <= self.timer_time >> w.shift {
-                        w.turn(abs);
-                        tail = w.tails[w.cur_idx];
+            let i = w.cur_idx;
+            let bit = i & 63;
+            // Bits below the current slot's stand for slots a whole turn ahead.
+            let word = w.occupied[i >> 6] & (!0u64 << bit);
+            if word != 0 {
+                let skip = word.trailing_zeros() as usize - bit;
+                let abs = w.cur + skip as u64;
+                if abs <= self.timer_time >> w.shift {
+                    w.cur = abs;
+                    w.cur_idx = i + skip;
+                    let l = w.least_after(w.tails[w.cur_idx]);
+                    if l.time < self.timer_time {
+                        w.unlink(l);
+                        return Some((l.time, Event::Near(l.id)));
                     }
-                }
-            }
-            if tail != NIL {
-                let l = w.least_after(tail);
-                if l.time < self.timer_time {
-                    w.unlink(l);
-                    return Some((l.time, Event::Near(l.id)));
                 }
             }
         }
