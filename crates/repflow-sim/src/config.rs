@@ -617,6 +617,12 @@ impl Config {
                 "must be between 1 and 65000 bytes",
             ));
         }
+        if tcp.header == 0 || tcp.mss as u64 + tcp.header as u64 > 65_535 {
+            return Err(ConfigError::new(
+                "tcp.header",
+                "must be at least 1 byte, with tcp.mss + tcp.header at most 65535 bytes",
+            ));
+        }
         if tcp.init_cwnd == 0 {
             return Err(ConfigError::new(
                 "tcp.init_cwnd",

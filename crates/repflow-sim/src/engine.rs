@@ -77,22 +77,35 @@ const MIN_SLOTS: u64 = 64;
 /// End of a slot's list.
 const NIL: u32 = u32::MAX;
 
-/// A pending near event: its key and the next node of its slot's (circular) list.
+/// A pending near event: its key and the next node of its slot's list.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     time: Time,
     seq: u64,
+    /// Next node of the slot's list (`NIL`: the last).
     next: u32,
 }
+
+/// One slot of the wheel: a list of nodes in increasing key order.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// First node (`NIL`: the slot is empty).
+    first: u32,
+    /// Last node (meaningless when empty).
+    last: u32,
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    first: NIL,
+    last: NIL,
+};
 
 struct Wheel {
     shift: u32,
     /// Slots in use minus one: a power of two between `MIN_SLOTS` and `WHEEL_SLOTS`, minus one.
     mask: u64,
-    /// Last node of every slot's list (`NIL`: empty). A slot's list is circular, kept in
-    /// increasing key order: its last node's `next` is its first, the least. Fixed size: an
-    /// index masked by `WHEEL_SLOTS - 1` needs no bounds check.
-    tails: Box<[u32; WHEEL_SLOTS as usize]>,
+    /// The slots. Fixed size: an index masked by `WHEEL_SLOTS - 1` needs no bounds check.
+    slots: Box<[Slot; WHEEL_SLOTS as usize]>,
     occupied: Box<[u64; (WHEEL_SLOTS / 64) as usize]>,
     /// One node per near-event id.
     nodes: Vec<Node>,
@@ -110,7 +123,6 @@ struct Wheel {
 struct Least {
     id: u32,
     time: Time,
-    seq: u64,
 }
 
 impl Wheel {
@@ -120,7 +132,7 @@ impl Wheel {
         Wheel {
             shift,
             mask: slots - 1,
-            tails: vec![NIL; WHEEL_SLOTS as usize]
+            slots: vec![EMPTY_SLOT; WHEEL_SLOTS as usize]
                 .into_boxed_slice()
                 .try_into()
                 .unwrap_or_else(|_| unreachable!("WHEEL_SLOTS entries")),
@@ -147,7 +159,7 @@ impl Wheel {
         self.cur_idx = self.index(abs);
     }
 
-    /// Index in `tails` of absolute slot `abs`.
+    /// Index in `slots` of absolute slot `abs`.
     #[inline]
     fn index(&self, abs: u64) -> usize {
         (abs & self.mask & (WHEEL_SLOTS - 1)) as usize
@@ -171,32 +183,47 @@ impl Wheel {
     #[inline]
     fn link(&mut self, id: u32, time: Time, seq: u64, abs: u64) {
         let idx = self.index(abs);
-        let tail = self.tails[idx];
-        let empty = tail == NIL;
-        // An empty slot's "last node" is the new one itself, which then links to itself.
-        let last = select_unpredictable(empty, id, tail);
+        let slot = self.slots[idx];
+        let empty = slot.first == NIL;
+        // An empty slot's "last node" is the new one itself: the link written to it is
+        // overwritten just below.
+        let last = select_unpredictable(empty, id, slot.last);
         let ln = self.nodes[last as usize];
         if !empty & ((time, seq) < (ln.time, ln.seq)) {
             self.insert_before_later(idx, id, time, seq);
             return;
         }
+        self.nodes[last as usize].next = id;
         self.nodes[id as usize] = Node {
             time,
             seq,
-            next: select_unpredictable(empty, id, ln.next),
+            next: NIL,
         };
-        self.nodes[last as usize].next = id;
-        self.tails[idx] = id;
+        self.slots[idx] = Slot {
+            first: select_unpredictable(empty, id, slot.first),
+            last: id,
+        };
         self.occupied[idx >> 6] |= 1 << (idx & 63);
     }
 
-    /// `link` of a key before the last of slot `idx`: walks from the slot's least node to
-    /// the first later one (the last node is later, so the walk ends).
+    /// `link` of a key before the last of the non-empty slot `idx`: walks from the slot's
+    /// first node to the first later one (the last node is later, so the walk ends).
     #[cold]
     #[inline(never)]
     fn insert_before_later(&mut self, idx: usize, id: u32, time: Time, seq: u64) {
-        let mut prev = self.tails[idx];
-        let mut x = self.nodes[prev as usize].next;
+        let first = self.slots[idx].first;
+        let f = self.nodes[first as usize];
+        if (time, seq) < (f.time, f.seq) {
+            self.nodes[id as usize] = Node {
+                time,
+                seq,
+                next: first,
+            };
+            self.slots[idx].first = id;
+            return;
+        }
+        let mut prev = first;
+        let mut x = f.next;
         loop {
             let n = self.nodes[x as usize];
             if (time, seq) < (n.time, n.seq) {
@@ -235,20 +262,11 @@ impl Wheel {
     /// The least node of the current slot, if the slot is not empty.
     #[inline]
     fn least(&self) -> Option<Least> {
-        let tail = self.tails[self.cur_idx];
-        (tail != NIL).then(|| self.least_after(tail))
-    }
-
-    /// The least node of the current slot, whose last node is `tail`: its first.
-    #[inline]
-    fn least_after(&self, tail: u32) -> Least {
-        let id = self.nodes[tail as usize].next;
-        let n = self.nodes[id as usize];
-        Least {
-            id,
-            time: n.time,
-            seq: n.seq,
-        }
+        let first = self.slots[self.cur_idx].first;
+        (first != NIL).then(|| Least {
+            id: first,
+            time: self.nodes[first as usize].time,
+        })
     }
 
     /// Removes `l` (just found by `least`: the first node) from the current slot, without
@@ -257,11 +275,9 @@ impl Wheel {
     fn unlink(&mut self, l: Least) {
         self.len -= 1;
         let idx = self.cur_idx;
-        let tail = self.tails[idx];
-        let only = l.id == tail;
-        self.tails[idx] = select_unpredictable(only, NIL, tail);
-        // The only node links to itself: rewriting it is harmless.
-        self.nodes[tail as usize].next = self.nodes[l.id as usize].next;
+        let next = self.nodes[l.id as usize].next;
+        let only = next == NIL;
+        self.slots[idx].first = next;
         self.occupied[idx >> 6] &= !((only as u64) << (idx & 63));
     }
 
@@ -369,7 +385,11 @@ impl EventQueue {
                 if abs <= self.timer_time >> w.shift {
                     w.cur = abs;
                     w.cur_idx = i + skip;
-                    let l = w.least_after(w.tails[w.cur_idx]);
+                    let id = w.slots[w.cur_idx].first;
+                    let l = Least {
+                        id,
+                        time: w.nodes[id as usize].time,
+                    };
                     if l.time < self.timer_time {
                         w.unlink(l);
                         return Some((l.time, Event::Near(l.id)));
@@ -390,7 +410,7 @@ impl EventQueue {
             (None, None) => return None,
             (Some(_), None) => false,
             (None, Some(_)) => true,
-            (Some(n), Some(t)) => t.key() < (n.time, n.seq),
+            (Some(n), Some(t)) => t.key() < (n.time, self.wheel.nodes[n.id as usize].seq),
         };
         if take_timer {
             let x = self.timers.pop().expect("peeked");

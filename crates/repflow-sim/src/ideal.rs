@@ -123,12 +123,12 @@ pub fn ideal_fct(
                     if now > busy_f[0] {
                         nic_busy_since = now;
                     }
-                    let t = traverse(fwd, &mut busy_f, now, pkt.bytes);
+                    let t = traverse(fwd, &mut busy_f, now, pkt.bytes as u32);
                     let i = q.store(pkt);
                     q.push(t, Ev::AtReceiver(i));
                 }
                 _ => {
-                    let t = traverse(rev, &mut busy_r, now, pkt.bytes);
+                    let t = traverse(rev, &mut busy_r, now, pkt.bytes as u32);
                     let i = q.store(pkt);
                     q.push(t, Ev::AtSender(i));
                 }

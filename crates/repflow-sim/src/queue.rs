@@ -52,8 +52,11 @@ pub struct Packet {
     pub seq: u32,
     /// Data: time it was sent. ACK: the echoed send time of the segment that triggered it.
     pub ts: Time,
-    /// Bytes on the wire.
-    pub bytes: u32,
+    /// Bytes on the wire (at most 65,535: see the `tcp.mss` and `tcp.header` checks).
+    pub bytes: u16,
+    /// The link after the one the packet is on, stamped by the simulator when paths are
+    /// short and link ids narrow (so that a hop does not wait for a path lookup); else 0.
+    pub next: u16,
     /// Index of the next link on the packet's path.
     pub hop: u8,
     /// One of [`kind`].
@@ -423,7 +426,7 @@ impl Port {
 
     /// Puts `pkt` on the wire of a scheduled port at `now`; returns when its transmission ends.
     fn sched_transmit(&mut self, pkt: Packet, now: Time) -> Time {
-        let tx = self.clock.tx(pkt.bytes);
+        let tx = self.clock.tx(pkt.bytes as u32);
         let finish = now + tx;
         self.busy += tx;
         self.busy_until = finish;
@@ -492,7 +495,7 @@ impl Port {
         while i < len {
             let f = self.fifo.get(i);
             // Serialization starts after `now`: `arrival - delay - tx > now`.
-            if f.arrival > now + self.delay + self.clock.tx(f.pkt.bytes) {
+            if f.arrival > now + self.delay + self.clock.tx(f.pkt.bytes as u32) {
                 break;
             }
             self.cum_started += f.pkt.bytes as u64;
@@ -526,7 +529,7 @@ impl Port {
         let seen = select_unpredictable(self.busy_until > now, wp + 1, 0);
         self.max_backlog = self.max_backlog.max(seen);
         let start = self.busy_until.max(now);
-        let tx = self.clock.tx(pkt.bytes);
+        let tx = self.clock.tx(pkt.bytes as u32);
         // This packet's share of ∫ unfinished work: tx while it waits, then tx²/2 in service.
         self.area += ((2 * (start - now) + tx) as u128 * tx as u128) >> 1;
         let finish = start + tx;
@@ -535,7 +538,7 @@ impl Port {
         }
         self.busy_until = finish;
         self.cum_bytes += pkt.bytes as u64;
-        self.last_bytes = pkt.bytes;
+        self.last_bytes = pkt.bytes as u32;
         let was_empty = self.fifo.is_empty();
         self.fifo.push_back(InFlight {
             arrival: finish + self.delay,

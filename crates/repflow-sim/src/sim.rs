@@ -264,6 +264,36 @@ impl Routes {
         }
     }
 
+    /// Puts `pkt` (of connection `pkt.conn`, direction `dir`: 0 data, 1 ACK) on the first
+    /// link of its path and returns that link.
+    #[inline]
+    fn first(&self, pkt: &mut Packet, dir: usize) -> u32 {
+        pkt.hop = 0;
+        if let Routes::Narrow(v) = self {
+            pkt.next = v[pkt.conn as usize][dir][1];
+        }
+        self.link(pkt.conn, dir, 0).expect("a path has a link")
+    }
+
+    /// Moves `pkt` (direction `dir`) past the link it has crossed: returns the next link of
+    /// its path, or `None` at the path's end. The narrow form takes the next link from the
+    /// packet (`Packet::next`) and stamps the one after it, so the path lookup runs beside
+    /// the next port's admission instead of before it.
+    #[inline]
+    fn advance(&self, pkt: &mut Packet, dir: usize) -> Option<u32> {
+        pkt.hop += 1;
+        match self {
+            Routes::Narrow(v) => {
+                let l = pkt.next;
+                // hop + 1 <= len + 1 <= MAX_HOPS: the mask keeps a useful index (past the
+                // end it reads a harmless slot) and drops a bounds check.
+                pkt.next = v[pkt.conn as usize][dir][(pkt.hop as usize + 1) & (MAX_HOPS - 1)];
+                (l != NO_LINK).then_some(l as u32)
+            }
+            Routes::Wide(v) => v[pkt.conn as usize][dir].links().get(pkt.hop as usize).copied(),
+        }
+    }
+
     /// Link `hop` (at most the path's length) of direction `dir` (0 data, 1 ACK) of
     /// connection `conn`, or `None` at the path's end.
     #[inline]
@@ -415,7 +445,7 @@ impl<'a> World<'a> {
         // +5 %; wall-clock differences were within the noise.)
         let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
         let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
-        let slot = crate::units::Rate(fastest).tx_time(full) / 512;
+        let slot = crate::units::Rate(fastest).tx_time(full) / 256;
         // Near events (arrivals at the end of a link, pFabric transmit completions) lie at
         // most a full packet's transmission and a propagation delay ahead: a wheel just that
         // wide turns through few, cache-warm slots.
@@ -644,8 +674,7 @@ impl<'a> World<'a> {
         for mut pkt in out.drain(..) {
             self.conns[conn_id as usize].wire_bytes += pkt.bytes as u64;
             let dir = !on_data_path(pkt.kind) as usize;
-            let first = self.paths.link(conn_id, dir, 0).expect("a path has a link");
-            pkt.hop = 0;
+            let first = self.paths.first(&mut pkt, dir);
             self.counters.packets_injected += 1;
             self.enqueue(first, pkt);
         }
@@ -746,11 +775,7 @@ impl<'a> World<'a> {
         // Hops are counted by the ports (`Port::packets`), summed after the run.
         let forward = on_data_path(pkt.kind);
         // Compact per-connection paths (not the whole connection state) on the per-hop path.
-        pkt.hop += 1;
-        if let Some(next) = self
-            .paths
-            .link(pkt.conn, !forward as usize, pkt.hop as usize)
-        {
+        if let Some(next) = self.paths.advance(&mut pkt, !forward as usize) {
             self.enqueue(next, pkt);
             return false;
         }

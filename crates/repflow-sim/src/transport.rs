@@ -282,7 +282,7 @@ impl Sender {
             conn: self.conn,
             seq: 0,
             ts: now,
-            bytes: p.header,
+            bytes: p.header as u16,
             kind: kind::SYN,
             ..Packet::default()
         });
@@ -296,10 +296,11 @@ impl Sender {
             conn: self.conn,
             seq,
             ts: now,
-            bytes: payload + p.header,
+            bytes: (payload + p.header) as u16,
             kind: kind::DATA,
             flags: if p.ecn { flag::ECT } else { 0 },
             hop: 0,
+            next: 0,
         });
         self.stats.wire_bytes += (payload + p.header) as u64;
         self.stats.payload_bytes += payload as u64;
@@ -514,7 +515,7 @@ impl Receiver {
             conn,
             seq: self.rcv_nxt,
             ts,
-            bytes: p.header,
+            bytes: p.header as u16,
             kind: kind::ACK,
             flags: if ece { flag::ECE } else { 0 },
             ..Packet::default()
@@ -536,7 +537,7 @@ impl Receiver {
                 conn: pkt.conn,
                 seq: 0,
                 ts: pkt.ts,
-                bytes: p.header,
+                bytes: p.header as u16,
                 kind: kind::SYNACK,
                 ..Packet::default()
             });
