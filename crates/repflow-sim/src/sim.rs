@@ -1025,7 +1025,7 @@ pub fn run(
     let mut counters = world.counters.clone();
     counters.sim_time = world.now as f64 / PS_PER_SEC as f64;
     // Every hop is one arrival at the end of a link, which its port counts.
-    counters.packet_hops = world.ports.iter().map(|p| p.packets).sum();
+    counters.packet_hops = world.ports.iter().map(|p| p.packets()).sum();
     if let Some(h) = &world.hca {
         h.fill_counters(&mut counters);
     }
@@ -1088,7 +1088,7 @@ pub fn run(
             payload_bytes: c.snd.stats.payload_bytes,
         })
         .collect();
-    let link_packets = world.ports.iter().map(|p| p.packets).collect();
+    let link_packets = world.ports.iter().map(|p| p.packets()).collect();
     let link_stats = world.ports.iter().map(|p| p.stats(world.now)).collect();
     Ok(RunOutput {
         records,
