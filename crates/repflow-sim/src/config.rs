@@ -817,6 +817,11 @@ mod tests {
         assert_eq!(e.field, "scheme.name");
         let e = Config::from_json(r#"{"workload": {"max_flows": 0}}"#).unwrap_err();
         assert_eq!(e.field, "workload.max_flows");
+        // Packet sizes are 16-bit on the simulator's per-hop path.
+        let e = Config::from_json(r#"{"tcp": {"header": 0}}"#).unwrap_err();
+        assert_eq!(e.field, "tcp.header");
+        let e = Config::from_json(r#"{"tcp": {"mss": 65000, "header": 536}}"#).unwrap_err();
+        assert_eq!(e.field, "tcp.header");
         let e = Config::from_json(r#"{"bogus": 1}"#).unwrap_err();
         assert!(e.message.contains("bogus"), "{e}");
     }
