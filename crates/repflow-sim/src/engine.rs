@@ -20,11 +20,12 @@ pub enum Event {
 ///
 /// Near events (packet arrivals at the end of a link: the bulk of all events) are named by a
 /// small id, of which at most one is pending at a time (a link has one head packet). They go
-/// to a calendar wheel of `2^k` fine slots, each an intrusive circular list in key order
-/// through a per-id node array: a push nearly always appends (an empty slot, or a key after
-/// the slot's last), a pop takes the current slot's first node, and the next occupied slot
-/// is found through an occupancy bitmap — no per-slot buffers, no sorting, few branches
-/// that depend on the traffic. Events beyond the wheel's horizon wait in an overflow heap
+/// to a calendar wheel of `2^k` fine slots, each an intrusive list in key order through a
+/// per-id node array, with its first and last node held in the slot: a push nearly always
+/// appends (an empty slot, or a key after the slot's last), a pop takes the first node of
+/// the first occupied slot, found in the occupancy bitmap's current word (whether or not
+/// the current slot is empty, so that the branch is nearly always taken) — no per-slot
+/// buffers, no sorting, few branches that depend on the traffic. Events beyond the wheel's horizon wait in an overflow heap
 /// and move onto the wheel as it turns. Timers (one per open connection, far away, rarely
 /// due) live in their own heap. The earliest among them is served, and all share one
 /// sequence counter, so the order is exactly that of a single priority queue: a seed gives

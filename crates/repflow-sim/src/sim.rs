@@ -290,7 +290,10 @@ impl Routes {
                 pkt.next = v[pkt.conn as usize][dir][(pkt.hop as usize + 1) & (MAX_HOPS - 1)];
                 (l != NO_LINK).then_some(l as u32)
             }
-            Routes::Wide(v) => v[pkt.conn as usize][dir].links().get(pkt.hop as usize).copied(),
+            Routes::Wide(v) => v[pkt.conn as usize][dir]
+                .links()
+                .get(pkt.hop as usize)
+                .copied(),
         }
     }
 
