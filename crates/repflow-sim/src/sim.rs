@@ -1115,9 +1115,21 @@ mod tests {
         p
     }
 
-    /// Every lookup of `r`, hop 0 to the path's end, as link lists.
+    /// The links a packet of connection `conn` crosses in direction `dir`, moved as the
+    /// simulator moves it (`first`, then `advance` to the path's end; the narrow form
+    /// through the link each hop stamps on the packet), checked against direct lookups.
     fn walk(r: &Routes, conn: u32, dir: usize) -> Vec<u32> {
-        (0..).map_while(|h| r.link(conn, dir, h)).collect()
+        let mut pkt = Packet {
+            conn,
+            ..Packet::default()
+        };
+        let mut links = vec![r.first(&mut pkt, dir)];
+        while let Some(l) = r.advance(&mut pkt, dir) {
+            links.push(l);
+        }
+        let looked_up: Vec<u32> = (0..).map_while(|h| r.link(conn, dir, h)).collect();
+        assert_eq!(links, looked_up);
+        links
     }
 
     #[test]
