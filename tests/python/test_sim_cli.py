@@ -146,6 +146,24 @@ def test_bench_smoke_json(capsys):
     assert report["packet_hops"] > 0 and report["events"] > 0 and report["flows"] >= 0
     assert report["peak_memory_bytes"] >= report["baseline_memory_bytes"] > 0
     assert report["reference"]["htsim_packet_hops_per_sec"] == 2.7e6
+    assert report["repeat"] == 1 and len(report["runs"]) == 1
+
+
+def test_bench_repeat_reports_the_median_run_and_every_run(capsys):
+    import json
+
+    argv = ["bench", "--duration", "100us", "--json", "--quiet", "--repeat", "3"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    speeds = sorted(r["packet_hops_per_sec"] for r in report["runs"])
+    assert report["repeat"] == 3 and len(speeds) == 3
+    assert report["packet_hops_per_sec"] == speeds[1]
+    assert report["best_packet_hops_per_sec"] == speeds[2]
+    assert main(["bench", "--duration", "100us", "--quiet", "--repeat", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "median of 2" in text and "every run" in text
+    assert main(["bench", "--repeat", "0"]) == 2
+    assert "--repeat" in capsys.readouterr().err
 
 
 def test_interrupted_run_writes_nothing(tmp_path: Path, monkeypatch, capsys):
