@@ -35,6 +35,8 @@ pub struct EventQueue {
     timers: BinaryHeap<Entry<u64>>,
     /// Time of the earliest timer (`Time::MAX` if none).
     timer_time: Time,
+    /// `timer_time`'s wheel slot (`timer_time >> shift`).
+    timer_slot: u64,
     seq: u64,
 }
 
@@ -337,6 +339,7 @@ impl EventQueue {
             wheel: Wheel::new(shift, slots, ids),
             timers: BinaryHeap::new(),
             timer_time: Time::MAX,
+            timer_slot: u64::MAX,
             seq: 0,
         }
     }
@@ -355,6 +358,7 @@ impl EventQueue {
     #[inline]
     pub fn push_timer(&mut self, time: Time, event: u64) {
         self.timer_time = self.timer_time.min(time);
+        self.timer_slot = self.timer_time >> self.wheel.shift;
         self.timers.push(Entry {
             time,
             seq: self.seq,
@@ -383,7 +387,7 @@ impl EventQueue {
             if word != 0 {
                 let skip = word.trailing_zeros() as usize - bit;
                 let abs = w.cur + skip as u64;
-                if abs <= self.timer_time >> w.shift {
+                if abs <= self.timer_slot {
                     w.cur = abs;
                     w.cur_idx = i + skip;
                     let id = w.slots[w.cur_idx].first;
@@ -416,6 +420,7 @@ impl EventQueue {
         if take_timer {
             let x = self.timers.pop().expect("peeked");
             self.timer_time = self.timers.peek().map_or(Time::MAX, |t| t.time);
+            self.timer_slot = self.timer_time >> self.wheel.shift;
             Some((x.time, Event::Timer(x.e)))
         } else {
             let l = near.expect("a near event");

@@ -270,7 +270,8 @@ impl Ring {
 /// [`Port`] (16 bytes).
 #[derive(Clone, Copy, Debug)]
 struct Admission {
-    /// The DropTail limits.
+    /// The DropTail limits, with "no limit" (0) as the largest value, so that the test is
+    /// two comparisons.
     limit_bytes: u64,
     limit_packets: u32,
     /// The discipline marks ECN (then it is applied whole from `Port::qdisc`).
@@ -354,8 +355,16 @@ impl Port {
             delay,
             busy: 0,
             admission: Admission {
-                limit_bytes: limit.limit_bytes,
-                limit_packets: limit.limit_packets,
+                limit_bytes: if limit.limit_bytes == 0 {
+                    u64::MAX
+                } else {
+                    limit.limit_bytes
+                },
+                limit_packets: if limit.limit_packets == 0 {
+                    u32::MAX
+                } else {
+                    limit.limit_packets
+                },
                 ecn,
                 scheduled: false,
             },
@@ -513,12 +522,12 @@ impl Port {
         let a = self.admission;
         let verdict = if a.ecn {
             self.qdisc.admit(&mut pkt, wp, wb)
+        } else if wp >= a.limit_packets || wb + pkt.bytes as u64 > a.limit_bytes {
+            // DropTail (the limits here are never 0; `wp` stays far below `u32::MAX` and
+            // `wb` below `u64::MAX - 65535`).
+            Verdict::Drop
         } else {
-            DropTail {
-                limit_packets: a.limit_packets,
-                limit_bytes: a.limit_bytes,
-            }
-            .admit(&mut pkt, wp, wb)
+            Verdict::Admit
         };
         if verdict == Verdict::Drop {
             self.drops += 1;
