@@ -818,5 +818,10 @@ mod tests {
         );
         let n = (0..10).filter(|_| p.enqueue(pkt(), 0).is_some()).count();
         assert_eq!(n, 3); // one in service, two (3000 B) waiting
+
+        // Neither limit set: nothing is dropped.
+        let mut unlimited = port(0);
+        assert!((0..10_000).all(|_| unlimited.enqueue(pkt(), 0).is_some()));
+        assert_eq!(unlimited.drops, 0);
     }
 }
