@@ -57,7 +57,7 @@ pub struct Packet {
     /// The link after the one the packet is on, stamped by the simulator when paths are
     /// short and link ids narrow (so that a hop does not wait for a path lookup); else 0.
     pub next: u16,
-    /// Index of the next link on the packet's path.
+    /// Index on the packet's path of the link it is on.
     pub hop: u8,
     /// One of [`kind`].
     pub kind: u8,
