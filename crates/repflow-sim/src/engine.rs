@@ -339,9 +339,16 @@ impl EventQueue {
             wheel: Wheel::new(shift, slots, ids),
             timers: BinaryHeap::new(),
             timer_time: Time::MAX,
-            timer_slot: u64::MAX,
+            timer_slot: Time::MAX >> shift,
             seq: 0,
         }
+    }
+
+    /// Records `t` as the earliest timer's time (`Time::MAX`: none), with its slot.
+    #[inline]
+    fn set_timer_time(&mut self, t: Time) {
+        self.timer_time = t;
+        self.timer_slot = t >> self.wheel.shift;
     }
 
     /// Schedules near event `id` (such as a packet arrival at the end of link `id`) at
@@ -357,8 +364,7 @@ impl EventQueue {
     /// Schedules a timer at `time`. Ordered exactly as if it were a near event.
     #[inline]
     pub fn push_timer(&mut self, time: Time, event: u64) {
-        self.timer_time = self.timer_time.min(time);
-        self.timer_slot = self.timer_time >> self.wheel.shift;
+        self.set_timer_time(self.timer_time.min(time));
         self.timers.push(Entry {
             time,
             seq: self.seq,
@@ -370,14 +376,13 @@ impl EventQueue {
     /// Removes and returns the earliest event, with its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        // Fast path (no overflow): the current slot, or else the next occupied one if it is
-        // not after the earliest timer's slot, holds the wheel's minimum; it goes first if
+        // Fast path (no overflow): the first occupied slot found in the current bitmap word,
+        // if not after the earliest timer's slot, holds the wheel's minimum; it goes first if
         // it is strictly earlier than every timer.
         //
-        // The first occupied slot is looked up in the current bitmap word whether or not the
-        // current slot is empty: with events as dense as bench-A's, the word nearly always
-        // has one, so the only branches here are nearly always taken (testing the current
-        // slot first mispredicted about every other pop).
+        // The word is read whether or not the current slot is empty: with events as dense
+        // as bench-A's it nearly always has a slot, so the only branches here are nearly
+        // always taken (testing the current slot first mispredicted about every other pop).
         let w = &mut self.wheel;
         if w.overflow.is_empty() {
             let i = w.cur_idx;
@@ -406,11 +411,7 @@ impl EventQueue {
     }
 
     fn pop_slow(&mut self) -> Option<(Time, Event)> {
-        let limit = self
-            .timers
-            .peek()
-            .map_or(u64::MAX, |t| t.time >> self.wheel.shift);
-        let near = self.wheel.settle(limit);
+        let near = self.wheel.settle(self.timer_slot);
         let take_timer = match (near, self.timers.peek()) {
             (None, None) => return None,
             (Some(_), None) => false,
@@ -419,8 +420,7 @@ impl EventQueue {
         };
         if take_timer {
             let x = self.timers.pop().expect("peeked");
-            self.timer_time = self.timers.peek().map_or(Time::MAX, |t| t.time);
-            self.timer_slot = self.timer_time >> self.wheel.shift;
+            self.set_timer_time(self.timers.peek().map_or(Time::MAX, |t| t.time));
             Some((x.time, Event::Timer(x.e)))
         } else {
             let l = near.expect("a near event");
