@@ -177,22 +177,32 @@ impl Wheel {
             self.overflow.push(Entry { time, seq, e: id });
             return;
         }
-        self.link(id, time, seq, abs);
+        self.link::<true>(id, time, seq, abs);
     }
 
     /// Puts node `id` into slot `abs`'s list (within the horizon), in key order. The
     /// usual cases — an empty slot, or a key after the slot's last (a new event has the
     /// greatest `seq`, and many events of a slot share one time) — append without branches.
+    /// `FRESH`: `seq` is the newest of all pending events (a push, not a move from the
+    /// overflow heap), so the key is before the last node's exactly if its time is earlier;
+    /// and with the new node's time written first, an empty slot (whose "last node" is the
+    /// new one itself) compares equal: one comparison decides, with no emptiness term.
     #[inline]
-    fn link(&mut self, id: u32, time: Time, seq: u64, abs: u64) {
+    fn link<const FRESH: bool>(&mut self, id: u32, time: Time, seq: u64, abs: u64) {
         let idx = self.index(abs);
         let slot = self.slots[idx];
         let empty = slot.first == NIL;
         // An empty slot's "last node" is the new one itself: the link written to it is
         // overwritten just below.
         let last = select_unpredictable(empty, id, slot.last);
-        let ln = self.nodes[last as usize];
-        if !empty & ((time, seq) < (ln.time, ln.seq)) {
+        let before = if FRESH {
+            self.nodes[id as usize].time = time;
+            time < self.nodes[last as usize].time
+        } else {
+            let ln = self.nodes[last as usize];
+            !empty & ((time, seq) < (ln.time, ln.seq))
+        };
+        if before {
             self.insert_before_later(idx, id, time, seq);
             return;
         }
@@ -314,7 +324,7 @@ impl Wheel {
                     break;
                 }
                 let y = self.overflow.pop().expect("peeked");
-                self.link(y.e, y.time, y.seq, abs);
+                self.link::<false>(y.e, y.time, y.seq, abs);
             }
         }
     }
