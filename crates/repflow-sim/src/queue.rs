@@ -518,24 +518,37 @@ impl Port {
     /// otherwise; `None` if the packet was dropped.
     #[inline]
     pub fn enqueue(&mut self, mut pkt: Packet, now: Time) -> Option<bool> {
-        let (wp, wb) = self.backlog(now);
         let a = self.admission;
-        let verdict = if a.ecn {
-            self.qdisc.admit(&mut pkt, wp, wb)
-        } else if wp >= a.limit_packets || wb + pkt.bytes as u64 > a.limit_bytes {
-            // DropTail (the limits here are never 0; `wp` stays far below `u32::MAX` and
-            // `wb` below `u64::MAX - 65535`).
-            Verdict::Drop
-        } else {
-            Verdict::Admit
-        };
-        if verdict == Verdict::Drop {
-            self.drops += 1;
-            return None;
+        // Bounds from above on the backlog, known without reading a FIFO entry: packets
+        // before `first_waiting` (and their bytes, `cum_started`) have started, later ones
+        // may not have. A DropTail port whose bounds are below the largest backlog seen and
+        // within its byte limit admits the packet, and that largest backlog stands, whatever
+        // the exact backlog: it is not computed (no FIFO walk, none of its mispredicted
+        // branches). Otherwise it is, and decides. (The packet limit needs no test here: the
+        // largest backlog seen, an admitted packet's waiting count plus one, is at most it.)
+        let wp_bound = self.fifo.len() as u32 - self.first_waiting;
+        let wb_bound = self.cum_bytes - self.cum_started;
+        let clear =
+            !a.ecn & (wp_bound < self.max_backlog) & (wb_bound + pkt.bytes as u64 <= a.limit_bytes);
+        if !clear {
+            let (wp, wb) = self.backlog(now);
+            let verdict = if a.ecn {
+                self.qdisc.admit(&mut pkt, wp, wb)
+            } else if wp >= a.limit_packets || wb + pkt.bytes as u64 > a.limit_bytes {
+                // DropTail (the limits here are never 0; `wp` stays far below `u32::MAX`
+                // and `wb` below `u64::MAX - 65535`).
+                Verdict::Drop
+            } else {
+                Verdict::Admit
+            };
+            if verdict == Verdict::Drop {
+                self.drops += 1;
+                return None;
+            }
+            // A select: whether the backlog grew follows the traffic.
+            let seen = select_unpredictable(self.busy_until > now, wp + 1, 0);
+            self.max_backlog = self.max_backlog.max(seen);
         }
-        // A select: whether the backlog grew follows the traffic.
-        let seen = select_unpredictable(self.busy_until > now, wp + 1, 0);
-        self.max_backlog = self.max_backlog.max(seen);
         let start = self.busy_until.max(now);
         let tx = self.clock.tx(pkt.bytes as u32);
         // This packet's share of ∫ unfinished work: tx while it waits, then tx²/2 in service.
@@ -727,6 +740,76 @@ mod tests {
         // The last one starts at 36 us: it waits until then, and then nothing does.
         assert_eq!(p.backlog(35_999_999), (1, 1500));
         assert_eq!(p.backlog(36_000_000), (0, 0));
+    }
+
+    /// Random arrivals (sizes, gaps, bursts) and departures at a DropTail port, against a
+    /// reference that recomputes the exact backlog from every admitted packet's start time:
+    /// each admit/drop decision, the largest backlog and the FIFO contents agree, under
+    /// packet limits, byte limits and both. (Admissions skip the exact backlog when bounds
+    /// from above settle them; a bound that is not one fails this.)
+    #[test]
+    fn admission_matches_an_exact_backlog_reference() {
+        let mut rng = crate::engine::Rng::new(21, 4);
+        for (limit_packets, limit_bytes) in [(4, 0), (0, 9000), (6, 7000), (1, 0), (30, 0)] {
+            let mut p = Port::new(
+                TxClock::new(Rate(1_000_000_000)),
+                2_000_000,
+                Qdisc::DropTail(DropTail {
+                    limit_packets,
+                    limit_bytes,
+                }),
+            );
+            let tx = |b: u64| b * 8_000; // ps at 1 Gb/s
+                                         // Reference: (start, finish, bytes) of admitted packets not yet arrived.
+            let mut live: std::collections::VecDeque<(Time, Time, u64)> = Default::default();
+            let (mut busy_until, mut max_seen, mut now) = (0u64, 0u32, 0u64);
+            for step in 0..20_000 {
+                now += match rng.below(4) {
+                    0 => 0,
+                    1 => rng.below(2_000_000),
+                    _ => rng.below(15_000_000),
+                };
+                // Departures due by `now`, in order, as the simulator pops them.
+                while let Some(&(_, fin, b)) = live.front() {
+                    if fin + 2_000_000 > now {
+                        break;
+                    }
+                    assert_eq!(p.head_arrival(), Some(fin + 2_000_000), "step {step}");
+                    assert_eq!(p.pop_arrived().bytes as u64, b);
+                    live.pop_front();
+                }
+                let bytes = [40u64, 1500, 576, 9000][rng.below(4) as usize];
+                let waiting: Vec<_> = live.iter().filter(|&&(st, _, _)| st > now).collect();
+                let (wp, wb) = (
+                    waiting.len() as u32,
+                    waiting.iter().map(|w| w.2).sum::<u64>(),
+                );
+                let drop = (limit_packets > 0 && wp >= limit_packets)
+                    || (limit_bytes > 0 && wb + bytes > limit_bytes);
+                let got = p.enqueue(
+                    Packet {
+                        bytes: bytes as u16,
+                        ..Packet::default()
+                    },
+                    now,
+                );
+                assert_eq!(got.is_none(), drop, "step {step}: {wp} waiting, {wb} B");
+                if !drop {
+                    if busy_until > now {
+                        max_seen = max_seen.max(wp + 1);
+                    }
+                    let start = busy_until.max(now);
+                    busy_until = start + tx(bytes);
+                    live.push_back((start, busy_until, bytes));
+                }
+                assert_eq!(p.max_backlog, max_seen, "step {step}");
+            }
+            assert!(
+                max_seen > 0 && p.drops > 0,
+                "limits ({limit_packets}, {limit_bytes}) reached: {max_seen} {}",
+                p.drops
+            );
+        }
     }
 
     #[test]
