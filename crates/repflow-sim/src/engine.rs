@@ -203,7 +203,7 @@ impl Wheel {
             !empty & ((time, seq) < (ln.time, ln.seq))
         };
         if before {
-            self.insert_before_later(idx, id, time, seq);
+            self.insert_before_later::<FRESH>(idx, id, time, seq);
             return;
         }
         self.nodes[last as usize].next = id;
@@ -223,10 +223,24 @@ impl Wheel {
     /// first node to the first later one (the last node is later, so the walk ends).
     #[cold]
     #[inline(never)]
-    fn insert_before_later(&mut self, idx: usize, id: u32, time: Time, seq: u64) {
+    fn insert_before_later<const FRESH: bool>(
+        &mut self,
+        idx: usize,
+        id: u32,
+        time: Time,
+        seq: u64,
+    ) {
+        // A fresh key (the newest `seq`) is before a node's exactly if its time is earlier.
+        let before = |n: &Node| {
+            if FRESH {
+                time < n.time
+            } else {
+                (time, seq) < (n.time, n.seq)
+            }
+        };
         let first = self.slots[idx].first;
         let f = self.nodes[first as usize];
-        if (time, seq) < (f.time, f.seq) {
+        if before(&f) {
             self.nodes[id as usize] = Node {
                 time,
                 seq,
@@ -239,7 +253,7 @@ impl Wheel {
         let mut x = f.next;
         loop {
             let n = self.nodes[x as usize];
-            if (time, seq) < (n.time, n.seq) {
+            if before(&n) {
                 break;
             }
             prev = x;
