@@ -177,10 +177,12 @@ pub struct PortStats {
 }
 
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(align(32))]
 struct InFlight {
     /// When the packet has fully arrived at the far end of the link. (Its serialization
     /// starts a propagation delay and a transmission time earlier: not stored, so that an
-    /// entry is 32 bytes — half a cache line, never split across two.)
+    /// entry is 32 bytes — half a cache line, and, aligned to 32, never split across two;
+    /// the allocator alone aligns a ring's buffer to 16 only.)
     arrival: Time,
     pkt: Packet,
 }
