@@ -9,6 +9,12 @@
 //! scheduled port ([`Port::new_scheduled`]): its next packet is chosen when the previous one
 //! has been transmitted, so the simulator calls [`Port::sched_tx_done`] at that time.
 //!
+//! A DropTail port decides most admissions without its exact backlog: the packets it does not
+//! yet know to have started, and their bytes, bound the backlog from above, and bounds below
+//! the largest backlog seen (which never exceeds the packet limit) and within the byte limit
+//! admit the packet without changing that largest backlog. Only otherwise does it read FIFO
+//! entries to find the exact backlog. Either way the decisions are the exact ones.
+//!
 //! Every port integrates its backlog over time ([`Port::stats`]) at almost no cost: in a FIFO
 //! port each admitted packet adds its own share of the integral of the unfinished work, its
 //! whole transmission time while it waits and a linearly shrinking part while it is sent,

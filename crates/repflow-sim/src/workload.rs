@@ -399,7 +399,7 @@ pub struct Arrival {
 /// Poisson flow arrivals between random host pairs at a target load.
 ///
 /// The load ρ is the flow-byte arrival rate over the aggregate capacity of the host links:
-/// λ = ρ · Σ host link rates / (8 · E[size]). Each arrival draws, in this order, its gap
+/// λ = ρ · Σ host link rates / (8 · E\[size\]). Each arrival draws, in this order, its gap
 /// (exponential), its source (uniform), its destination (uniform among the other hosts, or
 /// among hosts of another group for inter-pod traffic) and its size (from the CDF).
 pub struct PoissonArrivals {
