@@ -124,10 +124,13 @@ def test_smartrep_probes_real_routers_and_spreads_copies(net, tmp_path: Path):
         assert f"SmartRep: {count} flows sent from probed source ports" in p.stdout, p.stdout
         via_a = tx_bytes("a", "l3a") - before[0]
         via_b = tx_bytes("b", "l4b") - before[1]
-        # Every flow has one copy on each path (a copy may be cut short once the other won,
-        # so allow half a flow per copy).
+        # Every flow has one copy on each path. The winners carry every flow's bytes; a loser
+        # is cancelled once the other copy has won, after anything from its handshake and
+        # first segment to nearly all of it (CI once saw 9 KB of 20 KB per flow on one path),
+        # so each path must carry at least a segment per flow, and both together every flow.
         print("bytes via a, b:", via_a, via_b)
-        assert via_a >= count * size / 2 and via_b >= count * size / 2, (via_a, via_b)
+        assert min(via_a, via_b) >= count * 1_000, (via_a, via_b)
+        assert via_a + via_b >= count * size, (via_a, via_b)
     finally:
         serve.terminate()
         serve.communicate(timeout=20)
