@@ -684,13 +684,17 @@ impl<'a> World<'a> {
     /// Injects the packets a connection emitted and re-arms its timers.
     fn flush(&mut self, conn_id: u32) {
         let mut out = std::mem::take(&mut self.out);
-        for mut pkt in out.drain(..) {
-            self.conns[conn_id as usize].wire_bytes += pkt.bytes as u64;
+        let mut wire = 0;
+        for &p in out.iter() {
+            let mut pkt = p;
+            wire += pkt.bytes as u64;
             let dir = !on_data_path(pkt.kind) as usize;
             let first = self.paths.first(&mut pkt, dir);
-            self.counters.packets_injected += 1;
             self.enqueue(first, pkt);
         }
+        self.conns[conn_id as usize].wire_bytes += wire;
+        self.counters.packets_injected += out.len() as u64;
+        out.clear();
         self.out = out;
         let now = self.now;
         let c = &mut self.conns[conn_id as usize];
