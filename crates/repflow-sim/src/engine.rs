@@ -25,11 +25,11 @@ pub enum Event {
 /// appends (an empty slot, or a key after the slot's last), a pop takes the first node of
 /// the first occupied slot, found in the occupancy bitmap's current word (whether or not
 /// the current slot is empty, so that the branch is nearly always taken) — no per-slot
-/// buffers, no sorting, few branches that depend on the traffic. Events beyond the wheel's horizon wait in an overflow heap
-/// and move onto the wheel as it turns. Timers (one per open connection, far away, rarely
-/// due) live in their own heap. The earliest among them is served, and all share one
-/// sequence counter, so the order is exactly that of a single priority queue: a seed gives
-/// bit-identical runs.
+/// buffers, no sorting, few branches that depend on the traffic. Events beyond the wheel's
+/// horizon wait in an overflow heap and move onto the wheel as it turns. Timers (one per
+/// open connection, far away, rarely due) live in their own heap. The earliest among them is
+/// served, and all share one sequence counter, so the order is exactly that of a single
+/// priority queue: a seed gives bit-identical runs.
 pub struct EventQueue {
     wheel: Wheel,
     timers: BinaryHeap<Entry<u64>>,

@@ -24,17 +24,11 @@ pub struct Hop {
 }
 
 fn traverse(hops: &[Hop], busy: &mut [Time], t_send: Time, bytes: u32) -> Time {
-    let mut t = t_send;
-    for (h, b) in hops.iter().zip(busy.iter_mut()) {
-        let start = t.max(*b);
-        let fin = start + h.clock.tx(bytes);
-        *b = fin;
-        t = fin + h.delay;
-    }
-    t
+    traverse_waits(hops, busy, t_send, bytes).0
 }
 
-/// Like [`traverse`], and also whether the packet waited at any hop after the first.
+/// Sends a packet of `bytes` at `t_send` across `hops`, whose links are busy until `busy`
+/// (updated): returns when it arrives, and whether it waited at any hop after the first.
 fn traverse_waits(hops: &[Hop], busy: &mut [Time], t_send: Time, bytes: u32) -> (Time, bool) {
     let mut t = t_send;
     let mut waited = false;

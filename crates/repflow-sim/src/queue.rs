@@ -767,8 +767,9 @@ mod tests {
                     limit_bytes,
                 }),
             );
-            let tx = |b: u64| b * 8_000; // ps at 1 Gb/s
-                                         // Reference: (start, finish, bytes) of admitted packets not yet arrived.
+            // Transmission time at 1 Gb/s, ps.
+            let tx = |b: u64| b * 8_000;
+            // Reference: (start, finish, bytes) of admitted packets not yet arrived.
             let mut live: std::collections::VecDeque<(Time, Time, u64)> = Default::default();
             let (mut busy_until, mut max_seen, mut now) = (0u64, 0u32, 0u64);
             for step in 0..20_000 {

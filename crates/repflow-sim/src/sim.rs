@@ -685,8 +685,7 @@ impl<'a> World<'a> {
     fn flush(&mut self, conn_id: u32) {
         let mut out = std::mem::take(&mut self.out);
         let mut wire = 0;
-        for &p in out.iter() {
-            let mut pkt = p;
+        for mut pkt in out.iter().copied() {
             wire += pkt.bytes as u64;
             let dir = !on_data_path(pkt.kind) as usize;
             let first = self.paths.first(&mut pkt, dir);
