@@ -118,6 +118,8 @@ struct Wheel {
     cur_idx: usize,
     /// Pending events, overflow included.
     len: usize,
+    /// The node after the last one popped in its slot: a likely next event (`NIL`: none).
+    hint: u32,
     overflow: BinaryHeap<Entry<u32>>,
 }
 
@@ -151,6 +153,7 @@ impl Wheel {
             cur: 0,
             cur_idx: 0,
             len: 0,
+            hint: NIL,
             overflow: BinaryHeap::new(),
         }
     }
@@ -306,6 +309,7 @@ impl Wheel {
         let only = next == NIL;
         self.slots[idx].first = next;
         self.occupied[idx >> 6] &= !((only as u64) << (idx & 63));
+        self.hint = next;
     }
 
     /// Turns the wheel to the first occupied slot (moving overflow events within the new
@@ -453,6 +457,12 @@ impl EventQueue {
         }
     }
 
+    /// A likely next near event (a hint, for prefetching its state; `u32::MAX` when none).
+    #[inline]
+    pub fn hint(&self) -> u32 {
+        self.wheel.hint
+    }
+
     /// Number of pending events.
     pub fn len(&self) -> usize {
         self.wheel.len + self.timers.len()
@@ -545,6 +555,22 @@ mod tests {
     /// Pops everything, as `(time, event)`.
     fn drain(q: &mut EventQueue) -> Vec<(Time, Event)> {
         std::iter::from_fn(|| q.pop()).collect()
+    }
+
+    #[test]
+    fn hint_names_the_next_event_of_the_slot() {
+        let mut q = EventQueue::new(8, 1000, 10_000);
+        q.push_near(100, 3);
+        q.push_near(100, 5);
+        q.push_near(300, 1); // same 512-ps slot, later
+        q.push_near(5000, 2); // another slot
+        assert_eq!(q.pop(), Some((100, Event::Near(3))));
+        assert_eq!(q.hint(), 5);
+        assert_eq!(q.pop(), Some((100, Event::Near(5))));
+        assert_eq!(q.hint(), 1);
+        assert_eq!(q.pop(), Some((300, Event::Near(1))));
+        assert_eq!(q.hint(), u32::MAX, "the slot is empty");
+        assert_eq!(q.pop(), Some((5000, Event::Near(2))));
     }
 
     #[test]

@@ -223,6 +223,25 @@ enum Routes {
     Wide(Vec<[Path; 2]>),
 }
 
+/// Asks the CPU to bring the cache line at `p` into L1 (no effect on memory: any address
+/// is accepted, even an invalid one; elsewhere than x86_64, nothing).
+///
+/// The hop path waits on memory more than it computes; this lets the port of the likely
+/// next event load while the current one is handled. Measured on bench-A against the
+/// build without it (with `World::enqueue` inlined), alternating runs pinned to one core:
+/// median ratios of 1.01 to 1.11 over five sets.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
+    // address; SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Marks the slots past a narrow route's end (never a link id there).
 const NO_LINK: u16 = u16::MAX;
 
@@ -711,7 +730,7 @@ impl<'a> World<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, link: u32, pkt: Packet) {
         let port = &mut self.ports[link as usize];
         if port.is_scheduled() {
@@ -916,6 +935,8 @@ impl<'a> World<'a> {
             }
             self.now = t;
             events += 1;
+            // The likely next event's port (a hint: any id, even none, is harmless).
+            prefetch(self.ports.as_ptr().wrapping_add(self.q.hint() as usize));
             // Packet arrivals are nearly all events. A packet forwarded by a switch cannot
             // end the run: the end test is skipped.
             let may_end = match e {
