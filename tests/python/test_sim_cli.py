@@ -167,6 +167,23 @@ def test_bench_repeat_reports_the_median_run_and_every_run(capsys):
     assert "--repeat" in capsys.readouterr().err
 
 
+def test_bench_pins_its_runs_to_one_cpu(capsys):
+    import json
+    import os
+
+    allowed = sorted(os.sched_getaffinity(0))
+    argv = ["bench", "--duration", "100us", "--json", "--quiet", "--repeat", "1"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["cpu"] == allowed[-1]
+    assert main([*argv, "--cpu", str(allowed[0])]) == 0
+    assert json.loads(capsys.readouterr().out)["cpu"] == allowed[0]
+    assert main([*argv, "--cpu", "-1"]) == 0
+    assert json.loads(capsys.readouterr().out)["cpu"] is None
+    assert main([*argv, "--cpu", "99999"]) == 2
+    err = capsys.readouterr().err
+    assert "--cpu" in err and "CPU 99999" in err and "allowed" in err
+
+
 def test_interrupted_run_writes_nothing(tmp_path: Path, monkeypatch, capsys):
     from repflow.cli import sim
 
@@ -183,3 +200,20 @@ def test_interrupted_run_writes_nothing(tmp_path: Path, monkeypatch, capsys):
     assert calls, "the progress callback was never called"
     assert "interrupted" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_closed_reader_of_the_output_stops_the_command_quietly():
+    import subprocess
+    import sys
+
+    # As in `repflow bench | head -1`, when the reader has gone before the output comes.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repflow", "bench", "--duration", "100us", "--repeat", "1",
+         "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait() == 141, err
+    assert "Traceback" not in err

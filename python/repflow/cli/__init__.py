@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from repflow.errors import UserError
@@ -48,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output's reader has gone (a broken pipe is then ours to ignore;
+    one from a socket is an error)."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll, or no real file descriptor
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``repflow`` console script."""
     parser = build_parser()
@@ -56,7 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a closed reader is caught below, not at exit
+        return status
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        # The reader of our output went away (`repflow ... | head`): stop quietly, as Unix
+        # tools do, and keep the interpreter's last flush from failing too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except UserError as exc:
         print(f"repflow: error: {exc}", file=sys.stderr)
         return 2

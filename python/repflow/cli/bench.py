@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -62,6 +63,10 @@ def register(subparsers: Any) -> None:
                    help="run N times, each in a fresh process, and report the median run "
                         "with the best and every run (default 3: one run's speed moves with "
                         "the machine's load)")
+    p.add_argument("--cpu", type=int, default=None, metavar="N",
+                   help="pin the measured process to CPU N, so that the scheduler does not "
+                        "move it (and its warm caches) between cores (default: the "
+                        "highest-numbered CPU this process may use; -1: do not pin)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=run_bench)  # fmt: skip
@@ -91,6 +96,8 @@ def _child() -> None:
     from repflow import _core
 
     request = json.loads(sys.stdin.read())
+    if request.get("cpu") is not None:
+        os.sched_setaffinity(0, {request["cpu"]})
     progress = None
     if request.get("progress"):
         from repflow.cli.sim import SimProgress
@@ -123,14 +130,34 @@ def _child() -> None:
     }))  # fmt: skip
 
 
-def measure(config: dict[str, Any], progress: bool = False) -> dict[str, Any]:
-    """Runs ``config`` in a fresh child process; returns its counters, summary and memory."""
+def choose_cpu(requested: int | None) -> int | None:
+    """The CPU to pin the measured process to: `requested` if this process may use it,
+    by default the highest-numbered one it may use; ``None`` (no pinning) for -1 or where
+    affinity cannot be set."""
+    if requested == -1 or not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if requested is None:
+        return allowed[-1]
+    if requested not in allowed:
+        raise UserError(
+            f"bench --cpu: CPU {requested} is not one this process may use "
+            f"(allowed: {', '.join(map(str, allowed))}; -1: do not pin)"
+        )
+    return requested
+
+
+def measure(
+    config: dict[str, Any], progress: bool = False, cpu: int | None = None
+) -> dict[str, Any]:
+    """Runs ``config`` in a fresh child process (pinned to `cpu` unless ``None``); returns
+    its counters, summary and memory."""
     from repflow import config_io
 
     cfg = config_io.validate(config)
     proc = subprocess.run(
         [sys.executable, "-c", "from repflow.cli.bench import _child; _child()"],
-        input=json.dumps({"config": cfg, "progress": progress}),
+        input=json.dumps({"config": cfg, "progress": progress, "cpu": cpu}),
         stdout=subprocess.PIPE, text=True, check=False,
     )  # fmt: skip
     if proc.returncode != 0:
@@ -165,12 +192,13 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UserError(f"bench --repeat: must be at least 1 run (got {args.repeat})")
     config = bench_config(args.seed, args.duration)
+    cpu = choose_cpu(args.cpu)
     show_bar = not args.quiet and sys.stderr.isatty()
     results = []
     for i in range(args.repeat):
         if args.repeat > 1 and not args.quiet:
             print(f"bench-A run {i + 1} of {args.repeat}", file=sys.stderr, flush=True)
-        results.append(measure(config, progress=show_bar))
+        results.append(measure(config, progress=show_bar, cpu=cpu))
     runs = [_speed(r) for r in results]
     if len({hops for _, hops, _ in runs}) > 1:
         raise UserError(
@@ -187,6 +215,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "scenario": SCENARIO,
         "seed": args.seed,
         "repeat": args.repeat,
+        "cpu": cpu,
         "runs": [
             {"packet_hops_per_sec": hps, "wall_time_s": w,
              "peak_memory_bytes": res["peak_rss_bytes"]}
@@ -218,6 +247,7 @@ def run_bench(args: argparse.Namespace) -> int:
         f"{SCENARIO}: 8-pod fat-tree (128 hosts), 10 Gb/s, 1 us/link, 100-packet DropTail, TCP, "
         f"web search at load 0.5, {report['duration']} of arrivals then drain, seed {args.seed}"
     )
+    print(f"  runs pinned to CPU {cpu}" if cpu is not None else "  runs not pinned to a CPU")
     rows = [
         ("flows", f"{report['flows']} ({report['unfinished']} unfinished)"),
         ("events", _fmt(report["events"] or 0)),
