@@ -524,7 +524,11 @@ impl Port {
     /// Offers `pkt` at `now`. On admission returns `Some(true)` if the link was idle (so the
     /// caller must schedule an arrival event for [`Port::head_arrival`]), `Some(false)`
     /// otherwise; `None` if the packet was dropped.
-    #[inline]
+    ///
+    /// Always inlined: with the simulator's enqueue inlined at its two call sites (the hop
+    /// and the injection), this one was left out of line; inlining it here too made bench-A
+    /// 4–7 % faster in alternating pinned runs (356 instead of 362 instructions per hop).
+    #[inline(always)]
     pub fn enqueue(&mut self, mut pkt: Packet, now: Time) -> Option<bool> {
         let a = self.admission;
         // Bounds from above on the backlog, known without reading a FIFO entry: packets
