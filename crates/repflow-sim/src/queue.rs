@@ -544,16 +544,14 @@ impl Port {
             !a.ecn & (wp_bound < self.max_backlog) & (wb_bound + pkt.bytes as u64 <= a.limit_bytes);
         if !clear {
             let (wp, wb) = self.backlog(now);
-            let verdict = if a.ecn {
-                self.qdisc.admit(&mut pkt, wp, wb)
-            } else if wp >= a.limit_packets || wb + pkt.bytes as u64 > a.limit_bytes {
+            let drop = if a.ecn {
+                self.qdisc.admit(&mut pkt, wp, wb) == Verdict::Drop
+            } else {
                 // DropTail (the limits here are never 0; `wp` stays far below `u32::MAX`
                 // and `wb` below `u64::MAX - 65535`).
-                Verdict::Drop
-            } else {
-                Verdict::Admit
+                wp >= a.limit_packets || wb + pkt.bytes as u64 > a.limit_bytes
             };
-            if verdict == Verdict::Drop {
+            if drop {
                 self.drops += 1;
                 return None;
             }

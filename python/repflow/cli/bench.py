@@ -132,10 +132,14 @@ def _child() -> None:
 
 def choose_cpu(requested: int | None) -> int | None:
     """The CPU to pin the measured process to: `requested` if this process may use it,
-    by default the highest-numbered one it may use; ``None`` (no pinning) for -1 or where
-    affinity cannot be set."""
-    if requested == -1 or not hasattr(os, "sched_getaffinity"):
+    by default the highest-numbered one it may use; ``None`` (no pinning) for -1, or by
+    default where affinity cannot be set (an explicit CPU there is refused)."""
+    if requested == -1:
         return None
+    if not hasattr(os, "sched_getaffinity"):
+        if requested is None:
+            return None
+        raise UserError("bench --cpu: this platform cannot pin a process to a CPU (-1: do not pin)")
     allowed = sorted(os.sched_getaffinity(0))
     if requested is None:
         return allowed[-1]
