@@ -452,6 +452,12 @@ impl TxClock {
         self.ps_per_byte != 0
     }
 
+    /// Picoseconds per byte if the clock is exact and the figure fits in 32 bits (rates of at
+    /// least 1,863 b/s), else 0.
+    pub fn fast_ps_per_byte(&self) -> u32 {
+        u32::try_from(self.ps_per_byte).unwrap_or(0)
+    }
+
     /// Serialization time of `bytes` bytes sent back to back, picoseconds, for an exact
     /// clock ([`TxClock::is_exact`]).
     pub fn tx_exact_total(&self, bytes: u64) -> Time {

@@ -733,6 +733,26 @@ impl<'a> World<'a> {
     #[inline(always)]
     fn enqueue(&mut self, link: u32, pkt: Packet) {
         let port = &mut self.ports[link as usize];
+        if !port.is_fast() {
+            self.enqueue_other(link, pkt);
+            return;
+        }
+        match port.enqueue_fast(pkt, self.now) {
+            Some(true) => {
+                let t = port.head_arrival().expect("just enqueued");
+                self.q.push_near(t, link);
+            }
+            Some(false) => {}
+            None => self.count_drops(link, 1),
+        }
+    }
+
+    /// Offers a packet to a port off the fast path: a priority-scheduled one, or a FIFO port
+    /// whose clock is not exact.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_other(&mut self, link: u32, pkt: Packet) {
+        let port = &mut self.ports[link as usize];
         if port.is_scheduled() {
             self.enqueue_scheduled(link, pkt);
             return;
