@@ -293,8 +293,11 @@ struct Admission {
 /// Laid out for the per-hop path (bench-A's ports do not fit in L1): the first cache line
 /// holds all that a packet's arrival at the far end and a usual admission read — a port
 /// with an exact clock that runs DropTail, and whose bounds decide the admission, reads no
-/// other line; the second holds the accumulators an admission only adds to (their latency
-/// is off the chain that leads to the next event); the others are rarely touched.
+/// other line for its decision and the packet's departure; the second holds the accumulators
+/// an admission adds to (their latency is off the chain that leads to the next event) and the
+/// limits an exact admission reads; the others are rarely touched. (Moving the delay, the
+/// clock and the limits onto the first line and the accumulators off it: 356 → 342
+/// instructions per hop on bench-A's first 5 ms, alternating pinned runs 1.04.)
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct Port {
