@@ -452,6 +452,19 @@ impl TxClock {
         self.ps_per_byte != 0
     }
 
+    /// The exact clock of `ps_per_byte` picoseconds per byte (not 0), as
+    /// [`TxClock::fast_ps_per_byte`] gives it.
+    pub fn from_ps_per_byte(ps_per_byte: u32) -> TxClock {
+        assert!(
+            ps_per_byte != 0,
+            "an exact clock has a whole number of ps per byte"
+        );
+        TxClock {
+            ps_per_byte: ps_per_byte as u64,
+            bps: 8 * PS_PER_SEC / ps_per_byte as u64,
+        }
+    }
+
     /// Picoseconds per byte if the clock is exact and the figure fits in 32 bits (rates of at
     /// least 1,863 b/s), else 0.
     pub fn fast_ps_per_byte(&self) -> u32 {

@@ -274,18 +274,22 @@ impl Ring {
     }
 }
 
-/// What a FIFO admission reads of the discipline, kept beside the other hot fields of a
-/// [`Port`] (16 bytes).
-#[derive(Clone, Copy, Debug)]
-struct Admission {
-    /// The DropTail limits, with "no limit" (0) as the largest value, so that the test is
-    /// two comparisons.
-    limit_bytes: u64,
-    limit_packets: u32,
-    /// The discipline marks ECN (then it is applied whole from `Port::qdisc`).
-    ecn: bool,
-    /// The port is priority-scheduled.
-    scheduled: bool,
+/// What only some ports need: those off the fast path (an inexact clock, priority
+/// scheduling) and those whose discipline marks ECN. Kept apart so that a port is two cache
+/// lines and the port array half as long: a 256-byte port made bench-A's first 5 ms about 5 %
+/// slower than a 128-byte one (alternating pinned runs, padding the port to 512 bytes).
+#[derive(Clone, Debug)]
+struct PortExtra {
+    clock: TxClock,
+    /// Transmission time of admitted packets, ps, when the clock is not exact (that of an
+    /// exact clock is computed from `Port::cum_bytes` when asked) or the port is scheduled.
+    busy: Time,
+    qdisc: Qdisc,
+    /// Scheduled (priority) port: its waiting packets.
+    sched: Option<PrioQueue>,
+    area_t: Time,
+    /// Scheduled port: a transmit-complete event is pending.
+    tx_pending: bool,
 }
 
 /// A FIFO output port and its link.
@@ -294,9 +298,9 @@ struct Admission {
 /// holds all that a packet's arrival at the far end and a usual admission read — a port
 /// with an exact clock that runs DropTail, and whose bounds decide the admission, reads no
 /// other line for its decision and the packet's departure; the second holds the accumulators
-/// an admission adds to (their latency is off the chain that leads to the next event) and the
-/// limits an exact admission reads; the others are rarely touched. (Moving the delay, the
-/// clock and the limits onto the first line and the accumulators off it: 356 → 342
+/// an admission adds to (their latency is off the chain that leads to the next event), the
+/// limits an exact admission reads, and what only some ports need, boxed. (Moving the delay,
+/// the clock and the limits onto the first line and the accumulators off it: 356 → 342
 /// instructions per hop on bench-A's first 5 ms, alternating pinned runs 1.04.)
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
@@ -320,7 +324,8 @@ pub struct Port {
     fast_ps_per_byte: u32,
     /// Byte limit for the admissions the bounds decide: the DropTail byte limit, capped at
     /// `u32::MAX` (a smaller limit only sends more admissions to the exact test, which uses
-    /// the whole limit); 0 when the discipline marks ECN (every admission is decided exactly).
+    /// the whole limit); 0 exactly when the discipline marks ECN (every admission is then
+    /// decided exactly).
     fast_limit_bytes: u32,
     // Line 2: added to by an admission; read only when its bounds do not decide.
     /// ∫ backlog dt: FIFO ports in ps² of unfinished work, counting every admitted packet to
@@ -330,31 +335,23 @@ pub struct Port {
     sent: u64,
     /// Bytes admitted to this port.
     cum_bytes: u64,
-    /// When the last admitted packet starts serialization: once that is past, nothing
-    /// waits.
-    last_start: Time,
-    /// The discipline's limits (read when the bounds do not decide an admission: on the
-    /// line the accumulators bring in anyway).
-    admission: Admission,
-    // Cold.
-    clock: TxClock,
-    /// Transmission time of admitted packets, ps, apart from those of a FIFO port with an
-    /// exact clock (their sum is that of `cum_bytes`, computed when asked).
-    busy: Time,
-    qdisc: Qdisc,
+    /// The DropTail limits, with "no limit" (0) as the largest value, so that the test is
+    /// two comparisons.
+    limit_bytes: u64,
     /// Packets dropped here.
     pub drops: u64,
-    /// Scheduled (priority) port: its waiting packets. `None` for FIFO ports.
-    sched: Option<Box<PrioQueue>>,
-    area_t: Time,
-    /// Scheduled port: a transmit-complete event is pending.
-    tx_pending: bool,
+    limit_packets: u32,
+    /// Size of the last admitted packet: it started serialization at `busy_until` less its
+    /// transmission time, and once that is past, nothing waits.
+    last_bytes: u16,
+    /// `None` for a fast DropTail port.
+    extra: Option<Box<PortExtra>>,
 }
 
-// What an arrival and a usual admission read fills the first cache line; the accumulators
-// and the limits the second.
+// What an arrival and a usual admission read fills the first cache line; the accumulators,
+// the limits and the rest the second.
 const _: () = assert!(std::mem::offset_of!(Port, area) == 64);
-const _: () = assert!(std::mem::offset_of!(Port, admission) + 16 <= 128);
+const _: () = assert!(std::mem::size_of::<Port>() == 128);
 const _: () = assert!(std::mem::size_of::<Packet>() == 24);
 const _: () = assert!(std::mem::size_of::<InFlight>() == 32);
 
@@ -370,6 +367,17 @@ impl Port {
         } else {
             limit.limit_bytes
         };
+        let fast_ps_per_byte = clock.fast_ps_per_byte();
+        let extra = (fast_ps_per_byte == 0 || ecn).then(|| {
+            Box::new(PortExtra {
+                clock,
+                busy: 0,
+                qdisc,
+                sched: None,
+                area_t: 0,
+                tx_pending: false,
+            })
+        });
         Port {
             fifo: Ring::new(),
             first_waiting: 0,
@@ -377,7 +385,8 @@ impl Port {
             waiting_bytes: 0,
             busy_until: 0,
             delay,
-            fast_ps_per_byte: clock.fast_ps_per_byte(),
+            fast_ps_per_byte,
+            // Never 0 for DropTail (a limit of 0 is none: `u64::MAX`).
             fast_limit_bytes: if ecn {
                 0
             } else {
@@ -386,41 +395,35 @@ impl Port {
             area: 0,
             sent: 0,
             cum_bytes: 0,
-            last_start: 0,
-            clock,
-            admission: Admission {
-                limit_bytes,
-                limit_packets: if limit.limit_packets == 0 {
-                    u32::MAX
-                } else {
-                    limit.limit_packets
-                },
-                ecn,
-                scheduled: false,
-            },
-            busy: 0,
-            qdisc,
+            limit_bytes,
             drops: 0,
-            sched: None,
-            area_t: 0,
-            tx_pending: false,
+            limit_packets: if limit.limit_packets == 0 {
+                u32::MAX
+            } else {
+                limit.limit_packets
+            },
+            last_bytes: 0,
+            extra,
         }
     }
 
     /// A priority-scheduled port (pFabric) holding at most `limit_bytes` waiting
     /// (0: unlimited).
     pub fn new_scheduled(clock: TxClock, delay: Time, limit_bytes: u64) -> Port {
-        let mut p = Port::new(
-            clock,
-            delay,
-            Qdisc::DropTail(DropTail {
-                limit_packets: 0,
-                limit_bytes: 0,
-            }),
-        );
-        p.sched = Some(Box::new(PrioQueue::new(limit_bytes)));
-        p.admission.scheduled = true;
+        let none = Qdisc::DropTail(DropTail {
+            limit_packets: 0,
+            limit_bytes: 0,
+        });
+        let mut p = Port::new(clock, delay, none.clone());
         p.fast_ps_per_byte = 0;
+        p.extra = Some(Box::new(PortExtra {
+            clock,
+            busy: 0,
+            qdisc: none,
+            sched: Some(PrioQueue::new(limit_bytes)),
+            area_t: 0,
+            tx_pending: false,
+        }));
         p
     }
 
@@ -435,15 +438,33 @@ impl Port {
     /// [`Port::sched_tx_done`] instead of [`Port::enqueue`]).
     #[inline]
     pub fn is_scheduled(&self) -> bool {
-        self.admission.scheduled
+        self.extra.as_ref().is_some_and(|x| x.sched.is_some())
+    }
+
+    /// The port's clock (a fast DropTail port keeps only its picoseconds per byte).
+    fn clock(&self) -> TxClock {
+        match &self.extra {
+            Some(x) => x.clock,
+            None => TxClock::from_ps_per_byte(self.fast_ps_per_byte),
+        }
+    }
+
+    /// What a port off the fast path, or marking ECN, keeps apart.
+    #[inline]
+    fn extra(&mut self) -> &mut PortExtra {
+        self.extra
+            .as_mut()
+            .expect("a port off the fast path has its extra state")
     }
 
     /// Busy time and mean backlog over [0, `now`].
     pub fn stats(&self, now: Time) -> PortStats {
+        let clock = self.clock();
+        let sched = self.extra.as_ref().and_then(|x| x.sched.as_ref());
         let mut mean = 0.0;
         if now > 0 {
-            let bytes_per_ps = 1e6 / self.clock.tx(1_000_000) as f64;
-            mean = match &self.sched {
+            let bytes_per_ps = 1e6 / clock.tx(1_000_000) as f64;
+            mean = match sched {
                 None => {
                     // The admitted packets' shares run to their departures; the part after
                     // `now` is the triangle of the work still unfinished then.
@@ -452,16 +473,16 @@ impl Port {
                     area as f64 * bytes_per_ps / now as f64
                 }
                 Some(q) => {
-                    let area =
-                        self.area + q.bytes() as u128 * now.saturating_sub(self.area_t) as u128;
+                    let area_t = self.extra.as_ref().map_or(0, |x| x.area_t);
+                    let area = self.area + q.bytes() as u128 * now.saturating_sub(area_t) as u128;
                     area as f64 / now as f64
                 }
             };
         }
         PortStats {
-            busy: self.busy
-                + if self.sched.is_none() && self.clock.is_exact() {
-                    self.clock.tx_exact_total(self.cum_bytes)
+            busy: self.extra.as_ref().map_or(0, |x| x.busy)
+                + if sched.is_none() && clock.is_exact() {
+                    clock.tx_exact_total(self.cum_bytes)
                 } else {
                     0
                 },
@@ -471,15 +492,16 @@ impl Port {
 
     /// Puts `pkt` on the wire of a scheduled port at `now`; returns when its transmission ends.
     fn sched_transmit(&mut self, pkt: Packet, now: Time) -> Time {
-        let tx = self.clock.tx(pkt.bytes as u32);
+        let x = self.extra();
+        let tx = x.clock.tx(pkt.bytes as u32);
+        x.busy += tx;
+        x.tx_pending = true;
         let finish = now + tx;
-        self.busy += tx;
         self.busy_until = finish;
-        self.last_start = now;
+        self.last_bytes = pkt.bytes;
         self.sent += 1;
         // Unused by a scheduled port, but kept balanced with `pop_arrived`.
         self.waiting_bytes += pkt.bytes as u64;
-        self.tx_pending = true;
         self.fifo.push_back(InFlight {
             arrival: finish + self.delay,
             pkt,
@@ -490,9 +512,10 @@ impl Port {
     /// Accounts the waiting bytes of a scheduled port up to `now`.
     #[inline]
     fn sched_area(&mut self, now: Time) {
-        let b = self.sched.as_ref().map_or(0, |q| q.bytes());
-        self.area += b as u128 * now.saturating_sub(self.area_t) as u128;
-        self.area_t = now;
+        let x = self.extra.as_mut().expect("a scheduled port");
+        let b = x.sched.as_ref().map_or(0, |q| q.bytes());
+        self.area += b as u128 * now.saturating_sub(x.area_t) as u128;
+        x.area_t = now;
     }
 
     /// Offers `pkt`, of priority `prio` (smaller is more urgent), to a scheduled port at `now`.
@@ -503,12 +526,12 @@ impl Port {
             tx_done: None,
             head_arrival: false,
         };
-        if !self.tx_pending {
+        if !self.extra().tx_pending {
             r.head_arrival = self.fifo.is_empty();
             r.tx_done = Some(self.sched_transmit(pkt, now));
             return r;
         }
-        let q = self.sched.as_mut().expect("a scheduled port");
+        let q = self.extra().sched.as_mut().expect("a scheduled port");
         r.dropped = q.push(pkt, prio);
         let waiting = q.len() as u32;
         self.drops += r.dropped as u64;
@@ -523,20 +546,21 @@ impl Port {
     /// schedules an arrival event for [`Port::head_arrival`]).
     pub fn sched_tx_done(&mut self, now: Time) -> Option<(Time, bool)> {
         self.sched_area(now);
-        self.tx_pending = false;
-        let pkt = self.sched.as_mut().expect("a scheduled port").pop()?;
+        let x = self.extra();
+        x.tx_pending = false;
+        let pkt = x.sched.as_mut().expect("a scheduled port").pop()?;
         let was_empty = self.fifo.is_empty();
         Some((self.sched_transmit(pkt, now), was_empty))
     }
 
     /// Serialization time of `bytes` on this port: on the fast path from the first cache
-    /// line's figure, else from the clock.
+    /// line's figure, else from the clock (a port off the fast path has one apart).
     #[inline(always)]
     fn tx<const FAST: bool>(&self, bytes: u16) -> Time {
         if FAST {
             bytes as u64 * self.fast_ps_per_byte as u64
         } else {
-            self.clock.tx(bytes as u32)
+            self.clock().tx(bytes as u32)
         }
     }
 
@@ -544,7 +568,9 @@ impl Port {
     #[inline]
     fn backlog<const FAST: bool>(&mut self, now: Time) -> (u32, u64) {
         let len = self.fifo.len();
-        if self.last_start <= now {
+        // The last admitted packet's start.
+        let last_start = self.busy_until - self.tx::<FAST>(self.last_bytes);
+        if last_start <= now {
             // The last admitted packet has started (or the port is idle): so have all, and
             // no FIFO entry needs reading.
             self.first_waiting = len as u32;
@@ -598,23 +624,21 @@ impl Port {
         // backlog seen, an admitted packet's waiting count plus one, is at most it.)
         let wp_bound = self.fifo.len() as u32 - self.first_waiting;
         let wb_bound = self.waiting_bytes + pkt.bytes as u64;
+        // An ECN port's fast limit is 0: never clear.
+        let ecn = self.fast_limit_bytes == 0;
         let clear = if FAST {
-            // An ECN port's fast limit is 0: never clear.
             (wp_bound < self.max_backlog) & (wb_bound <= self.fast_limit_bytes as u64)
         } else {
-            !self.admission.ecn
-                & (wp_bound < self.max_backlog)
-                & (wb_bound <= self.admission.limit_bytes)
+            !ecn & (wp_bound < self.max_backlog) & (wb_bound <= self.limit_bytes)
         };
         if !clear {
-            let a = self.admission;
             let (wp, wb) = self.backlog::<FAST>(now);
-            let drop = if a.ecn {
-                self.qdisc.admit(&mut pkt, wp, wb) == Verdict::Drop
+            let drop = if ecn {
+                self.extra().qdisc.admit(&mut pkt, wp, wb) == Verdict::Drop
             } else {
                 // DropTail (the limits here are never 0; `wp` stays far below `u32::MAX`
                 // and `wb` below `u64::MAX - 65535`).
-                wp >= a.limit_packets || wb + pkt.bytes as u64 > a.limit_bytes
+                wp >= self.limit_packets || wb + pkt.bytes as u64 > self.limit_bytes
             };
             if drop {
                 self.drops += 1;
@@ -637,10 +661,13 @@ impl Port {
         // The accumulators (second line). This packet's share of ∫ unfinished work: tx
         // while it waits, then tx²/2 in service.
         self.area += ((2 * (start - now) + tx) as u128 * tx as u128) >> 1;
-        if !FAST && !self.clock.is_exact() {
-            self.busy += tx;
+        if !FAST {
+            let x = self.extra();
+            if !x.clock.is_exact() {
+                x.busy += tx;
+            }
         }
-        self.last_start = start;
+        self.last_bytes = pkt.bytes;
         self.sent += 1;
         self.cum_bytes += pkt.bytes as u64;
         Some(was_empty)
@@ -671,7 +698,12 @@ impl Port {
 
     /// Packets admitted and not yet arrived (waiting ones included).
     pub fn in_system(&self) -> usize {
-        self.fifo.len() + self.sched.as_ref().map_or(0, |q| q.len())
+        self.fifo.len()
+            + self
+                .extra
+                .as_ref()
+                .and_then(|x| x.sched.as_ref())
+                .map_or(0, |q| q.len())
     }
 }
 
