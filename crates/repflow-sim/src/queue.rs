@@ -598,8 +598,16 @@ impl Port {
         if self.is_fast() {
             self.enqueue_fast(pkt, now)
         } else {
-            self.admit::<false>(pkt, now)
+            self.enqueue_general(pkt, now)
         }
+    }
+
+    /// [`Port::enqueue`] for a port of which [`Port::is_fast`] does not hold (kept out of
+    /// line: the simulator's hop inlines only the fast path).
+    #[cold]
+    #[inline(never)]
+    pub fn enqueue_general(&mut self, pkt: Packet, now: Time) -> Option<bool> {
+        self.admit::<false>(pkt, now)
     }
 
     /// [`Port::enqueue`] for a port of which [`Port::is_fast`] holds (the simulator's hop).

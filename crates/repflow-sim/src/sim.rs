@@ -732,19 +732,11 @@ impl<'a> World<'a> {
 
     #[inline(always)]
     fn enqueue(&mut self, link: u32, pkt: Packet) {
-        let port = &mut self.ports[link as usize];
-        if !port.is_fast() {
+        if !self.ports[link as usize].is_fast() {
             self.enqueue_other(link, pkt);
             return;
         }
-        match port.enqueue_fast(pkt, self.now) {
-            Some(true) => {
-                let t = port.head_arrival().expect("just enqueued");
-                self.q.push_near(t, link);
-            }
-            Some(false) => {}
-            None => self.count_drops(link, 1),
-        }
+        self.enqueue_fifo::<true>(link, pkt);
     }
 
     /// Offers a packet to a port off the fast path: a priority-scheduled one, or a FIFO port
@@ -752,12 +744,24 @@ impl<'a> World<'a> {
     #[cold]
     #[inline(never)]
     fn enqueue_other(&mut self, link: u32, pkt: Packet) {
-        let port = &mut self.ports[link as usize];
-        if port.is_scheduled() {
+        if self.ports[link as usize].is_scheduled() {
             self.enqueue_scheduled(link, pkt);
             return;
         }
-        match port.enqueue(pkt, self.now) {
+        self.enqueue_fifo::<false>(link, pkt);
+    }
+
+    /// Offers a packet to a FIFO port (`FAST`: one of which [`Port::is_fast`] holds) and
+    /// schedules its arrival if it found the link idle.
+    #[inline(always)]
+    fn enqueue_fifo<const FAST: bool>(&mut self, link: u32, pkt: Packet) {
+        let port = &mut self.ports[link as usize];
+        let r = if FAST {
+            port.enqueue_fast(pkt, self.now)
+        } else {
+            port.enqueue_general(pkt, self.now)
+        };
+        match r {
             Some(true) => {
                 let t = port.head_arrival().expect("just enqueued");
                 self.q.push_near(t, link);
