@@ -292,6 +292,19 @@ struct PortExtra {
     tx_pending: bool,
 }
 
+impl PortExtra {
+    fn new(clock: TxClock, qdisc: Qdisc) -> Box<PortExtra> {
+        Box::new(PortExtra {
+            clock,
+            busy: 0,
+            qdisc,
+            sched: None,
+            area_t: 0,
+            tx_pending: false,
+        })
+    }
+}
+
 /// A FIFO output port and its link.
 ///
 /// Laid out for the per-hop path (bench-A's ports do not fit in L1): the first cache line
@@ -368,16 +381,7 @@ impl Port {
             limit.limit_bytes
         };
         let fast_ps_per_byte = clock.fast_ps_per_byte();
-        let extra = (fast_ps_per_byte == 0 || ecn).then(|| {
-            Box::new(PortExtra {
-                clock,
-                busy: 0,
-                qdisc,
-                sched: None,
-                area_t: 0,
-                tx_pending: false,
-            })
-        });
+        let extra = (fast_ps_per_byte == 0 || ecn).then(|| PortExtra::new(clock, qdisc));
         Port {
             fifo: Ring::new(),
             first_waiting: 0,
@@ -416,14 +420,8 @@ impl Port {
         });
         let mut p = Port::new(clock, delay, none.clone());
         p.fast_ps_per_byte = 0;
-        p.extra = Some(Box::new(PortExtra {
-            clock,
-            busy: 0,
-            qdisc: none,
-            sched: Some(PrioQueue::new(limit_bytes)),
-            area_t: 0,
-            tx_pending: false,
-        }));
+        let extra = p.extra.get_or_insert_with(|| PortExtra::new(clock, none));
+        extra.sched = Some(PrioQueue::new(limit_bytes));
         p
     }
 
@@ -460,7 +458,8 @@ impl Port {
     /// Busy time and mean backlog over [0, `now`].
     pub fn stats(&self, now: Time) -> PortStats {
         let clock = self.clock();
-        let sched = self.extra.as_ref().and_then(|x| x.sched.as_ref());
+        let extra = self.extra.as_deref();
+        let sched = extra.and_then(|x| x.sched.as_ref().map(|q| (q, x.area_t)));
         let mut mean = 0.0;
         if now > 0 {
             let bytes_per_ps = 1e6 / clock.tx(1_000_000) as f64;
@@ -472,15 +471,14 @@ impl Port {
                     let area = self.area.saturating_sub(w * w / 2);
                     area as f64 * bytes_per_ps / now as f64
                 }
-                Some(q) => {
-                    let area_t = self.extra.as_ref().map_or(0, |x| x.area_t);
+                Some((q, area_t)) => {
                     let area = self.area + q.bytes() as u128 * now.saturating_sub(area_t) as u128;
                     area as f64 / now as f64
                 }
             };
         }
         PortStats {
-            busy: self.extra.as_ref().map_or(0, |x| x.busy)
+            busy: extra.map_or(0, |x| x.busy)
                 + if sched.is_none() && clock.is_exact() {
                     clock.tx_exact_total(self.cum_bytes)
                 } else {
