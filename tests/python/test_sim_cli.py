@@ -184,6 +184,45 @@ def test_bench_pins_its_runs_to_one_cpu(capsys):
     assert "--cpu" in err and "CPU 99999" in err and "allowed" in err
 
 
+def test_bench_steal_share_reads_the_steal_column():
+    from repflow.cli.bench import steal_share
+
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    before = [100, 0, 10, 500, 0, 0, 0, 20, 50, 0]
+    after = [160, 0, 20, 530, 0, 0, 0, 120, 90, 0]
+    # 200 ticks passed, 100 of them stolen; guest time (inside user) is not counted twice.
+    assert steal_share(before, after) == 0.5
+    assert steal_share(before, before) is None  # no time passed
+    assert steal_share(before[:7], after[:7]) is None  # an old kernel: no steal column
+    assert steal_share(None, after) is None
+    assert steal_share(after, before) is None  # counters going backwards: not a reading
+
+
+def test_bench_reports_cpu_time_and_stolen_time(capsys):
+    import json
+    import os
+
+    from repflow.cli.bench import cpu_ticks
+
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    ticks = cpu_ticks(cpu)
+    # Long enough (about 0.1 s) for /proc/stat's 10 ms ticks to move.
+    argv = ["bench", "--duration", "2ms", "--json", "--quiet", "--repeat", "2"]
+    assert main([*argv, "--cpu", str(cpu)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for run in report["runs"]:
+        assert 0 < run["cpu_time_s"]
+        if ticks is not None and len(ticks) > 7:
+            assert run["steal_share"] is not None and 0 <= run["steal_share"] <= 1
+    assert report["packet_hops_per_cpu_sec"] > 0
+    # Not pinned: no one CPU's stolen time to read.
+    assert main([*argv, "--cpu", "-1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert all(run["steal_share"] is None for run in report["runs"])
+    assert main(["bench", "--duration", "100us", "--quiet", "--repeat", "1"]) == 0
+    assert "CPU time" in capsys.readouterr().out
+
+
 def test_interrupted_run_writes_nothing(tmp_path: Path, monkeypatch, capsys):
     from repflow.cli import sim
 

@@ -7,8 +7,11 @@ The simulation runs in a child Python process that imports only the Rust core, s
 resident set size it reports (``VmHWM`` of that process) is the simulation's plus a bare
 interpreter's (the baseline, also reported). ``--repeat N`` runs it N times, each in a fresh
 child, and reports the median run (by packet-hops per second) with the best and every
-run's figure: on a shared machine one run's speed varies from minute to minute. This is a
-benchmark, not a test: the figures are printed, never compared to decide success.
+run's figure: on a shared machine one run's speed varies from minute to minute. Each run
+also reports the CPU time it was given and, for a pinned run on Linux, the share of its CPU's
+time the hypervisor gave to others ("steal", from ``/proc/stat``): on a virtual machine whose
+physical core is shared, wall-clock speed measures the neighbours as much as the simulator.
+This is a benchmark, not a test: the figures are printed, never compared to decide success.
 """
 
 from __future__ import annotations
@@ -89,6 +92,37 @@ def _peak_rss_bytes() -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
+#: Index of the "steal" column among a ``/proc/stat`` CPU line's time counters.
+_STEAL = 7
+
+
+def cpu_ticks(cpu: int) -> list[int] | None:
+    """The time counters (user, nice, system, idle, iowait, irq, softirq, steal, ...) of CPU
+    `cpu`'s line in ``/proc/stat``, or ``None`` where that file or line is missing."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(f"cpu{cpu} "):
+                    return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def steal_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """Share of a CPU's time the hypervisor gave to other guests ("steal") between two
+    ``/proc/stat`` readings of it; ``None`` if a reading is missing, has no steal column, or
+    no time passed."""
+    if before is None or after is None or min(len(before), len(after)) <= _STEAL:
+        return None
+    delta = [b - a for a, b in zip(before, after, strict=False)]
+    # Guest time (columns after steal) is already counted in user and nice.
+    total = sum(delta[: _STEAL + 1])
+    if total <= 0 or min(delta) < 0:
+        return None
+    return delta[_STEAL] / total
+
+
 def _child() -> None:
     """Entry point of the measuring child process: config JSON on stdin, result on stdout."""
     import time
@@ -104,6 +138,9 @@ def _child() -> None:
 
         progress = SimProgress(enabled=True)
     base = _peak_rss_bytes()
+    cpu = request.get("cpu")
+    ticks0 = cpu_ticks(cpu) if cpu is not None else None
+    c0 = time.process_time()
     t0 = time.perf_counter()
     try:
         out = _core.simulate(json.dumps(request["config"]), progress)
@@ -119,12 +156,16 @@ def _child() -> None:
         if progress is not None:
             progress.close()
     elapsed = time.perf_counter() - t0
+    cpu_seconds = time.process_time() - c0
+    ticks1 = cpu_ticks(cpu) if cpu is not None else None
     peak = _peak_rss_bytes()
     print(json.dumps({
         "flows": len(out["records"]["id"]),
         "counters": json.loads(out["counters"]),
         "summary": json.loads(out["summary"]),
         "call_seconds": elapsed,
+        "cpu_seconds": cpu_seconds,
+        "steal_share": steal_share(ticks0, ticks1),
         "peak_rss_bytes": peak,
         "baseline_rss_bytes": base,
     }))  # fmt: skip
@@ -191,6 +232,26 @@ def _speed(r: dict[str, Any]) -> tuple[float, int, float]:
     return wall, hops, hops / wall if wall > 0 else float("nan")
 
 
+def _median(xs: list[float]) -> float:
+    """The median (the lower middle value for an even count), as for the reported run."""
+    return sorted(xs)[(len(xs) - 1) // 2]
+
+
+def _cpu_rows(report: dict[str, Any], cpu: int | None) -> list[tuple[str, str]]:
+    """The rows on CPU time and stolen time (empty where the runs did not measure them)."""
+    rows = []
+    if report["cpu_time_s"]:
+        rows.append(("CPU time", f"{report['cpu_time_s']:.2f} s   (packet-hops per CPU-second "
+                     f"{_fmt(report['packet_hops_per_cpu_sec'])}, median of the runs)"))
+    steal = [x["steal_share"] for x in report["runs"] if x["steal_share"] is not None]
+    if steal:
+        shares = ", ".join(f"{100 * x:.0f}" for x in steal)
+        note = ("   the machine is shared: wall-clock figures understate the simulator"
+                if max(steal) >= 0.05 else "")
+        rows.append((f"stolen from CPU {cpu}", f"{shares} % of each run's time{note}"))
+    return rows  # fmt: skip
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of ``repflow bench``."""
     if args.repeat < 1:
@@ -215,6 +276,8 @@ def run_bench(args: argparse.Namespace) -> int:
     r = results[mid]
     c = r["counters"]
     wall, hops, hops_per_sec = runs[mid]
+    per_cpu = [h / res["cpu_seconds"] for (_, h, _), res in zip(runs, results, strict=True)
+               if res.get("cpu_seconds")]  # fmt: skip
     report = {
         "scenario": SCENARIO,
         "seed": args.seed,
@@ -222,6 +285,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "cpu": cpu,
         "runs": [
             {"packet_hops_per_sec": hps, "wall_time_s": w,
+             "cpu_time_s": res.get("cpu_seconds"), "steal_share": res.get("steal_share"),
              "peak_memory_bytes": res["peak_rss_bytes"]}
             for (w, _, hps), res in zip(runs, results, strict=True)
         ],
@@ -232,7 +296,10 @@ def run_bench(args: argparse.Namespace) -> int:
         "events": c.get("events"),
         "packet_hops": hops,
         "wall_time_s": wall,
+        "cpu_time_s": r.get("cpu_seconds"),
+        "steal_share": r.get("steal_share"),
         "packet_hops_per_sec": hops_per_sec,
+        "packet_hops_per_cpu_sec": _median(per_cpu) if per_cpu else None,
         "events_per_sec": c.get("events") / wall if wall > 0 else float("nan"),
         "peak_memory_bytes": r["peak_rss_bytes"],
         "baseline_memory_bytes": r["baseline_rss_bytes"],
@@ -268,6 +335,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.repeat > 1:
         each = ", ".join(_fmt(x["packet_hops_per_sec"]) for x in report["runs"])
         rows.insert(6, ("  best; every run", f"{_fmt(report['best_packet_hops_per_sec'])}; {each}"))
+    at = next(i for i, (name, _) in enumerate(rows) if name == "events per second")
+    rows[at:at] = _cpu_rows(report, cpu)
     for name, value in rows:
         print(f"  {name:<24}{value}")
     return 0
