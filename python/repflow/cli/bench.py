@@ -237,7 +237,7 @@ def _median(xs: list[float]) -> float:
     return sorted(xs)[(len(xs) - 1) // 2]
 
 
-def _cpu_rows(report: dict[str, Any], cpu: int | None) -> list[tuple[str, str]]:
+def _cpu_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     """The rows on CPU time and stolen time (empty where the runs did not measure them)."""
     rows = []
     if report["cpu_time_s"]:
@@ -248,7 +248,7 @@ def _cpu_rows(report: dict[str, Any], cpu: int | None) -> list[tuple[str, str]]:
         shares = ", ".join(f"{100 * x:.0f}" for x in steal)
         note = ("   the machine is shared: wall-clock figures understate the simulator"
                 if max(steal) >= 0.05 else "")
-        rows.append((f"stolen from CPU {cpu}", f"{shares} % of each run's time{note}"))
+        rows.append((f"stolen from CPU {report['cpu']}", f"{shares} % of each run's time{note}"))
     return rows  # fmt: skip
 
 
@@ -336,7 +336,7 @@ def run_bench(args: argparse.Namespace) -> int:
         each = ", ".join(_fmt(x["packet_hops_per_sec"]) for x in report["runs"])
         rows.insert(6, ("  best; every run", f"{_fmt(report['best_packet_hops_per_sec'])}; {each}"))
     at = next(i for i, (name, _) in enumerate(rows) if name == "events per second")
-    rows[at:at] = _cpu_rows(report, cpu)
+    rows[at:at] = _cpu_rows(report)
     for name, value in rows:
         print(f"  {name:<24}{value}")
     return 0
