@@ -184,7 +184,7 @@ fn sim_smartrep_table<'py>(
     cdf_text: Option<&str>,
     sizes: Option<Vec<u64>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use repflow_sim::smartrep::SizeHistogram;
+    use repflow_sim::scheme::SizeHistogram;
     if !(eps > 0.0 && eps < 1.0) {
         return Err(config_err(format!("eps: must be in (0, 1), got {eps}")));
     }
@@ -218,7 +218,7 @@ fn sim_smartrep_table<'py>(
 fn sim_disjoint_paths(config_json: &str) -> PyResult<u32> {
     let cfg = Config::from_json(config_json).map_err(config_err)?;
     let topo = repflow_sim::network::Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
-    Ok(repflow_sim::smartrep::max_disjoint_paths(&topo))
+    Ok(repflow_sim::hca::max_disjoint_paths(&topo))
 }
 
 /// RepFlow hash collisions in the topology of a configuration: `samples` flows between host
@@ -243,7 +243,7 @@ fn sim_collisions(config_json: &str, samples: u64) -> PyResult<(u64, u64, u64)> 
         pairs.push((s, d));
         sports.push(repflow_sim::replication::ephemeral_port(&mut rng));
     }
-    let c = repflow_sim::smartrep::repflow_collisions(
+    let c = repflow_sim::hca::repflow_collisions(
         &topo,
         &pairs,
         &sports,

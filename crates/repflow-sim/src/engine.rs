@@ -409,7 +409,7 @@ impl EventQueue {
         // it is strictly earlier than every timer.
         //
         // The word is read whether or not the current slot is empty: with events as dense
-        // as bench-A's it nearly always has a slot, so the only branches here are nearly
+        // as a loaded network's it nearly always has a slot, so the only branches here are nearly
         // always taken (testing the current slot first mispredicted about every other pop).
         let w = &mut self.wheel;
         if w.overflow.is_empty() {

@@ -9,7 +9,7 @@
 
 use crate::engine::Time;
 use crate::network::TxClock;
-use crate::queue::{kind, Packet};
+use crate::packet::{kind, Packet};
 use crate::transport::{CongestionControl, Receiver, Sender, TcpParams};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -9,7 +9,7 @@
 
 use crate::config::TcpConfig;
 use crate::engine::Time;
-use crate::queue::{flag, kind, Packet};
+use crate::packet::{flag, kind, Packet};
 
 /// The congestion window state that congestion-control algorithms update.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +42,6 @@ pub struct AckInfo {
 /// A congestion-control algorithm: one small implementation per algorithm, driven by the
 /// TCP sender (which owns loss detection, recovery and timers).
 pub trait CongestionControl: Send {
-    /// Short name, for logs.
-    fn name(&self) -> &'static str;
     /// New data was acknowledged outside loss recovery.
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo);
     /// Loss detected by duplicate ACKs: returns the new slow-start threshold.
@@ -88,9 +86,6 @@ pub fn reno_increase(w: &mut Window, acked: u32) {
 }
 
 impl CongestionControl for NewReno {
-    fn name(&self) -> &'static str {
-        "newreno"
-    }
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
         reno_increase(w, info.acked);
     }
@@ -254,11 +249,6 @@ impl Sender {
     /// Segments in the flow.
     pub fn total_segments(&self) -> u32 {
         self.total
-    }
-
-    /// Oldest unacknowledged segment.
-    pub fn snd_una(&self) -> u32 {
-        self.snd_una
     }
 
     /// One past the highest segment ever sent.

@@ -2,11 +2,11 @@
 
 use repflow_sim::config::{HashKind, TopologyConfig};
 use repflow_sim::engine::Rng;
-use repflow_sim::network::{FiveTuple, Topology};
-use repflow_sim::smartrep::{
-    disjoint_paths, max_disjoint_paths, paths_collide, probe_time, rep_num_assign,
-    repflow_collisions, Hca, SizeHistogram,
+use repflow_sim::hca::{
+    disjoint_paths, max_disjoint_paths, paths_collide, probe_time, repflow_collisions, Hca,
 };
+use repflow_sim::network::{FiveTuple, Topology};
+use repflow_sim::scheme::{rep_num_assign, SizeHistogram};
 use repflow_sim::workload::{builtin_text, Cdf};
 use repflow_sim::{run, Config, RunOutput};
 use std::collections::HashSet;
@@ -362,10 +362,14 @@ fn explicit_table_and_history_validation() {
     let e =
         Config::from_json(r#"{"scheme": {"name": "smartrep", "history": "runs/x"}}"#).unwrap_err();
     assert_eq!(e.field, "scheme.history");
-    let e = Config::from_json(r#"{"scheme": {"eps": 1.5}}"#).unwrap_err();
+    let e = Config::from_json(r#"{"scheme": {"name": "smartrep", "eps": 1.5}}"#).unwrap_err();
     assert_eq!(e.field, "scheme.eps");
-    let e = Config::from_json(r#"{"scheme": {"p": 0}}"#).unwrap_err();
+    let e = Config::from_json(r#"{"scheme": {"name": "smartrep", "p": 0}}"#).unwrap_err();
     assert_eq!(e.field, "scheme.p");
-    let e = Config::from_json(r#"{"scheme": {"probe_cache": "lukewarm"}}"#).unwrap_err();
+    let e = Config::from_json(r#"{"scheme": {"name": "fullrep", "probe_cache": "lukewarm"}}"#)
+        .unwrap_err();
     assert_eq!(e.field, "scheme.probe_cache");
+    // RepNumAssign's parameters belong to SmartRep alone.
+    let e = Config::from_json(r#"{"scheme": {"name": "repflow-hca", "eps": 0.1}}"#).unwrap_err();
+    assert!(e.message.contains("eps"), "{e}");
 }

@@ -109,9 +109,6 @@ impl Dctcp {
 }
 
 impl CongestionControl for Dctcp {
-    fn name(&self) -> &'static str {
-        "dctcp"
-    }
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
         match self.est.on_ack(info) {
             EcnAction::Cut(alpha) => cut_window(w, alpha),

@@ -45,9 +45,6 @@ impl FaDctcp {
 }
 
 impl CongestionControl for FaDctcp {
-    fn name(&self) -> &'static str {
-        "fa-dctcp"
-    }
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
         match self.est.on_ack(info) {
             EcnAction::Cut(alpha) => {

@@ -73,9 +73,6 @@ pub fn scaled_increase(w: &mut Window, acked: u32, k: f64) {
 }
 
 impl CongestionControl for L2dct {
-    fn name(&self) -> &'static str {
-        "l2dct"
-    }
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
         let wc = self.p.weight(info.bytes_sent);
         match self.est.on_ack(info) {

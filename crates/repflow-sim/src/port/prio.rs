@@ -1,26 +1,15 @@
-//! pFabric (Alizadeh et al., SIGCOMM 2013), as the RepFlow paper runs it: switch ports with a
-//! small buffer that serve and drop by priority, and a minimal transport on the hosts.
-//!
-//! Every data packet carries its flow's remaining bytes (from this segment to the end of the
-//! flow) as its priority; smaller is more urgent, and control packets (SYN, ACK) carry 0.
-//! A port sends the packet of highest priority, except that among the packets of the flow
-//! that holds it the earliest queued goes first (pFabric's rule against reordering and
-//! starvation within a flow). When an arrival would overflow the buffer, the
-//! lowest-priority packet of the queue, the arrival included, is dropped (the latest queued
-//! among equals).
-//!
-//! The transport is the simulator's TCP with pFabric's settings (see [`PfabricTransport`]):
-//! it starts at line rate with a window of about one bandwidth-delay product, never slow
-//! starts beyond it, detects loss only by a small fixed timeout (about three RTTs) and then
-//! goes back to the first unacknowledged segment.
+//! The waiting packets of a priority-scheduled port (pFabric's switch queue): the most urgent
+//! packet is sent first, except that among the packets of the flow that holds it the earliest
+//! queued goes first (pFabric's rule against reordering and starvation within a flow). When
+//! an arrival would overflow the buffer, the least urgent packet of the queue, the arrival
+//! included, is dropped (the latest queued among equals).
 
-use crate::queue::{kind, Packet};
-use crate::transport::{AckInfo, CongestionControl, Window};
+use crate::packet::Packet;
 
 #[derive(Clone, Copy, Debug)]
 struct Queued {
     pkt: Packet,
-    /// See [`priority`].
+    /// Smaller is more urgent (the scheme decides it, e.g. pFabric: remaining bytes).
     prio: u32,
     /// Enqueue order (ties and "earliest of the flow").
     order: u64,
@@ -104,44 +93,10 @@ impl PrioQueue {
     }
 }
 
-/// pFabric priority of a packet of a flow of `size` bytes sent with segments of `mss`
-/// payload bytes: a data segment's is the flow's bytes from its first byte to the end
-/// (saturated at `u32::MAX`), a control packet's 0.
-#[inline]
-pub fn priority(pkt: &Packet, size: u64, mss: u32) -> u32 {
-    if pkt.kind == kind::DATA {
-        size.saturating_sub(pkt.seq as u64 * mss as u64)
-            .min(u32::MAX as u64) as u32
-    } else {
-        0
-    }
-}
-
-/// pFabric's window control: a fixed window (the initial window, about one BDP) that a
-/// timeout shrinks to one segment and that then grows back by one segment per segment
-/// acknowledged, up to the fixed window. (Loss is detected by timeout only; the sender's
-/// duplicate-ACK threshold is set out of reach.)
-#[derive(Clone, Copy, Debug)]
-pub struct PfabricTransport {
-    /// The window a flow starts with and never exceeds, segments.
-    pub window: u32,
-}
-
-impl CongestionControl for PfabricTransport {
-    fn name(&self) -> &'static str {
-        "pfabric"
-    }
-    fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
-        w.cwnd = (w.cwnd + info.acked).min(self.window);
-    }
-    fn ssthresh_after_loss(&mut self, _w: &Window, _flight: u32) -> u32 {
-        self.window
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::kind;
 
     fn p(conn: u32, seq: u32) -> Packet {
         Packet {
@@ -151,19 +106,6 @@ mod tests {
             kind: kind::DATA,
             ..Packet::default()
         }
-    }
-
-    #[test]
-    fn priority_is_the_remaining_bytes_of_data_and_zero_for_control() {
-        // A 3,000-byte flow in segments of 1,460 bytes: 3000, 1540 and 80 bytes remain.
-        let prios: Vec<u32> = (0..3).map(|s| priority(&p(0, s), 3000, 1460)).collect();
-        assert_eq!(prios, [3000, 1540, 80]);
-        let ack = Packet {
-            kind: kind::ACK,
-            ..p(0, 1)
-        };
-        assert_eq!(priority(&ack, 3000, 1460), 0);
-        assert_eq!(priority(&p(0, 0), 1 << 40, 1460), u32::MAX);
     }
 
     #[test]
@@ -200,28 +142,5 @@ mod tests {
         assert_eq!(q.push(p(5, 0), 50_000), 1);
         assert_eq!(q.len(), 3);
         assert!(!q.items.iter().any(|x| x.pkt.conn == 5));
-    }
-
-    #[test]
-    fn window_is_fixed_and_regrows_after_a_timeout() {
-        let mut cc = PfabricTransport { window: 8 };
-        let mut w = Window {
-            cwnd: 1,
-            cwnd_cnt: 0,
-            ssthresh: 8,
-        };
-        let info = AckInfo {
-            acked: 3,
-            ece: false,
-            ack: 3,
-            snd_nxt: 4,
-            now: 0,
-            bytes_sent: 0,
-        };
-        cc.on_ack(&mut w, &info);
-        assert_eq!(w.cwnd, 4);
-        cc.on_ack(&mut w, &info);
-        cc.on_ack(&mut w, &info);
-        assert_eq!(w.cwnd, 8);
     }
 }

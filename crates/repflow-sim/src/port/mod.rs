@@ -1,9 +1,9 @@
-//! Packets and output ports: a FIFO port computes every admitted packet's departure at
+//! Output ports: a FIFO port computes every admitted packet's departure at
 //! admission (a FIFO, work-conserving server fed in time order needs no "transmission done"
 //! event), and keeps the packets in flight on its link in a FIFO of which only the head is
 //! in the global event queue.
 //!
-//! Admission is decided by a [`QueueDiscipline`] from the port's current backlog (packets and
+//! Admission is decided by the port's [`Qdisc`] from its current backlog (packets and
 //! bytes waiting, the packet in service excluded): DropTail, and DropTail with DCTCP's ECN
 //! threshold marking ([`EcnThreshold`]). Disciplines that reorder packets (pFabric) need a
 //! scheduled port ([`Port::new_scheduled`]): its next packet is chosen when the previous one
@@ -20,144 +20,18 @@
 //! whole transmission time while it waits and a linearly shrinking part while it is sent,
 //! known in closed form at admission (one widening multiplication).
 
+mod discipline;
+mod prio;
+mod ring;
+
+pub use discipline::{DropTail, EcnThreshold, Qdisc};
+pub use prio::PrioQueue;
+
 use crate::engine::Time;
 use crate::network::TxClock;
-use crate::pfabric::PrioQueue;
+use crate::packet::Packet;
+use ring::{InFlight, Ring};
 use std::hint::select_unpredictable;
-
-/// Packet kinds.
-pub mod kind {
-    /// Data segment.
-    pub const DATA: u8 = 0;
-    /// Pure acknowledgement.
-    pub const ACK: u8 = 1;
-    /// Connection request.
-    pub const SYN: u8 = 2;
-    /// Connection accept.
-    pub const SYNACK: u8 = 3;
-}
-
-/// Packet flag bits.
-pub mod flag {
-    /// ECN-capable transport.
-    pub const ECT: u8 = 1;
-    /// Congestion experienced (set by a switch).
-    pub const CE: u8 = 2;
-    /// ECN echo (set by a receiver on an ACK).
-    pub const ECE: u8 = 4;
-}
-
-/// A packet in flight. Small and `Copy` (24 bytes): it travels by value through port FIFOs.
-/// (pFabric's priority is not carried: a scheduled port derives it, see
-/// [`crate::pfabric::priority`].)
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Packet {
-    /// Connection index.
-    pub conn: u32,
-    /// Data: segment number. ACK: cumulative acknowledgement (next expected segment).
-    pub seq: u32,
-    /// Data: time it was sent. ACK: the echoed send time of the segment that triggered it.
-    pub ts: Time,
-    /// Bytes on the wire (at most 65,535: see the `tcp.mss` and `tcp.header` checks).
-    pub bytes: u16,
-    /// The link after the one the packet is on, stamped by the simulator when paths are
-    /// short and link ids narrow (so that a hop does not wait for a path lookup); else 0.
-    pub next: u16,
-    /// Index on the packet's path of the link it is on.
-    pub hop: u8,
-    /// One of [`kind`].
-    pub kind: u8,
-    /// Bits of [`flag`].
-    pub flags: u8,
-}
-
-/// What a discipline decides for an arriving packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Queue it (the discipline may have marked it).
-    Admit,
-    /// Drop it.
-    Drop,
-}
-
-/// Admission policy of a FIFO output port.
-pub trait QueueDiscipline {
-    /// Decides on `pkt` given the backlog waiting ahead of it (the packet in service
-    /// excluded). May set flags on the packet (ECN marking).
-    fn admit(&mut self, pkt: &mut Packet, waiting_packets: u32, waiting_bytes: u64) -> Verdict;
-}
-
-/// DropTail: drop an arrival when the backlog has reached the limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DropTail {
-    /// Limit in packets (0: no packet limit).
-    pub limit_packets: u32,
-    /// Limit in bytes (0: no byte limit). A packet is admitted if it fits entirely.
-    pub limit_bytes: u64,
-}
-
-impl QueueDiscipline for DropTail {
-    #[inline]
-    fn admit(&mut self, pkt: &mut Packet, waiting_packets: u32, waiting_bytes: u64) -> Verdict {
-        if self.limit_packets != 0 && waiting_packets >= self.limit_packets {
-            return Verdict::Drop;
-        }
-        if self.limit_bytes != 0 && waiting_bytes + pkt.bytes as u64 > self.limit_bytes {
-            return Verdict::Drop;
-        }
-        Verdict::Admit
-    }
-}
-
-/// DropTail with ECN threshold marking (DCTCP): an ECN-capable arrival that finds at least
-/// `k_packets` packets (or, if `k_bytes` is non-zero, at least `k_bytes` bytes) waiting is
-/// marked CE. Packets that are not ECN-capable are never marked (nor dropped early).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EcnThreshold {
-    /// The buffer limit.
-    pub limit: DropTail,
-    /// Marking threshold K in packets (used when `k_bytes` is 0).
-    pub k_packets: u32,
-    /// Marking threshold K in bytes (0: use `k_packets`).
-    pub k_bytes: u64,
-}
-
-impl QueueDiscipline for EcnThreshold {
-    #[inline]
-    fn admit(&mut self, pkt: &mut Packet, waiting_packets: u32, waiting_bytes: u64) -> Verdict {
-        if self.limit.admit(pkt, waiting_packets, waiting_bytes) == Verdict::Drop {
-            return Verdict::Drop;
-        }
-        let over = if self.k_bytes != 0 {
-            waiting_bytes >= self.k_bytes
-        } else {
-            waiting_packets >= self.k_packets
-        };
-        if over && pkt.flags & flag::ECT != 0 {
-            pkt.flags |= flag::CE;
-        }
-        Verdict::Admit
-    }
-}
-
-/// The disciplines a FIFO port can run (static dispatch on the hot path).
-#[derive(Clone, Debug)]
-pub enum Qdisc {
-    /// Plain DropTail.
-    DropTail(DropTail),
-    /// DropTail with ECN threshold marking.
-    Ecn(EcnThreshold),
-}
-
-impl QueueDiscipline for Qdisc {
-    #[inline]
-    fn admit(&mut self, pkt: &mut Packet, waiting_packets: u32, waiting_bytes: u64) -> Verdict {
-        match self {
-            Qdisc::DropTail(d) => d.admit(pkt, waiting_packets, waiting_bytes),
-            Qdisc::Ecn(d) => d.admit(pkt, waiting_packets, waiting_bytes),
-        }
-    }
-}
 
 /// What a scheduled (priority) port did with an arriving packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,109 +56,17 @@ pub struct PortStats {
     pub mean_backlog_bytes: f64,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(align(32))]
-struct InFlight {
-    /// When the packet has fully arrived at the far end of the link. (Its serialization
-    /// starts a propagation delay and a transmission time earlier: not stored, so that an
-    /// entry is 32 bytes — half a cache line, and, aligned to 32, never split across two;
-    /// the allocator alone aligns a ring's buffer to 16 only.)
-    arrival: Time,
-    pkt: Packet,
-}
-
-/// The packets on a port, in order: a ring buffer of power-of-two capacity. Unlike a
-/// `VecDeque`, indexing is one mask, so the admission path (which reads the packets that
-/// started serialization since the last admission) stays short.
-#[derive(Clone, Debug)]
-struct Ring {
-    buf: Box<[InFlight]>,
-    head: u32,
-    len: u32,
-}
-
-impl Ring {
-    fn new() -> Ring {
-        Ring {
-            buf: vec![InFlight::default(); 4].into_boxed_slice(),
-            head: 0,
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The `i`-th packet from the front (`i < len`).
-    #[inline]
-    fn get(&self, i: usize) -> &InFlight {
-        &self.buf[(self.head as usize + i) & (self.buf.len() - 1)]
-    }
-
-    #[inline]
-    fn front(&self) -> Option<&InFlight> {
-        if self.len == 0 {
-            None
-        } else {
-            Some(&self.buf[self.head as usize])
-        }
-    }
-
-    #[inline]
-    fn push_back(&mut self, x: InFlight) {
-        if self.len as usize == self.buf.len() {
-            self.grow();
-        }
-        let mask = self.buf.len() - 1;
-        self.buf[(self.head + self.len) as usize & mask] = x;
-        self.len += 1;
-    }
-
-    #[inline]
-    fn pop_front(&mut self) -> Option<InFlight> {
-        if self.len == 0 {
-            return None;
-        }
-        let x = self.buf[self.head as usize];
-        self.len -= 1;
-        // An emptied ring starts again at its first slot: a port whose queue drains keeps
-        // reusing the same few (cached) entries instead of walking its whole buffer, which
-        // grows to the longest queue ever seen (bench-A: 79 k entries, 4.4 MB, past L2).
-        let keep = (self.len != 0) as u32;
-        self.head = (self.head + 1) & (self.buf.len() - 1) as u32 & keep.wrapping_neg();
-        Some(x)
-    }
-
-    #[cold]
-    fn grow(&mut self) {
-        let mut buf = vec![InFlight::default(); self.buf.len() * 2].into_boxed_slice();
-        assert!(buf.len() <= 1 << 31, "a link FIFO of 2^31 packets");
-        for (i, x) in buf.iter_mut().take(self.len()).enumerate() {
-            *x = *self.get(i);
-        }
-        self.buf = buf;
-        self.head = 0;
-    }
-}
-
 /// What only some ports need: those off the fast path (an inexact clock, priority
 /// scheduling) and those whose discipline marks ECN. Kept apart so that a port is two cache
-/// lines and the port array half as long: a 256-byte port made bench-A's first 5 ms about 5 %
-/// slower than a 128-byte one (alternating pinned runs, padding the port to 512 bytes).
+/// lines and the port array, which the hop reads at random, half as long.
 #[derive(Clone, Debug)]
 struct PortExtra {
     clock: TxClock,
     /// Transmission time of admitted packets, ps, when the clock is not exact (that of an
     /// exact clock is computed from `Port::cum_bytes` when asked) or the port is scheduled.
     busy: Time,
-    qdisc: Qdisc,
+    /// The marking rule of a port that marks ECN.
+    ecn: Option<EcnThreshold>,
     /// Scheduled (priority) port: its waiting packets.
     sched: Option<PrioQueue>,
     area_t: Time,
@@ -293,11 +75,11 @@ struct PortExtra {
 }
 
 impl PortExtra {
-    fn new(clock: TxClock, qdisc: Qdisc) -> Box<PortExtra> {
+    fn new(clock: TxClock, ecn: Option<EcnThreshold>) -> Box<PortExtra> {
         Box::new(PortExtra {
             clock,
             busy: 0,
-            qdisc,
+            ecn,
             sched: None,
             area_t: 0,
             tx_pending: false,
@@ -307,14 +89,12 @@ impl PortExtra {
 
 /// A FIFO output port and its link.
 ///
-/// Laid out for the per-hop path (bench-A's ports do not fit in L1): the first cache line
+/// Laid out for the per-hop path (a large network's ports do not fit in L1): the first cache line
 /// holds all that a packet's arrival at the far end and a usual admission read — a port
 /// with an exact clock that runs DropTail, and whose bounds decide the admission, reads no
 /// other line for its decision and the packet's departure; the second holds the accumulators
 /// an admission adds to (their latency is off the chain that leads to the next event), the
-/// limits an exact admission reads, and what only some ports need, boxed. (Moving the delay,
-/// the clock and the limits onto the first line and the accumulators off it: 356 → 342
-/// instructions per hop on bench-A's first 5 ms, alternating pinned runs 1.04.)
+/// limits an exact admission reads, and what only some ports need, boxed.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct Port {
@@ -371,17 +151,15 @@ const _: () = assert!(std::mem::size_of::<InFlight>() == 32);
 impl Port {
     /// A port sending at `clock`'s rate onto a link of propagation delay `delay`.
     pub fn new(clock: TxClock, delay: Time, qdisc: Qdisc) -> Port {
-        let (limit, ecn) = match &qdisc {
-            Qdisc::DropTail(d) => (*d, false),
-            Qdisc::Ecn(e) => (e.limit, true),
-        };
+        let (limit, marking) = (qdisc.limits(), qdisc.marking());
+        let ecn = marking.is_some();
         let limit_bytes = if limit.limit_bytes == 0 {
             u64::MAX
         } else {
             limit.limit_bytes
         };
         let fast_ps_per_byte = clock.fast_ps_per_byte();
-        let extra = (fast_ps_per_byte == 0 || ecn).then(|| PortExtra::new(clock, qdisc));
+        let extra = (fast_ps_per_byte == 0 || ecn).then(|| PortExtra::new(clock, marking));
         Port {
             fifo: Ring::new(),
             first_waiting: 0,
@@ -418,9 +196,9 @@ impl Port {
             limit_packets: 0,
             limit_bytes: 0,
         });
-        let mut p = Port::new(clock, delay, none.clone());
+        let mut p = Port::new(clock, delay, none);
         p.fast_ps_per_byte = 0;
-        let extra = p.extra.get_or_insert_with(|| PortExtra::new(clock, none));
+        let extra = p.extra.get_or_insert_with(|| PortExtra::new(clock, None));
         extra.sched = Some(PrioQueue::new(limit_bytes));
         p
     }
@@ -610,9 +388,7 @@ impl Port {
 
     /// [`Port::enqueue`] for a port of which [`Port::is_fast`] holds (the simulator's hop).
     ///
-    /// Always inlined: with the simulator's enqueue inlined at its two call sites (the hop
-    /// and the injection), this one was left out of line; inlining it here too made bench-A
-    /// 4–7 % faster in alternating pinned runs (356 instead of 362 instructions per hop).
+    /// Always inlined, so that the hop's admission is one straight-line piece of code.
     #[inline(always)]
     pub fn enqueue_fast(&mut self, pkt: Packet, now: Time) -> Option<bool> {
         debug_assert!(self.is_fast());
@@ -639,16 +415,16 @@ impl Port {
         };
         if !clear {
             let (wp, wb) = self.backlog::<FAST>(now);
-            let drop = if ecn {
-                self.extra().qdisc.admit(&mut pkt, wp, wb) == Verdict::Drop
-            } else {
-                // DropTail (the limits here are never 0; `wp` stays far below `u32::MAX`
-                // and `wb` below `u64::MAX - 65535`).
-                wp >= self.limit_packets || wb + pkt.bytes as u64 > self.limit_bytes
-            };
-            if drop {
+            // DropTail's limits (never 0 here: "no limit" is the largest value; `wp` stays
+            // far below `u32::MAX` and `wb` below `u64::MAX - 65535`), then the marking.
+            if wp >= self.limit_packets || wb + pkt.bytes as u64 > self.limit_bytes {
                 self.drops += 1;
                 return None;
+            }
+            if ecn {
+                if let Some(m) = &self.extra().ecn {
+                    m.mark(&mut pkt, wp, wb);
+                }
             }
             // A select: whether the backlog grew follows the traffic.
             let seen = select_unpredictable(self.busy_until > now, wp + 1, 0);
@@ -716,6 +492,7 @@ impl Port {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::flag;
     use crate::units::Rate;
 
     fn port(limit: u32) -> Port {
@@ -983,57 +760,6 @@ mod tests {
         }
         assert_eq!(order, [0, 2, 3]);
         assert_eq!(p.in_system(), 0);
-    }
-
-    #[test]
-    fn ring_keeps_fifo_order_across_wraps_and_growth() {
-        let mut r = Ring::new();
-        let mut reference = std::collections::VecDeque::new();
-        let mut next = 0u64;
-        for round in 0..200u64 {
-            // Pushes outnumber pops early (growth while wrapped), then drain.
-            let pushes = if round < 100 { 3 } else { 0 };
-            for _ in 0..pushes {
-                let x = InFlight {
-                    arrival: next,
-                    ..InFlight::default()
-                };
-                r.push_back(x);
-                reference.push_back(next);
-                next += 1;
-            }
-            for _ in 0..2 {
-                assert_eq!(r.pop_front().map(|f| f.arrival), reference.pop_front());
-            }
-            assert_eq!(r.len(), reference.len());
-            for (i, &v) in reference.iter().enumerate() {
-                assert_eq!(r.get(i).arrival, v);
-            }
-        }
-        assert!(r.is_empty());
-    }
-
-    #[test]
-    fn emptied_ring_starts_again_at_its_first_slot() {
-        let mut r = Ring::new();
-        for i in 0..3u64 {
-            r.push_back(InFlight {
-                arrival: i,
-                ..InFlight::default()
-            });
-        }
-        assert_eq!(r.pop_front().map(|f| f.arrival), Some(0));
-        assert_eq!(r.head, 1);
-        r.pop_front();
-        r.pop_front();
-        assert!(r.is_empty());
-        assert_eq!(r.head, 0);
-        r.push_back(InFlight {
-            arrival: 7,
-            ..InFlight::default()
-        });
-        assert_eq!(r.buf[0].arrival, 7);
-        assert_eq!(r.front().map(|f| f.arrival), Some(7));
     }
 
     #[test]

@@ -1,136 +1,29 @@
-//! SmartRep (Xu et al.): hash-collision avoidance (HCA) by path probing, and RepNumAssign,
-//! the greedy choice of how many replicas each short-flow size gets under a byte budget.
+//! SmartRep's hash-collision avoidance (HCA): path probing with a cache, and the path
+//! arithmetic it rests on.
 //!
-//! "Different paths" follows the paper: two copies collide when their data paths share a
-//! switch-to-switch link. Between two hosts under different top-of-rack (ToR) switches the
-//! number of pairwise link-disjoint equal-cost paths is the number of uplinks in the ToR's
-//! ECMP group (k/2 in a k-ary fat-tree: 5 for the paper's 10-pod tree, which has 25 equal-cost
-//! inter-pod paths of which at most 5 avoid sharing an edge uplink); [`disjoint_paths`]
-//! computes it. In every supported topology the switch a packet reaches after two hops (the
-//! one above the ToR) identifies the path's class: copies whose second switches differ share
-//! no switch-to-switch link, and copies whose second switches are equal share the ToR uplink.
-//! A simulated probe therefore reports that switch, as a TTL-limited probe would.
+//! "Different paths" follows the SmartRep paper (Xu et al.): two copies collide when their
+//! data paths share a switch-to-switch link. Between two hosts under different top-of-rack
+//! (ToR) switches the number of pairwise link-disjoint equal-cost paths is the number of
+//! uplinks in the ToR's ECMP group (k/2 in a k-ary fat-tree: 5 for the paper's 10-pod tree,
+//! which has 25 equal-cost inter-pod paths of which at most 5 avoid sharing an edge uplink);
+//! [`disjoint_paths`] computes it. In every supported topology the switch a packet reaches
+//! after two hops (the one above the ToR) identifies the path's class: copies whose second
+//! switches differ share no switch-to-switch link, and copies whose second switches are
+//! equal share the ToR uplink. A simulated probe therefore reports that switch, as a
+//! TTL-limited probe would.
 
-use crate::config::{Config, ProbeCache, SchemeName};
 use crate::engine::Time;
 use crate::metrics::Counters;
 use crate::network::{FiveTuple, NodeKind, Topology};
-use crate::replication::{policy_with_table, ReplicationPolicy};
 use crate::units::Rate;
 use crate::units::PS_PER_SEC;
-use crate::workload::Cdf;
 use std::collections::{HashMap, HashSet};
-
-/// Width of a RepNumAssign size bin (the paper's "i KB"), bytes.
-pub const DEFAULT_UNIT_BYTES: u64 = 1000;
 
 /// First source port HCA tries for a (source, destination) pair; later ports follow in order.
 pub const HCA_FIRST_PORT: u16 = 32768;
 
 /// Size of a probe packet on the wire (IP + TCP headers, no payload, Ethernet framing).
 pub const PROBE_BYTES: u64 = 64;
-
-/// SmartRep's RepNumAssign (Algorithm 3), shared with `repflow-net`: see
-/// [`repflow_repnum::rep_num_assign`].
-pub use repflow_repnum::rep_num_assign;
-
-/// A replica-count table: `extra[i]` replicas for flows of `(i·unit, (i+1)·unit]` bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplicaTable {
-    /// Bin width, bytes.
-    pub unit_bytes: u64,
-    /// Replicas (beyond the original) per bin; sizes past the table get none.
-    pub extra: Vec<u32>,
-}
-
-impl ReplicaTable {
-    /// Replicas for a flow of `size` bytes.
-    pub fn replicas_for(&self, size: u64) -> u32 {
-        let bin = repflow_repnum::size_bin(size, self.unit_bytes);
-        self.extra.get(bin).copied().unwrap_or(0)
-    }
-}
-
-/// Flow-size history binned for RepNumAssign.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SizeHistogram {
-    /// Bin width, bytes.
-    pub unit_bytes: u64,
-    /// Weight of each bin up to the threshold (index `i` = sizes in `(i·unit, (i+1)·unit]`).
-    pub counts: Vec<f64>,
-    /// Θ: bytes of all flows, long ones included, with the same weighting.
-    pub total_bytes: f64,
-}
-
-impl SizeHistogram {
-    /// The histogram of observed sizes (an earlier run's records).
-    pub fn from_sizes(sizes: &[u64], unit_bytes: u64, threshold: u64) -> SizeHistogram {
-        let unit = unit_bytes.max(1);
-        let mut counts = vec![0.0; threshold.div_ceil(unit) as usize];
-        let mut total = 0.0;
-        for &s in sizes {
-            total += s as f64;
-            if let Some(c) = counts.get_mut(repflow_repnum::size_bin(s, unit)) {
-                *c += 1.0;
-            }
-        }
-        SizeHistogram {
-            unit_bytes: unit,
-            counts,
-            total_bytes: total,
-        }
-    }
-
-    /// The exact bin probabilities of a workload's CDF (the expected histogram of one flow;
-    /// RepNumAssign is unchanged by scaling counts and Θ together).
-    pub fn from_cdf(cdf: &Cdf, unit_bytes: u64, threshold: u64) -> SizeHistogram {
-        let unit = unit_bytes.max(1);
-        let bins = threshold.div_ceil(unit) as usize;
-        let mut counts = Vec::with_capacity(bins);
-        let mut below = 0.0;
-        for i in 1..=bins as u64 {
-            let at = cdf.prob_at_most(i * unit);
-            counts.push((at - below).max(0.0));
-            below = at;
-        }
-        SizeHistogram {
-            unit_bytes: unit,
-            counts,
-            total_bytes: cdf.mean_bytes(),
-        }
-    }
-
-    /// RepNumAssign over this history.
-    pub fn table(&self, eps: f64, p: f64, max_extra: u32) -> ReplicaTable {
-        ReplicaTable {
-            unit_bytes: self.unit_bytes,
-            extra: rep_num_assign(
-                &self.counts,
-                self.unit_bytes,
-                self.total_bytes,
-                eps,
-                p,
-                max_extra,
-            ),
-        }
-    }
-
-    /// Replica bytes a table costs, as a fraction of Θ (the budget ε bounds it).
-    pub fn overhead(&self, table: &ReplicaTable) -> f64 {
-        let used: f64 = self
-            .counts
-            .iter()
-            .zip(&table.extra)
-            .enumerate()
-            .map(|(i, (&c, &x))| (i as f64 + 1.0) * self.unit_bytes as f64 * c * x as f64)
-            .sum();
-        if self.total_bytes > 0.0 {
-            used / self.total_bytes
-        } else {
-            0.0
-        }
-    }
-}
 
 /// Whether a directed link joins two switches.
 pub fn is_fabric_link(topo: &Topology, link: u32) -> bool {
@@ -332,43 +225,6 @@ impl Hca {
     }
 }
 
-/// SmartRep's replica table for a run: `scheme.table` when given, else RepNumAssign over the
-/// workload's CDF with at most ([`max_disjoint_paths`] − 1) replicas.
-pub fn table_for(cfg: &Config, topo: &Topology, cdf: &Cdf) -> ReplicaTable {
-    if let Some(t) = &cfg.scheme.table {
-        return ReplicaTable {
-            unit_bytes: DEFAULT_UNIT_BYTES,
-            extra: t.clone(),
-        };
-    }
-    let max_extra = max_disjoint_paths(topo).saturating_sub(1);
-    SizeHistogram::from_cdf(cdf, DEFAULT_UNIT_BYTES, cfg.scheme.threshold.0).table(
-        cfg.scheme.eps,
-        cfg.scheme.p,
-        max_extra,
-    )
-}
-
-/// The replication policy of a run, and HCA state when the scheme probes paths.
-pub fn build_policy(
-    cfg: &Config,
-    topo: &Topology,
-    cdf: &Cdf,
-) -> (Box<dyn ReplicationPolicy>, Option<Hca>) {
-    let table = (cfg.scheme.name == SchemeName::Smartrep).then(|| table_for(cfg, topo, cdf));
-    if let Some(t) = &table {
-        tracing::info!(table = ?t.extra, "SmartRep replica table");
-    }
-    let policy = policy_with_table(&cfg.scheme, table);
-    let hca = policy.probes_paths().then(|| {
-        Hca::new(
-            cfg.scheme.probe_processing.ps(),
-            cfg.scheme.probe_cache == ProbeCache::Warm,
-        )
-    });
-    (policy, hca)
-}
-
 /// Collision rate of RepFlow's port choice: over `pairs`, the fraction whose copy 1 (same
 /// source port `sports[i]`, destination port + 1) shares a switch-to-switch link with copy 0.
 /// Pairs under one ToR (no fabric link) count as not colliding; `inter_tor` reports how many
@@ -413,19 +269,4 @@ pub struct CollisionCount {
     pub inter_tor: u64,
     /// Flows whose two copies share a switch-to-switch link.
     pub collisions: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn greedy_by_hand() {
-        // Bins 1 KB (10 flows) and 2 KB (1 flow); Θ = 1,000 KB; ε = 0.03 → 30 KB.
-        // η1 = 10 KB, η2 = 2 KB. p = 0.1: terms 1 vs 0.1 → bin 1 (10 KB used); 0.1 vs 0.1,
-        // tie → bin 1 (20); 0.01 vs 0.1 → bin 2 (22); 0.01 vs 0.01 → bin 1 would make 32 >
-        // 30: closed; bin 2 three more times (24, 26, 28) up to max_extra = 4.
-        let x = rep_num_assign(&[10.0, 1.0], 1000, 1e6, 0.03, 0.1, 4);
-        assert_eq!(x, vec![2, 4]);
-    }
 }

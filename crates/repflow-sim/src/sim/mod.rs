@@ -1,0 +1,654 @@
+//! Glue: builds the network from a [`Config`], runs the workload through the replication
+//! layer and TCP, and collects per-flow records.
+
+use crate::arrivals::{load_cdf, Arrivals};
+use crate::config::{Config, ConfigError};
+use crate::engine::{Event, EventQueue, Rng, Time};
+use crate::hca::{disjoint_paths, paths_collide, Hca};
+use crate::metrics::Counters;
+use crate::network::{FiveTuple, NodeKind, Path, Topology};
+use crate::packet::{kind, Packet};
+use crate::port::Port;
+use crate::replication::{CopySpec, FlowSpec, ReplicationPolicy};
+use crate::routes::{prefetch, Routes};
+use crate::scheme::{CcFactory, Context, PriorityFn};
+use crate::transport::{Receiver, Sender, TcpParams};
+use crate::units::PS_PER_SEC;
+use crate::workload::Arrival;
+use std::time::Instant;
+use thiserror::Error;
+
+mod output;
+pub use output::{ConnRecord, RunOutput};
+
+/// Why a run could not be done.
+#[derive(Debug, Error)]
+pub enum SimError {
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An input (such as a CDF file) is unusable; the message names it.
+    #[error("{0}")]
+    Input(String),
+    /// The run was stopped by its progress callback.
+    #[error("the run was cancelled")]
+    Cancelled,
+}
+
+/// Progress of a running simulation, passed to the caller's callback.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    /// Simulated time, seconds.
+    pub sim_time: f64,
+    /// End of the arrival phase, seconds.
+    pub duration: f64,
+    /// Flows that have arrived.
+    pub flows_started: u64,
+    /// Flows that have completed.
+    pub flows_finished: u64,
+    /// Events processed so far.
+    pub events: u64,
+}
+
+const EV_RTO: u64 = 1;
+const EV_DELACK: u64 = 2;
+const EV_FLOW: u64 = 3;
+/// A flow whose copies waited for HCA probes starts them.
+const EV_HCA: u64 = 4;
+
+/// Whether a packet of kind `k` takes its connection's data path (data segments and SYNs;
+/// ACKs and SYN-ACKs take the ACK path): the data-path kinds are the even ones, so this is
+/// one bit test.
+#[inline]
+fn on_data_path(k: u8) -> bool {
+    const _: () = assert!(
+        kind::DATA & 1 == 0 && kind::SYN & 1 == 0 && kind::ACK & 1 == 1 && kind::SYNACK & 1 == 1
+    );
+    k & 1 == 0
+}
+
+#[inline]
+fn ev(tag: u64, id: u32) -> u64 {
+    (tag << 32) | id as u64
+}
+
+/// A connection's state. Line-aligned, with what a delivery and the following injection
+/// touch (both endpoints, timers, byte count) first and the rest after, so that a delivery
+/// reads few cache lines.
+#[repr(C, align(64))]
+struct Conn {
+    snd: Sender,
+    rcv: Receiver,
+    wire_bytes: u64,
+    rto_at: Option<Time>,
+    delack_at: Option<Time>,
+    flow: u32,
+    copy: u8,
+    tuple: FiveTuple,
+    completed_at: Option<Time>,
+    fwd: Path,
+    rev: Path,
+}
+
+struct FlowState {
+    spec: FlowSpec,
+    start: Time,
+    first_conn: u32,
+    copies: u8,
+    finish: Option<Time>,
+    winner: i32,
+}
+
+struct World<'a> {
+    cfg: &'a Config,
+    topo: Topology,
+    ports: Vec<Port>,
+    tcp: TcpParams,
+    conns: Vec<Conn>,
+    /// `[data path, ACK path]` of every connection, apart from `conns` for cache locality.
+    paths: Routes,
+    flows: Vec<FlowState>,
+    /// Near events: ids `0..links` are packet arrivals at the end of a link, ids
+    /// `links..2 * links` a scheduled port's transmit completions.
+    q: EventQueue,
+    now: Time,
+    out: Vec<Packet>,
+    arrivals: Arrivals,
+    pending: Option<Arrival>,
+    rng_ports: Rng,
+    arrivals_done: bool,
+    end_arrivals: Time,
+    counters: Counters,
+    copies_buf: Vec<CopySpec>,
+    /// SmartRep's HCA: the source ports it chose for a flow's copies.
+    hca_ports: Vec<u16>,
+    /// What the scheme built: congestion control, replication policy, probe state.
+    scheme: SchemeParts,
+}
+
+/// The parts of [`Parts`] the run keeps after building its ports and TCP parameters.
+struct SchemeParts {
+    cc: CcFactory,
+    policy: Box<dyn ReplicationPolicy>,
+    hca: Option<Hca>,
+    priority: Option<PriorityFn>,
+}
+
+impl<'a> World<'a> {
+    fn new(cfg: &'a Config) -> Result<World<'a>, SimError> {
+        let cdf = load_cdf(cfg).map_err(SimError::Input)?;
+        let topo = Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
+        let parts = cfg.scheme.build(&Context {
+            tcp: &cfg.tcp,
+            topo: &topo,
+            cdf: &cdf,
+        });
+        let ports = topo
+            .links
+            .iter()
+            .map(|l| parts.port(l, topo.nodes[l.from as usize] == NodeKind::Host, &cfg.queue))
+            .collect();
+        // Wheel slots about a 256th of a full packet's time on the fastest link: most slots
+        // hold one event, and a slot's list stays short.
+        let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
+        let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
+        let slot = crate::units::Rate(fastest).tx_time(full) / 256;
+        // Near events (arrivals at the end of a link, pFabric transmit completions) lie at
+        // most a full packet's transmission and a propagation delay ahead: a wheel just that
+        // wide turns through few, cache-warm slots.
+        let horizon = topo
+            .links
+            .iter()
+            .map(|l| l.rate.tx_time(full) + l.delay)
+            .max()
+            .unwrap_or(0);
+        let (arrivals, end_arrivals) = Arrivals::new(cfg, &topo, cdf);
+        let topo_links = topo.links.len();
+        let priority = parts.priority();
+        let mut w = World {
+            cfg,
+            topo,
+            ports,
+            tcp: parts.tcp,
+            conns: Vec::new(),
+            paths: Routes::new(topo_links),
+            flows: Vec::new(),
+            q: EventQueue::new(2 * topo_links, slot, horizon),
+            now: 0,
+            out: Vec::with_capacity(64),
+            arrivals,
+            pending: None,
+            rng_ports: Rng::new(cfg.seed, 2),
+            arrivals_done: false,
+            end_arrivals,
+            counters: Counters::default(),
+            copies_buf: Vec::new(),
+            hca_ports: Vec::new(),
+            scheme: SchemeParts {
+                cc: parts.cc,
+                policy: parts.policy,
+                hca: parts.hca,
+                priority,
+            },
+        };
+        w.schedule_next_arrival();
+        Ok(w)
+    }
+
+    fn schedule_next_arrival(&mut self) {
+        let capped = self
+            .cfg
+            .workload
+            .max_flows
+            .is_some_and(|m| self.flows.len() as u64 >= m);
+        let next = self.arrivals.next(self.end_arrivals);
+        match next {
+            Some(a) if !capped => {
+                self.pending = Some(a);
+                self.q.push_timer(a.time.max(self.now), ev(EV_FLOW, 0));
+            }
+            _ => self.arrivals_done = true,
+        }
+    }
+
+    fn start_flow(&mut self) {
+        let a = self.pending.take().expect("a flow event has its arrival");
+        let (src, dst, size) = (a.src, a.dst, a.size);
+        let id = self.flows.len() as u64;
+        let spec = FlowSpec { id, src, dst, size };
+        self.copies_buf.clear();
+        let paths = disjoint_paths(&self.topo, src, dst);
+        self.scheme
+            .policy
+            .plan_paths(&spec, paths, &mut self.rng_ports, &mut self.copies_buf);
+        let hca_wait = self.choose_hca_ports(src, dst);
+        let first_conn = self.conns.len() as u32;
+        let n = self.copies_buf.len();
+        self.counters.flows += 1;
+        self.counters.flow_bytes += size;
+        if self.now < self.end_arrivals {
+            self.counters.offered_load += size as f64;
+        }
+        self.counters.extra_copy_bytes += size * (n as u64 - 1);
+        self.flows.push(FlowState {
+            spec,
+            start: self.now,
+            first_conn,
+            copies: n as u8,
+            finish: None,
+            winner: -1,
+        });
+        for i in 0..n {
+            let c = self.copies_buf[i];
+            let t = FiveTuple {
+                src,
+                dst,
+                sport: c.sport,
+                dport: c.dport,
+                proto: 6,
+            };
+            let conn_id = self.conns.len() as u32;
+            let (fwd, rev) = (self.topo.path(t), self.topo.path(t.reversed()));
+            self.paths.push(fwd, rev);
+            let snd = Sender::new(conn_id, size, &self.tcp, (self.scheme.cc)(t.dport));
+            let total = snd.total_segments();
+            self.conns.push(Conn {
+                flow: id as u32,
+                copy: i as u8,
+                tuple: t,
+                fwd,
+                rev,
+                snd,
+                rcv: Receiver::new(total),
+                rto_at: None,
+                delack_at: None,
+                wire_bytes: 0,
+                completed_at: None,
+            });
+            self.counters.connections += 1;
+            if hca_wait == 0 {
+                self.start_conn(conn_id);
+            }
+        }
+        if n > 1 {
+            self.count_collisions(first_conn, n as u32);
+        }
+        if hca_wait > 0 {
+            self.q
+                .push_timer(self.now + hca_wait, ev(EV_HCA, id as u32));
+        }
+    }
+
+    fn start_conn(&mut self, conn_id: u32) {
+        let tcp = self.tcp;
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.out);
+        self.conns[conn_id as usize].snd.start(&tcp, now, &mut out);
+        self.out = out;
+        self.flush(conn_id);
+    }
+
+    /// Starts the copies of a flow that waited for its HCA probes.
+    fn start_probed_flow(&mut self, flow: u32) {
+        let f = &self.flows[flow as usize];
+        let (first, n) = (f.first_conn, f.copies as u32);
+        for c in first..first + n {
+            self.start_conn(c);
+        }
+    }
+
+    /// Replaces the planned source ports of a multi-copy flow by HCA's (once per flow, off
+    /// the per-packet path); drops copies beyond the link-disjoint paths found. Returns how
+    /// long the flow waits for its probes.
+    fn choose_hca_ports(&mut self, src: u32, dst: u32) -> Time {
+        let n = self.copies_buf.len() as u32;
+        let Some(hca) = self.scheme.hca.as_mut() else {
+            return 0;
+        };
+        if n < 2 || !self.scheme.policy.probes_paths() {
+            return 0;
+        }
+        let dport = self.copies_buf[0].dport;
+        let Some(wait) = hca.choose(&self.topo, src, dst, dport, n, &mut self.hca_ports) else {
+            return 0;
+        };
+        if self.hca_ports.is_empty() {
+            self.copies_buf.truncate(1);
+        } else {
+            self.copies_buf.truncate(self.hca_ports.len());
+            for (c, &p) in self.copies_buf.iter_mut().zip(&self.hca_ports) {
+                c.sport = p;
+                c.dport = dport;
+            }
+        }
+        wait
+    }
+
+    /// Counts a replicated flow, and a collision when two of its copies share a
+    /// switch-to-switch link.
+    fn count_collisions(&mut self, first: u32, n: u32) {
+        self.counters.replicated_flows += 1;
+        let conns = &self.conns[first as usize..(first + n) as usize];
+        let collide = (0..conns.len()).any(|i| {
+            (i + 1..conns.len())
+                .any(|j| paths_collide(&self.topo, conns[i].fwd.links(), conns[j].fwd.links()))
+        });
+        if collide {
+            self.counters.copy_collisions += 1;
+        }
+    }
+
+    /// Injects the packets a connection emitted and re-arms its timers.
+    fn flush(&mut self, conn_id: u32) {
+        let mut out = std::mem::take(&mut self.out);
+        let mut wire = 0;
+        for mut pkt in out.iter().copied() {
+            wire += pkt.bytes as u64;
+            let dir = !on_data_path(pkt.kind) as usize;
+            let first = self.paths.first(&mut pkt, dir);
+            self.enqueue(first, pkt);
+        }
+        self.conns[conn_id as usize].wire_bytes += wire;
+        self.counters.packets_injected += out.len() as u64;
+        out.clear();
+        self.out = out;
+        let now = self.now;
+        let c = &mut self.conns[conn_id as usize];
+        if let Some(d) = c.snd.rto_deadline {
+            if c.rto_at.is_none_or(|a| d < a) {
+                c.rto_at = Some(d.max(now));
+                self.q.push_timer(d.max(now), ev(EV_RTO, conn_id));
+            }
+        }
+        if let Some(d) = c.rcv.delack_deadline {
+            if c.delack_at.is_none_or(|a| d < a) {
+                c.delack_at = Some(d.max(now));
+                self.q.push_timer(d.max(now), ev(EV_DELACK, conn_id));
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn enqueue(&mut self, link: u32, pkt: Packet) {
+        if !self.ports[link as usize].is_fast() {
+            self.enqueue_other(link, pkt);
+            return;
+        }
+        self.enqueue_fifo::<true>(link, pkt);
+    }
+
+    /// Offers a packet to a port off the fast path: a priority-scheduled one, or a FIFO port
+    /// whose clock is not exact.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_other(&mut self, link: u32, pkt: Packet) {
+        if self.ports[link as usize].is_scheduled() {
+            self.enqueue_scheduled(link, pkt);
+            return;
+        }
+        self.enqueue_fifo::<false>(link, pkt);
+    }
+
+    /// Offers a packet to a FIFO port (`FAST`: one of which [`Port::is_fast`] holds) and
+    /// schedules its arrival if it found the link idle.
+    #[inline(always)]
+    fn enqueue_fifo<const FAST: bool>(&mut self, link: u32, pkt: Packet) {
+        let port = &mut self.ports[link as usize];
+        let r = if FAST {
+            port.enqueue_fast(pkt, self.now)
+        } else {
+            port.enqueue_general(pkt, self.now)
+        };
+        match r {
+            Some(true) => {
+                let t = port.head_arrival().expect("just enqueued");
+                self.q.push_near(t, link);
+            }
+            Some(false) => {}
+            None => self.count_drops(link, 1),
+        }
+    }
+
+    /// Offers a packet to a priority-scheduled (pFabric) port.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_scheduled(&mut self, link: u32, pkt: Packet) {
+        let c = &self.conns[pkt.conn as usize];
+        let priority = self.scheme.priority.expect("a scheme with priority ports");
+        let prio = priority(&pkt, c.snd.size(), self.tcp.mss);
+        let port = &mut self.ports[link as usize];
+        let r = port.sched_enqueue(pkt, prio, self.now);
+        if r.head_arrival {
+            let t = port.head_arrival().expect("just sent");
+            self.q.push_near(t, link);
+        }
+        if let Some(t) = r.tx_done {
+            self.q.push_near(t, self.tx_done_id(link));
+        }
+        if r.dropped > 0 {
+            self.count_drops(link, r.dropped as u64);
+        }
+    }
+
+    /// Near-event id of link `link`'s transmit completion (arrivals use the link id).
+    fn tx_done_id(&self, link: u32) -> u32 {
+        self.ports.len() as u32 + link
+    }
+
+    /// A scheduled port finished a transmission: it starts its next packet.
+    fn on_tx_done(&mut self, link: u32) {
+        let port = &mut self.ports[link as usize];
+        if let Some((done, wire_was_empty)) = port.sched_tx_done(self.now) {
+            if wire_was_empty {
+                let t = port.head_arrival().expect("just sent");
+                self.q.push_near(t, link);
+            }
+            self.q.push_near(done, self.tx_done_id(link));
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_drops(&mut self, link: u32, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.counters.drops += n;
+        if self.topo.nodes[self.topo.links[link as usize].from as usize] == NodeKind::Host {
+            self.counters.host_drops += n;
+        } else {
+            self.counters.switch_drops += n;
+        }
+    }
+
+    /// A packet reached the end of `link`. Returns whether it reached its end host (only
+    /// then can the run's end condition change).
+    #[inline]
+    fn on_arrive(&mut self, link: u32) -> bool {
+        let port = &mut self.ports[link as usize];
+        let mut pkt = port.pop_arrived();
+        if let Some(t) = port.head_arrival() {
+            self.q.push_near(t, link);
+        }
+        // Hops are counted by the ports (`Port::packets`), summed after the run.
+        let forward = on_data_path(pkt.kind);
+        // Compact per-connection paths (not the whole connection state) on the per-hop path.
+        if let Some(next) = self.paths.advance(&mut pkt, !forward as usize) {
+            self.enqueue(next, pkt);
+            return false;
+        }
+        // At the end host.
+        self.counters.packets_delivered += 1;
+        let conn_id = pkt.conn;
+        let tcp = self.tcp;
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.out);
+        let c = &mut self.conns[conn_id as usize];
+        if forward {
+            let completed = c.rcv.on_packet(&tcp, &pkt, now, &mut out);
+            self.out = out;
+            if completed {
+                self.copy_completed(conn_id);
+            }
+        } else {
+            c.snd.on_packet(&tcp, &pkt, now, &mut out);
+            self.out = out;
+        }
+        self.flush(conn_id);
+        true
+    }
+
+    fn copy_completed(&mut self, conn_id: u32) {
+        self.conns[conn_id as usize].completed_at = Some(self.now);
+        if let Some(h) = self.scheme.hca.as_mut() {
+            h.release(self.conns[conn_id as usize].tuple);
+        }
+        let c = &self.conns[conn_id as usize];
+        let (flow_id, copy) = (c.flow as usize, c.copy);
+        let f = &mut self.flows[flow_id];
+        if f.finish.is_some() {
+            return;
+        }
+        f.finish = Some(self.now);
+        f.winner = copy as i32;
+        self.counters.flows_finished += 1;
+        if self.scheme.policy.cancel_losers() && f.copies > 1 {
+            let (first, n) = (f.first_conn, f.copies as u32);
+            for other in first..first + n {
+                if other != conn_id {
+                    self.conns[other as usize].snd.cancel();
+                    if let Some(h) = self.scheme.hca.as_mut() {
+                        h.release(self.conns[other as usize].tuple);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_rto(&mut self, conn_id: u32) {
+        let now = self.now;
+        let c = &mut self.conns[conn_id as usize];
+        if c.rto_at != Some(now) {
+            return; // superseded
+        }
+        c.rto_at = None;
+        match c.snd.rto_deadline {
+            None => {}
+            Some(d) if d > now => {
+                c.rto_at = Some(d);
+                self.q.push_timer(d, ev(EV_RTO, conn_id));
+            }
+            Some(_) => {
+                let tcp = self.tcp;
+                let mut out = std::mem::take(&mut self.out);
+                c.snd.on_timeout(&tcp, now, &mut out);
+                self.out = out;
+                self.flush(conn_id);
+            }
+        }
+    }
+
+    fn on_delack(&mut self, conn_id: u32) {
+        let now = self.now;
+        let c = &mut self.conns[conn_id as usize];
+        if c.delack_at != Some(now) {
+            return;
+        }
+        c.delack_at = None;
+        match c.rcv.delack_deadline {
+            None => {}
+            Some(d) if d > now => {
+                c.delack_at = Some(d);
+                self.q.push_timer(d, ev(EV_DELACK, conn_id));
+            }
+            Some(_) => {
+                let tcp = self.tcp;
+                let mut out = std::mem::take(&mut self.out);
+                c.rcv.on_delack_timer(conn_id, &tcp, &mut out);
+                self.out = out;
+                self.flush(conn_id);
+            }
+        }
+    }
+
+    /// Every event but a packet arrival.
+    #[inline(never)]
+    fn on_other_event(&mut self, e: u64) {
+        let id = e as u32;
+        match e >> 32 {
+            EV_RTO => self.on_rto(id),
+            EV_DELACK => self.on_delack(id),
+            EV_FLOW => {
+                self.start_flow();
+                self.schedule_next_arrival();
+            }
+            EV_HCA => self.start_probed_flow(id),
+            _ => unreachable!("unknown event tag"),
+        }
+    }
+
+    fn run(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<(), SimError> {
+        let t_end = self.end_arrivals + self.cfg.workload.drain.ps();
+        let mut last_report = Instant::now();
+        let mut events: u64 = 0;
+        let links = self.ports.len() as u32;
+        while let Some((t, e)) = self.q.pop() {
+            if t > t_end {
+                break;
+            }
+            self.now = t;
+            events += 1;
+            // The likely next event's port (a hint: any id, even none, is harmless).
+            prefetch(self.ports.as_ptr().wrapping_add(self.q.hint() as usize));
+            // Packet arrivals are nearly all events. A packet forwarded by a switch cannot
+            // end the run: the end test is skipped.
+            let may_end = match e {
+                Event::Near(id) if id < links => self.on_arrive(id),
+                Event::Near(id) => {
+                    self.on_tx_done(id - links);
+                    true
+                }
+                Event::Timer(e) => {
+                    self.on_other_event(e);
+                    true
+                }
+            };
+            if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
+            {
+                break;
+            }
+            if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
+                last_report = Instant::now();
+                let p = Progress {
+                    sim_time: self.now as f64 / PS_PER_SEC as f64,
+                    duration: self.end_arrivals as f64 / PS_PER_SEC as f64,
+                    flows_started: self.counters.flows,
+                    flows_finished: self.counters.flows_finished,
+                    events,
+                };
+                if !progress(&p) {
+                    return Err(SimError::Cancelled);
+                }
+            }
+        }
+        self.counters.events = events;
+        Ok(())
+    }
+}
+
+/// Runs one simulation. `progress` is called now and then; returning `false` cancels the run.
+pub fn run(
+    config: &Config,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput, SimError> {
+    config.validate()?;
+    let wall = Instant::now();
+    let mut world = World::new(config)?;
+    tracing::info!(
+        hosts = world.topo.n_hosts,
+        links = world.topo.links.len(),
+        "simulation starting"
+    );
+    world.run(progress)?;
+    Ok(world.output(config, wall))
+}

@@ -1,0 +1,212 @@
+//! What a run hands back: per-flow records (with each flow's ideal FCT), per-connection
+//! records, per-link statistics and the run's counters and summary.
+
+use super::World;
+use crate::config::Config;
+use crate::engine::Time;
+use crate::ideal::{ideal_fct, Hop};
+use crate::metrics::{Counters, FlowRecord, Summary};
+use crate::network::{FiveTuple, NodeKind, Path, Topology, TxClock};
+use crate::port::PortStats;
+use crate::units::PS_PER_SEC;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Everything a run produces.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    /// One record per application flow, in id order.
+    pub records: Vec<FlowRecord>,
+    /// Run counters.
+    pub counters: Counters,
+    /// Summary computed from the records.
+    pub summary: Summary,
+    /// The configuration that ran, with every default filled in.
+    pub config: Config,
+    /// One record per connection (copy), in creation order.
+    pub connections: Vec<ConnRecord>,
+    /// Packets that crossed each directed link, indexed like [`Topology::links`].
+    pub link_packets: Vec<u64>,
+    /// Busy time and mean backlog of each directed link's output port, indexed like
+    /// [`Topology::links`].
+    pub link_stats: Vec<PortStats>,
+    /// The network the run used.
+    pub topology: Topology,
+}
+
+/// One connection (one copy of a flow).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnRecord {
+    /// Flow id.
+    pub flow: u64,
+    /// Copy index within the flow.
+    pub copy: u32,
+    /// The connection's five-tuple (data direction).
+    pub tuple: FiveTuple,
+    /// Links of the data path.
+    pub fwd: Vec<u32>,
+    /// Links of the ACK path.
+    pub rev: Vec<u32>,
+    /// When the receiver held every byte, seconds (NaN if never).
+    pub completed: f64,
+    /// Bytes injected by both ends.
+    pub wire_bytes: u64,
+    /// Payload bytes sent, retransmissions included.
+    pub payload_bytes: u64,
+}
+
+impl World<'_> {
+    fn hops(&self, path: &Path) -> Vec<Hop> {
+        path.links()
+            .iter()
+            .map(|&l| {
+                let link = &self.topo.links[l as usize];
+                Hop {
+                    clock: TxClock::new(link.rate),
+                    delay: link.delay,
+                }
+            })
+            .collect()
+    }
+
+    fn records(&self) -> Vec<FlowRecord> {
+        let secs = |t: Time| t as f64 / PS_PER_SEC as f64;
+        // The ideal FCT depends only on the links' rates and delays along both paths, the size
+        // and the congestion control (which may depend on the destination port): memoize it
+        // (many flows share a path shape and, with packet CDFs, a size).
+        type Key = (Vec<(u64, Time)>, Vec<(u64, Time)>, u64, u16);
+        let mut memo: HashMap<Key, Time> = HashMap::new();
+        let shape = |p: &Path| -> Vec<(u64, Time)> {
+            p.links()
+                .iter()
+                .map(|&l| {
+                    let link = &self.topo.links[l as usize];
+                    (link.rate.bps(), link.delay)
+                })
+                .collect()
+        };
+        self.flows
+            .iter()
+            .map(|f| {
+                let copy = f.winner.max(0) as u32;
+                let c = &self.conns[(f.first_conn + copy) as usize];
+                let key = (shape(&c.fwd), shape(&c.rev), f.spec.size, c.tuple.dport);
+                let ideal = *memo.entry(key).or_insert_with(|| {
+                    ideal_fct(
+                        &self.hops(&c.fwd),
+                        &self.hops(&c.rev),
+                        f.spec.size,
+                        &self.tcp,
+                        (self.scheme.cc)(c.tuple.dport),
+                    )
+                });
+                let conns =
+                    &self.conns[f.first_conn as usize..(f.first_conn + f.copies as u32) as usize];
+                let (fct, finish) = match f.finish {
+                    Some(t) => (secs(t - f.start), secs(t)),
+                    None => (f64::NAN, f64::NAN),
+                };
+                let ideal_s = secs(ideal);
+                FlowRecord {
+                    id: f.spec.id,
+                    src: f.spec.src,
+                    dst: f.spec.dst,
+                    size: f.spec.size,
+                    start: secs(f.start),
+                    finish,
+                    fct,
+                    ideal_fct: ideal_s,
+                    slowdown: fct / ideal_s,
+                    copies: f.copies as u32,
+                    winner: f.winner,
+                    bytes_sent: conns.iter().map(|c| c.wire_bytes).sum(),
+                    retransmissions: conns.iter().map(|c| c.snd.stats.retransmissions).sum(),
+                    timeouts: conns.iter().map(|c| c.snd.stats.timeouts).sum(),
+                }
+            })
+            .collect()
+    }
+
+    /// The run's records, counters and statistics, once it has ended.
+    pub(super) fn output(self, config: &Config, wall: Instant) -> RunOutput {
+        let records = self.records();
+        let mut counters = self.counters.clone();
+        counters.sim_time = self.now as f64 / PS_PER_SEC as f64;
+        // Every hop is one arrival at the end of a link, which its port counts.
+        counters.packet_hops = self.ports.iter().map(|p| p.packets()).sum();
+        if let Some(h) = &self.scheme.hca {
+            h.fill_counters(&mut counters);
+        }
+        let capacity_bytes: f64 = (0..self.topo.n_hosts)
+            .map(|h| {
+                self.topo.links[self.topo.out_links[h][0] as usize]
+                    .rate
+                    .bps() as f64
+                    / 8.0
+            })
+            .sum();
+        counters.offered_load /= capacity_bytes * config.workload.duration.secs();
+        counters.packets_in_flight = self.ports.iter().map(|p| p.in_system() as u64).sum();
+        counters.max_switch_queue = self
+            .ports
+            .iter()
+            .zip(&self.topo.links)
+            .filter(|(_, l)| self.topo.nodes[l.from as usize] != NodeKind::Host)
+            .map(|(p, _)| p.max_backlog as u64)
+            .max()
+            .unwrap_or(0);
+        counters.extra_copy_bytes_sent = self
+            .flows
+            .iter()
+            .map(|f| {
+                (0..f.copies as u32)
+                    .filter(|&i| i as i32 != f.winner.max(0))
+                    .map(|i| {
+                        self.conns[(f.first_conn + i) as usize]
+                            .snd
+                            .stats
+                            .payload_bytes
+                    })
+                    .sum::<u64>()
+            })
+            .sum();
+        counters.wall_time = wall.elapsed().as_secs_f64();
+        counters.events_per_sec = counters.events as f64 / counters.wall_time.max(1e-9);
+        counters.packet_hops_per_sec = counters.packet_hops as f64 / counters.wall_time.max(1e-9);
+        let summary = Summary::from_records(&records, &counters);
+        tracing::info!(
+            flows = counters.flows,
+            events = counters.events,
+            wall = counters.wall_time,
+            "simulation done"
+        );
+        let connections = self
+            .conns
+            .iter()
+            .map(|c| ConnRecord {
+                flow: c.flow as u64,
+                copy: c.copy as u32,
+                tuple: c.tuple,
+                fwd: c.fwd.links().to_vec(),
+                rev: c.rev.links().to_vec(),
+                completed: c
+                    .completed_at
+                    .map_or(f64::NAN, |t| t as f64 / PS_PER_SEC as f64),
+                wire_bytes: c.wire_bytes,
+                payload_bytes: c.snd.stats.payload_bytes,
+            })
+            .collect();
+        let link_packets = self.ports.iter().map(|p| p.packets()).collect();
+        let link_stats = self.ports.iter().map(|p| p.stats(self.now)).collect();
+        RunOutput {
+            records,
+            counters,
+            summary,
+            config: config.clone(),
+            connections,
+            link_packets,
+            link_stats,
+            topology: self.topo,
+        }
+    }
+}
