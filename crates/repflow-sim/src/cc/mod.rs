@@ -1,5 +1,5 @@
 //! ECN-based congestion-control algorithms, each one small implementation of
-//! [`CongestionControl`] on top of the TCP sender:
+//! [`crate::transport::CongestionControl`] on top of the TCP sender:
 //! [`Dctcp`], [`L2dct`] and [`FaDctcp`]. They share the DCTCP congestion estimate
 //! ([`AlphaEstimator`]: the fraction of ECN-echoed segments per window of data, smoothed
 //! with gain g) and differ only in how they turn it into a window cut (and, for L²DCT, in

@@ -7,7 +7,7 @@
 //! the parts and never looks at a scheme's name.
 //!
 //! Adding a scheme is one file (its parameter struct and `impl Scheme`), one line in the
-//! [`schemes!`] registry below, and nothing else.
+//! `schemes!` registry below, and nothing else.
 
 mod dctcp;
 mod pfabric;
