@@ -37,6 +37,20 @@ def default_config() -> dict[str, Any]:
     return json.loads(_core().default_config())
 
 
+def scheme_parameters() -> dict[str, dict[str, Any]]:
+    """Every scheme's parameters with their defaults, ``{name: {parameter: default}}``, as
+    the Rust core's scheme registry defines them (a scheme takes only its own parameters)."""
+    return json.loads(_core().scheme_defaults())
+
+
+def _scheme_keys() -> list[str]:
+    """``name`` and every parameter of any scheme, in registry order."""
+    keys = ["name"]
+    for params in scheme_parameters().values():
+        keys.extend(k for k in params if k not in keys)
+    return keys
+
+
 # --------------------------------------------------------------------------------------------
 # TOML
 
@@ -175,7 +189,9 @@ def known_keys() -> list[str]:
     """Every dotted key of the schema (``seed``, ``topology.k``, ...)."""
     keys: list[str] = []
     for k, v in default_config().items():
-        if isinstance(v, dict):
+        if k == "scheme":
+            keys.extend(f"scheme.{kk}" for kk in _scheme_keys())
+        elif isinstance(v, dict):
             keys.extend(f"{k}.{kk}" for kk in v)
         else:
             keys.append(k)
@@ -192,6 +208,8 @@ def check_keys(config: Mapping[str, Any], source: str) -> None:
         if isinstance(defaults[k], dict):
             if not isinstance(v, Mapping):
                 raise UserError(f"{source}: '{k}' must be a table ([{k}])")
+            if k == "scheme":
+                continue  # which keys a scheme takes depends on its name: the core checks
             for kk in v:
                 if kk not in defaults[k]:
                     accepted = ", ".join(defaults[k])

@@ -117,7 +117,7 @@ def resolve_history(config: dict[str, Any]) -> dict[str, Any]:
         paths = int(core.sim_disjoint_paths(json.dumps(probe)))
     except core.ConfigError:
         return config  # validation reports the real error
-    defaults = json.loads(core.default_config())["scheme"]
+    defaults = json.loads(core.scheme_defaults())["smartrep"]
     from repflow.testbed.units import parse_size
 
     thr = sch.get("threshold", defaults["threshold"])

@@ -30,6 +30,12 @@ def _sections(text: str) -> dict[str, str]:
 def test_every_field_is_documented_in_its_section():
     text = DOC.read_text(encoding="utf-8")
     sections = _sections(text)
+    for name, params in config_io.scheme_parameters().items():
+        assert re.search(rf"^\| `{name}` \|", sections["scheme"], re.M), f"scheme {name}"
+        for p in params:
+            assert re.search(rf"^\| `{p}`( \(|\s)", sections["scheme"], re.M), (
+                f"parameter {p} of scheme {name} is not documented"
+            )
     for section, fields in config_io.default_config().items():
         if isinstance(fields, dict):
             assert section in sections, f"no section for [{section}]"
@@ -61,7 +67,9 @@ def test_complete_example_is_valid_and_complete():
     cfg = config_io.validate(data)
     assert cfg["scheme"]["name"] == "repflow" and cfg["topology"]["k"] == 4
     # Every field without an optional (None) default is spelled out in the example.
-    for section, fields in config_io.default_config().items():
+    full = config_io.default_config()
+    full["scheme"] = {"name": "repflow", **config_io.scheme_parameters()["repflow"]}
+    for section, fields in full.items():
         if isinstance(fields, dict):
             for name, default in fields.items():
                 if default is not None:

@@ -40,8 +40,13 @@ def test_every_scheme_runs_through_the_api(scheme: str) -> None:
 
 def test_bad_scheme_parameters_name_the_field() -> None:
     cfg = _small("l2dct")
-    cfg["scheme"]["l2dct_w_min"] = 0
-    with pytest.raises(UserError, match="scheme.l2dct_w_min"):
+    cfg["scheme"]["w_min"] = 0
+    with pytest.raises(UserError, match="scheme.w_min"):
+        api.simulate(cfg)
+    # A parameter of another scheme is refused, naming it and what this scheme takes.
+    cfg = _small("dctcp")
+    cfg["scheme"]["copies"] = 3
+    with pytest.raises(UserError, match=r"scheme\.copies: not a parameter .*alpha_init, g"):
         api.simulate(cfg)
     cfg = _small("dctcp")
     cfg["queue"] = {"ecn_k_packets": 0}

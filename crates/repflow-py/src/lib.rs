@@ -36,6 +36,23 @@ fn default_config() -> PyResult<String> {
     serde_json::to_string(&Config::default()).map_err(config_err)
 }
 
+/// Every scheme's parameters with their defaults, as JSON: `{name: {parameter: default}}`,
+/// in the simulator's registry order.
+#[pyfunction]
+fn scheme_defaults() -> PyResult<String> {
+    let mut all = serde_json::Map::new();
+    for name in repflow_sim::config::SchemeConfig::NAMES {
+        let scheme = repflow_sim::config::SchemeConfig::with_defaults(name)
+            .expect("every registered name has defaults");
+        let mut v = serde_json::to_value(&scheme).map_err(config_err)?;
+        if let Some(m) = v.as_object_mut() {
+            m.remove("name");
+        }
+        all.insert(name.to_string(), v);
+    }
+    serde_json::to_string(&all).map_err(config_err)
+}
+
 /// Built-in workloads as `(name, file name)` pairs.
 #[pyfunction]
 fn builtin_workloads() -> Vec<(&'static str, &'static str)> {
@@ -264,6 +281,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add_function(wrap_pyfunction!(validate_config, m)?)?;
     m.add_function(wrap_pyfunction!(default_config, m)?)?;
+    m.add_function(wrap_pyfunction!(scheme_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_workloads, m)?)?;
     m.add_function(wrap_pyfunction!(workload_text, m)?)?;
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;

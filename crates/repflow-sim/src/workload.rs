@@ -349,7 +349,7 @@ mod tests {
 
     #[test]
     fn means_match_the_published_figures() {
-        // shared/workloads/README.md: pFabric data mining mean ≈ 7.47 MB (5117 packets).
+        // The data-mining CDF's provenance (python/repflow/workloads): pFabric data mining mean ≈ 7.47 MB (5117 packets).
         let dm = Cdf::parse(builtin_text("datamining").unwrap()).unwrap();
         let m = dm.mean_bytes();
         assert!((m / 1460.0 - 5117.0).abs() < 5.0, "data mining mean {m}");

@@ -287,7 +287,11 @@ mod tests {
         assert_eq!(e.field, "scheme.name");
         // A scheme takes only its own parameters, each checked under its own name.
         let e = Config::from_json(r#"{"scheme": {"name": "tcp", "copies": 2}}"#).unwrap_err();
-        assert!(e.message.contains("copies"), "{e}");
+        assert_eq!(e.field, "scheme.copies");
+        assert!(e.message.contains("takes no parameters"), "{e}");
+        let e = Config::from_json(r#"{"scheme": {"name": "repflow", "copeis": 2}}"#).unwrap_err();
+        assert_eq!(e.field, "scheme.copeis");
+        assert!(e.message.contains("cancel, copies, threshold"), "{e}");
         let e = Config::from_json(r#"{"scheme": {"name": "repflow", "copies": 0}}"#).unwrap_err();
         assert_eq!(e.field, "scheme.copies");
         let e =

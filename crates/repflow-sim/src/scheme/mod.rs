@@ -236,8 +236,8 @@ impl Default for SchemeConfig {
 }
 
 impl SchemeConfig {
-    /// Parses a `[scheme]` table (JSON object): `name` selects the scheme, every other key
-    /// must be one of its parameters. Errors name `scheme.<key>`.
+    /// Parses a `[scheme]` table (JSON object): `name` selects the scheme (default `tcp`),
+    /// every other key must be one of its parameters. Errors name `scheme.<key>`.
     pub fn from_value(value: serde_json::Value) -> Result<SchemeConfig, ConfigError> {
         let serde_json::Value::Object(mut map) = value else {
             return Err(ConfigError::new(
@@ -256,12 +256,8 @@ impl SchemeConfig {
                     ),
                 ))
             }
-            None => {
-                return Err(ConfigError::new(
-                    "scheme.name",
-                    format!("missing; one of {}", Self::NAMES.join(", ")),
-                ))
-            }
+            // As a missing `[scheme]` table: TCP.
+            None => Self::default().name().to_string(),
         };
         let parsed =
             Self::parse_params(&name, serde_json::Value::Object(map)).ok_or_else(|| {
@@ -280,16 +276,41 @@ impl SchemeConfig {
                 Some(i) => inner[..i].to_string(),
                 None => inner,
             };
-            if path == "." {
-                // serde names an unknown key in the message only.
-                ConfigError::new(
-                    "scheme",
-                    format!("{msg} (scheme `{name}` takes only those parameters)"),
-                )
+            if path == "." || msg.starts_with("unknown field `") {
+                // An unknown key: serde names it in the message.
+                let key = msg
+                    .strip_prefix("unknown field `")
+                    .and_then(|r| r.split('`').next())
+                    .map(str::to_string);
+                let params = Self::parameters(&name).join(", ");
+                let takes = if params.is_empty() {
+                    format!("scheme `{name}` takes no parameters")
+                } else {
+                    format!("the parameters of scheme `{name}`: {params}")
+                };
+                match key {
+                    Some(k) => ConfigError::new(
+                        format!("scheme.{k}"),
+                        format!("not a parameter of this scheme ({takes})"),
+                    ),
+                    None => ConfigError::new("scheme", format!("{msg} ({takes})")),
+                }
             } else {
                 ConfigError::new(format!("scheme.{path}"), msg)
             }
         })
+    }
+
+    /// The parameter names of scheme `name` (none for an unknown name).
+    pub fn parameters(name: &str) -> Vec<String> {
+        Self::with_defaults(name)
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_object().map(|m| m.keys().cloned().collect()))
+            .map(|mut keys: Vec<String>| {
+                keys.retain(|k| k != "name");
+                keys
+            })
+            .unwrap_or_default()
     }
 
     /// Checks the scheme's parameters (see [`Scheme::validate`]).
