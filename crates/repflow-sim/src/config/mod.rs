@@ -181,6 +181,12 @@ impl Config {
                 "must be positive",
             ));
         }
+        if tcp.initial_ssthresh.is_some_and(|s| s < 2) {
+            return Err(ConfigError::new(
+                "tcp.initial_ssthresh",
+                "must be at least 2 segments (RFC 5681's smallest ssthresh), or unset for none",
+            ));
+        }
         if let Some(w) = tcp.max_window {
             if w.0 < tcp.mss as u64 {
                 return Err(ConfigError::new(

@@ -177,6 +177,9 @@ pub struct TcpConfig {
     /// (JSON) or `"none"` removes the cap.
     #[serde(with = "opt_bytes")]
     pub max_window: Option<Bytes>,
+    /// Slow-start threshold of a new connection, in segments; unset (the default, as Linux)
+    /// means unlimited: slow start runs until the first loss or ECN echo.
+    pub initial_ssthresh: Option<u32>,
 }
 
 impl Default for TcpConfig {
@@ -194,6 +197,7 @@ impl Default for TcpConfig {
             delayed_ack_timeout: Duration(1_000_000_000),
             dupack_threshold: 3,
             max_window: Some(Bytes(65_535)),
+            initial_ssthresh: None,
         }
     }
 }

@@ -1,0 +1,153 @@
+//! The receiving half of a TCP connection: cumulative ACKs, out-of-order segments,
+//! delayed ACKs and DCTCP's ECN echo.
+
+use super::TcpParams;
+use crate::engine::Time;
+use crate::packet::{flag, kind, Packet};
+
+/// The receiving half of a connection.
+pub struct Receiver {
+    total: u32,
+    rcv_nxt: u32,
+    ooo: Vec<u64>,
+    pending: u32,
+    pending_ts: Time,
+    /// Delayed-ACK deadline, if an ACK is held back.
+    pub delack_deadline: Option<Time>,
+    /// Every segment has arrived.
+    pub complete: bool,
+    /// DCTCP's CE state: the CE bit of the last data segment received.
+    ce_pending: bool,
+    /// Data segments that arrived when the receiver already held them: retransmissions that
+    /// were not needed (spurious), as only the receiver can tell without SACK.
+    pub duplicate_segments: u64,
+}
+
+impl Receiver {
+    /// A receiver for a flow of `total` segments.
+    pub fn new(total: u32) -> Receiver {
+        Receiver {
+            total,
+            rcv_nxt: 0,
+            ooo: Vec::new(),
+            pending: 0,
+            pending_ts: 0,
+            delack_deadline: None,
+            complete: false,
+            ce_pending: false,
+            duplicate_segments: 0,
+        }
+    }
+
+    /// Next segment expected.
+    pub fn rcv_nxt(&self) -> u32 {
+        self.rcv_nxt
+    }
+
+    fn has(&self, s: u32) -> bool {
+        let w = (s / 64) as usize;
+        w < self.ooo.len() && self.ooo[w] & (1 << (s % 64)) != 0
+    }
+
+    fn set(&mut self, s: u32) {
+        let w = (s / 64) as usize;
+        if self.ooo.len() <= w {
+            self.ooo.resize(w + 1, 0);
+        }
+        self.ooo[w] |= 1 << (s % 64);
+    }
+
+    fn ack(&mut self, conn: u32, p: &TcpParams, ts: Time, ece: bool, out: &mut Vec<Packet>) {
+        out.push(Packet {
+            conn,
+            seq: self.rcv_nxt,
+            ts,
+            bytes: p.header as u16,
+            kind: kind::ACK,
+            flags: if ece { flag::ECE } else { 0 },
+            ..Packet::default()
+        });
+        self.pending = 0;
+        self.delack_deadline = None;
+    }
+
+    /// Handles a SYN or data segment; returns `true` when this segment completes the flow.
+    pub fn on_packet(
+        &mut self,
+        p: &TcpParams,
+        pkt: &Packet,
+        now: Time,
+        out: &mut Vec<Packet>,
+    ) -> bool {
+        if pkt.kind == kind::SYN {
+            out.push(Packet {
+                conn: pkt.conn,
+                seq: 0,
+                ts: pkt.ts,
+                bytes: p.header as u16,
+                kind: kind::SYNACK,
+                ..Packet::default()
+            });
+            return false;
+        }
+        let s = pkt.seq;
+        let ce = pkt.flags & flag::CE != 0;
+        // DCTCP's receiver (Alizadeh et al. 2010, Fig. 10): the ECN echo of every ACK is the
+        // CE state of the segments it covers. When the CE state changes while segments are
+        // held back by delayed ACKs, those segments are acknowledged at once with the old
+        // state (cumulative ACK up to the segment before this one); the new segment then
+        // starts the next delayed ACK under the new state. Without delayed ACKs every ACK
+        // echoes the CE bit of the segment that triggered it. Plain TCP never sees CE.
+        if ce != self.ce_pending && self.pending > 0 {
+            let ts = self.pending_ts;
+            let prev = self.ce_pending;
+            self.ack(pkt.conn, p, ts, prev, out);
+        }
+        self.ce_pending = ce;
+        let mut immediate = !p.delayed_ack;
+        if s == self.rcv_nxt {
+            self.rcv_nxt += 1;
+            if self.has(self.rcv_nxt) {
+                immediate = true; // filled a hole
+                while self.has(self.rcv_nxt) {
+                    self.rcv_nxt += 1;
+                }
+            }
+        } else {
+            if s > self.rcv_nxt && !self.has(s) {
+                self.set(s);
+            } else {
+                self.duplicate_segments += 1;
+            }
+            immediate = true; // out of order or duplicate
+        }
+        if self.rcv_nxt >= self.total && !self.ooo.is_empty() {
+            self.ooo = Vec::new();
+        }
+        if self.pending == 0 {
+            self.pending_ts = pkt.ts;
+        }
+        self.pending += 1;
+        if immediate || self.pending >= 2 {
+            let ts = self.pending_ts;
+            self.ack(pkt.conn, p, ts, ce, out);
+        } else {
+            self.delack_deadline = Some(now + p.delack_timeout);
+        }
+        if !self.complete && self.rcv_nxt >= self.total {
+            self.complete = true;
+            return true;
+        }
+        false
+    }
+
+    /// The delayed-ACK timer fired.
+    pub fn on_delack_timer(&mut self, conn: u32, p: &TcpParams, out: &mut Vec<Packet>) {
+        if self.pending > 0 {
+            let ts = self.pending_ts;
+            let ce = self.ce_pending;
+            self.ack(conn, p, ts, ce, out);
+        }
+        self.delack_deadline = None;
+    }
+}

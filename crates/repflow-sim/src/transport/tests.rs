@@ -1,0 +1,377 @@
+//! Unit tests of the TCP state machines: exact segment sequences for each loss-recovery
+//! path (the expected sequences are derived by hand from RFC 5681, 6582 and 6298).
+
+use super::*;
+use crate::packet::{flag, kind, Packet};
+
+fn params() -> TcpParams {
+    TcpParams::from_config(&TcpConfig::default())
+}
+
+#[test]
+fn segments_and_payloads() {
+    let p = params();
+    assert_eq!(p.segments(1), 1);
+    assert_eq!(p.segments(1460), 1);
+    assert_eq!(p.segments(1461), 2);
+    assert_eq!(p.payload(1461, 1), 1);
+    assert_eq!(p.payload(2920, 1), 1460);
+}
+
+#[test]
+fn reno_growth() {
+    let mut w = Window {
+        cwnd: 10,
+        cwnd_cnt: 0,
+        ssthresh: 12,
+    };
+    reno_increase(&mut w, 4);
+    // Slow start is capped at two segments per ACK; the rest of the ACK counts towards
+    // congestion avoidance.
+    assert_eq!(w.cwnd, 12);
+    assert_eq!(w.cwnd_cnt, 2);
+    let mut v = Window {
+        cwnd: 10,
+        cwnd_cnt: 0,
+        ssthresh: 100,
+    };
+    reno_increase(&mut v, 10);
+    assert_eq!(v.cwnd, 12);
+    reno_increase(&mut w, 10);
+    assert_eq!(w.cwnd, 13);
+}
+
+#[test]
+fn fast_retransmit_on_three_dupacks() {
+    let mut p = params();
+    p.handshake = false;
+    let mut s = Sender::new(0, 20 * 1460, &p, Box::new(NewReno));
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    assert_eq!(out.len(), 12);
+    out.clear();
+    let ack = |seq| Packet {
+        seq,
+        kind: kind::ACK,
+        ts: 0,
+        ..Packet::default()
+    };
+    s.on_packet(&p, &ack(1), 10, &mut out);
+    assert_eq!(out.len(), 2, "slow start releases two per ACK");
+    out.clear();
+    for _ in 0..3 {
+        s.on_packet(&p, &ack(1), 11, &mut out);
+    }
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].seq, 1);
+    assert_eq!(s.stats.retransmissions, 1);
+    assert_eq!(s.win.ssthresh, 6);
+}
+
+fn ce_seg(seq: u32, ce: bool) -> Packet {
+    Packet {
+        seq,
+        kind: kind::DATA,
+        flags: flag::ECT | if ce { flag::CE } else { 0 },
+        ..Packet::default()
+    }
+}
+
+fn acks(out: &[Packet]) -> Vec<(u32, bool)> {
+    out.iter()
+        .map(|a| (a.seq, a.flags & flag::ECE != 0))
+        .collect()
+}
+
+#[test]
+fn dctcp_echo_without_delayed_acks_copies_each_segments_ce() {
+    let p = params();
+    let mut r = Receiver::new(10);
+    let mut out = Vec::new();
+    for (i, ce) in [false, true, true, false, true].into_iter().enumerate() {
+        r.on_packet(&p, &ce_seg(i as u32, ce), i as Time, &mut out);
+    }
+    assert_eq!(
+        acks(&out),
+        [(1, false), (2, true), (3, true), (4, false), (5, true)]
+    );
+}
+
+#[test]
+fn dctcp_echo_with_delayed_acks_follows_the_two_state_machine() {
+    let mut p = params();
+    p.delayed_ack = true;
+    let mut r = Receiver::new(10);
+    let mut out = Vec::new();
+    let ces = [false, false, true, true, false, true];
+    for (i, ce) in ces.into_iter().enumerate() {
+        r.on_packet(&p, &ce_seg(i as u32, ce), i as Time, &mut out);
+    }
+    // 0,1: one ACK (2) without ECE. 2: CE state flips with nothing held: held back.
+    // 3: second segment under CE: ACK 4 with ECE. 4: flips back, nothing held: held.
+    // 5: flips to CE while 4 is held: 4 is acknowledged at once without ECE (ACK 5),
+    // and 5 waits under the new state.
+    assert_eq!(acks(&out), [(2, false), (4, true), (5, false)]);
+    out.clear();
+    r.on_delack_timer(0, &p, &mut out);
+    assert_eq!(acks(&out), [(6, true)]);
+}
+
+#[test]
+fn receiver_acks_holes_and_completes_once() {
+    let p = params();
+    let mut r = Receiver::new(3);
+    let mut out = Vec::new();
+    let seg = |seq| Packet {
+        seq,
+        kind: kind::DATA,
+        ..Packet::default()
+    };
+    assert!(!r.on_packet(&p, &seg(0), 0, &mut out));
+    assert!(!r.on_packet(&p, &seg(2), 1, &mut out));
+    assert_eq!(out.last().unwrap().seq, 1);
+    assert!(r.on_packet(&p, &seg(1), 2, &mut out));
+    assert_eq!(out.last().unwrap().seq, 3);
+    assert!(!r.on_packet(&p, &seg(1), 3, &mut out));
+}
+
+// ---------------------------------------------------------------------------------------
+// Loss recovery, segment by segment. A 12-segment flow, initial window 4, no handshake, no
+// receive-window cap, NewReno; the test plays the network: it decides which segments arrive
+// and feeds the ACKs a receiver would send.
+
+const MS: Time = 1_000_000_000;
+
+fn lossy_params(handshake: bool) -> TcpParams {
+    let mut p = params();
+    p.handshake = handshake;
+    p.init_cwnd = 4;
+    p.max_window = u32::MAX;
+    p
+}
+
+fn sender(p: &TcpParams) -> Sender {
+    Sender::new(0, 12 * 1460, p, Box::new(NewReno))
+}
+
+/// A cumulative ACK of segments below `next`, echoing send time `ts`.
+fn ack_at(next: u32, ts: Time) -> Packet {
+    Packet {
+        seq: next,
+        ts,
+        kind: kind::ACK,
+        ..Packet::default()
+    }
+}
+
+fn seqs(out: &mut Vec<Packet>) -> Vec<u32> {
+    let v = out.iter().map(|p| p.seq).collect();
+    out.clear();
+    v
+}
+
+#[test]
+fn newreno_partial_ack_retransmits_the_next_hole_then_a_full_ack_ends_recovery() {
+    let p = lossy_params(false);
+    let mut s = sender(&p);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    assert_eq!(seqs(&mut out), [0, 1, 2, 3]);
+    // Segments 1 and 3 are lost. Segment 0 arrives: ACK 1 opens the window to 5 (slow start,
+    // one segment acknowledged), so segments 4 and 5 follow (5 in flight: 1..=5).
+    s.on_packet(&p, &ack_at(1, 0), MS, &mut out);
+    assert_eq!(seqs(&mut out), [4, 5]);
+    // Segments 2, 4 and 5 arrive: three duplicate ACKs of 1. The third triggers fast
+    // retransmit (RFC 5681 3.2): ssthresh = max(FlightSize / 2, 2) = max(5 / 2, 2) = 2,
+    // segment 1 is resent, cwnd = ssthresh + 3 = 5, recover = 5 (RFC 6582).
+    for _ in 0..2 {
+        s.on_packet(&p, &ack_at(1, 0), MS, &mut out);
+        assert!(out.is_empty());
+    }
+    s.on_packet(&p, &ack_at(1, 0), MS, &mut out);
+    assert_eq!(seqs(&mut out), [1]);
+    assert_eq!((s.win.ssthresh, s.win.cwnd), (2, 5));
+    // The retransmitted 1 fills the first hole: ACK 3, below recover, is a partial ACK
+    // (RFC 6582 3.2 step 5): segment 3 is resent at once, cwnd is deflated by the two
+    // segments acknowledged and one is added back (5 − 2 + 1 = 4), which lets one new
+    // segment out (flight 6 − 3 = 3 < 4).
+    s.on_packet(&p, &ack_at(3, MS), 2 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [3, 6]);
+    assert_eq!(s.win.cwnd, 4);
+    // The retransmitted 3 completes 0..=5: ACK 6 covers recover, a full ACK (step 3, option
+    // 1): cwnd = min(ssthresh, FlightSize + 1) = min(2, 1 + 1) = 2; recovery ends and
+    // congestion avoidance sends one more segment.
+    s.on_packet(&p, &ack_at(6, 2 * MS), 3 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [7]);
+    assert_eq!((s.win.cwnd, s.win.ssthresh), (2, 2));
+    assert_eq!(s.stats.retransmissions, 2);
+    assert_eq!(s.stats.fast_retransmits, 2);
+    assert_eq!((s.stats.timeout_retransmits, s.stats.timeouts), (0, 0));
+    // Out of recovery, three further duplicate ACKs of a segment above recover may start a
+    // new recovery (the ACK covers more than recover: step 1).
+    s.on_packet(&p, &ack_at(7, 3 * MS), 4 * MS, &mut out);
+    out.clear();
+    for _ in 0..3 {
+        s.on_packet(&p, &ack_at(7, 3 * MS), 4 * MS, &mut out);
+    }
+    assert_eq!(seqs(&mut out), [7]);
+    assert_eq!(s.stats.fast_retransmits, 3);
+}
+
+#[test]
+fn duplicate_acks_below_recover_after_a_timeout_start_no_fast_retransmit() {
+    // RFC 6582 4.1: after a timeout, recover is the highest segment sent; duplicate ACKs
+    // that do not cover it are taken for the go-back-N resends' echoes, not a new loss.
+    let p = lossy_params(false);
+    let mut s = sender(&p);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    out.clear();
+    s.on_timeout(&p, 10 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [0]);
+    for _ in 0..3 {
+        s.on_packet(&p, &ack_at(0, 0), 11 * MS, &mut out);
+    }
+    assert!(out.is_empty(), "no fast retransmit below recover");
+    assert_eq!(s.stats.fast_retransmits, 0);
+}
+
+#[test]
+fn timeouts_back_off_exponentially_and_go_back_n_resends_from_the_first_hole() {
+    let p = lossy_params(false);
+    assert_eq!(
+        (p.min_rto, p.initial_rto, p.backoff),
+        (10 * MS, 10 * MS, 2.0)
+    );
+    let mut s = sender(&p);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    assert_eq!(seqs(&mut out), [0, 1, 2, 3]);
+    assert_eq!(s.rto_deadline, Some(10 * MS));
+    // The whole window is lost. The timer fires (RFC 6298 5.4–5.6): the RTO doubles to
+    // 20 ms, ssthresh = max(4 / 2, 2) = 2, cwnd = 1 (RFC 5681 (4)), and only the first
+    // unacknowledged segment is resent, with the timer restarted for the new RTO.
+    s.on_timeout(&p, 10 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [0]);
+    assert_eq!((s.win.cwnd, s.win.ssthresh), (1, 2));
+    assert_eq!(s.rto_deadline, Some(30 * MS));
+    // Lost again: 40 ms.
+    s.on_timeout(&p, 30 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [0]);
+    assert_eq!(s.rto_deadline, Some(70 * MS));
+    assert_eq!(s.stats.timeouts, 2);
+    // Its ACK arrives 1 ms later, echoing the resend's time: an RTT sample of 1 ms gives an
+    // RTO of 1 + 4 × 0.5 = 3 ms, raised to the 10 ms minimum (the backoff is gone with the
+    // new sample). Slow start: cwnd 2; go-back-N resends 1 and 2, sent once before.
+    s.on_packet(&p, &ack_at(1, 30 * MS), 31 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [1, 2]);
+    assert_eq!(s.rto_deadline, Some(41 * MS));
+    // Both arrive: ACK 3 acknowledges two segments at cwnd = ssthresh = 2, a whole window
+    // of congestion avoidance, so cwnd = 3; the sender goes on from 3 (resent: sent once
+    // before) with the new 4 and 5.
+    s.on_packet(&p, &ack_at(3, 31 * MS), 32 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [3, 4, 5]);
+    assert_eq!(s.win.cwnd, 3);
+    assert_eq!(
+        s.stats.retransmissions, 5,
+        "0 twice, then 1, 2 and 3 go back"
+    );
+    assert_eq!(s.stats.timeout_retransmits, 5);
+    assert_eq!(s.stats.fast_retransmits, 0);
+}
+
+#[test]
+fn the_backoff_stops_at_max_rto() {
+    let mut p = lossy_params(false);
+    p.max_rto = 25 * MS;
+    let mut s = sender(&p);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    s.on_timeout(&p, 10 * MS, &mut out);
+    assert_eq!(s.rto_deadline, Some(30 * MS));
+    s.on_timeout(&p, 30 * MS, &mut out);
+    assert_eq!(
+        s.rto_deadline,
+        Some(55 * MS),
+        "20 ms doubled is capped at 25 ms"
+    );
+}
+
+#[test]
+fn a_lost_syn_is_resent_after_the_initial_rto_with_backoff() {
+    let p = lossy_params(true);
+    let mut s = sender(&p);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    assert_eq!(out.iter().map(|p| p.kind).collect::<Vec<_>>(), [kind::SYN]);
+    out.clear();
+    assert_eq!(s.rto_deadline, Some(10 * MS));
+    s.on_timeout(&p, 10 * MS, &mut out);
+    assert_eq!(
+        out.iter().map(|p| (p.kind, p.ts)).collect::<Vec<_>>(),
+        [(kind::SYN, 10 * MS)]
+    );
+    out.clear();
+    assert_eq!(s.rto_deadline, Some(30 * MS));
+    assert_eq!((s.stats.timeouts, s.stats.syn_timeouts), (1, 1));
+    assert_eq!(
+        s.stats.retransmissions, 0,
+        "a SYN is not a data retransmission"
+    );
+    // The SYN-ACK echoes the resent SYN's time: RTT 1 ms; the first window follows.
+    let synack = Packet {
+        kind: kind::SYNACK,
+        ts: 10 * MS,
+        ..Packet::default()
+    };
+    s.on_packet(&p, &synack, 11 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [0, 1, 2, 3]);
+    assert_eq!(s.state, SenderState::Established);
+    assert_eq!(s.rto_deadline, Some(21 * MS));
+}
+
+#[test]
+fn a_lost_syn_ack_is_answered_again_and_a_duplicate_segment_is_counted() {
+    let p = lossy_params(true);
+    let mut r = Receiver::new(2);
+    let mut out = Vec::new();
+    let syn = |ts| Packet {
+        kind: kind::SYN,
+        ts,
+        ..Packet::default()
+    };
+    // The SYN-ACK of the first SYN is lost; the client's timer resends the SYN, which the
+    // receiver answers again (it keeps no half-open state to lose).
+    r.on_packet(&p, &syn(0), MS, &mut out);
+    r.on_packet(&p, &syn(10 * MS), 11 * MS, &mut out);
+    assert_eq!(
+        out.iter().map(|p| (p.kind, p.ts)).collect::<Vec<_>>(),
+        [(kind::SYNACK, 0), (kind::SYNACK, 10 * MS)]
+    );
+    out.clear();
+    let seg = |seq| Packet {
+        seq,
+        kind: kind::DATA,
+        ..Packet::default()
+    };
+    r.on_packet(&p, &seg(1), 12 * MS, &mut out);
+    r.on_packet(&p, &seg(1), 13 * MS, &mut out);
+    r.on_packet(&p, &seg(0), 14 * MS, &mut out);
+    r.on_packet(&p, &seg(0), 15 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [0, 0, 2, 2]);
+    assert_eq!(r.duplicate_segments, 2, "the second 1 and the second 0");
+}
+
+#[test]
+fn initial_ssthresh_ends_slow_start() {
+    let mut p = lossy_params(false);
+    p.initial_ssthresh = 5;
+    let mut s = sender(&p);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    out.clear();
+    // ACK 2 (two segments): slow start adds one to reach ssthresh 5, the other segment
+    // counts towards congestion avoidance.
+    s.on_packet(&p, &ack_at(2, 0), MS, &mut out);
+    assert_eq!((s.win.cwnd, s.win.cwnd_cnt), (5, 1));
+}
