@@ -141,7 +141,7 @@ pub fn ideal_fct(
     let mut busy_f = vec![0; fwd.len()];
     let mut busy_r = vec![0; rev.len()];
     let mut snd = Sender::new(0, size, p, cc);
-    let mut rcv = Receiver::new(snd.total_segments());
+    let mut rcv = Receiver::new(snd.total_segments(), p.sack);
     let mut q = Queue {
         heap: BinaryHeap::with_capacity(64),
         seq: 0,
@@ -233,7 +233,7 @@ pub fn ideal_fct(
             Ev::AtSender(i) => {
                 q.free.push(i);
                 let pkt = q.packets[i];
-                snd.on_packet(p, &pkt, now, &mut out)
+                snd.on_packet(p, &pkt, rcv.sack_log(), now, &mut out)
             }
             Ev::Rto => {
                 if rto_at == Some(now) {

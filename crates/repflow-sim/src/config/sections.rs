@@ -180,6 +180,9 @@ pub struct TcpConfig {
     /// Slow-start threshold of a new connection, in segments; unset (the default, as Linux)
     /// means unlimited: slow start runs until the first loss or ECN echo.
     pub initial_ssthresh: Option<u32>,
+    /// SACK: the receiver reports the segments it holds out of order (RFC 2018) and the
+    /// sender recovers by RFC 6675's scoreboard; off: NewReno (RFC 6582).
+    pub sack: bool,
 }
 
 impl Default for TcpConfig {
@@ -198,6 +201,7 @@ impl Default for TcpConfig {
             dupack_threshold: 3,
             max_window: Some(Bytes(65_535)),
             initial_ssthresh: None,
+            sack: false,
         }
     }
 }

@@ -259,7 +259,7 @@ impl<'a> World<'a> {
                 fwd,
                 rev,
                 snd,
-                rcv: Receiver::new(total),
+                rcv: Receiver::new(total, self.tcp.sack),
                 rto_at: None,
                 delack_at: None,
                 wire_bytes: 0,
@@ -491,7 +491,7 @@ impl<'a> World<'a> {
                 self.copy_completed(conn_id);
             }
         } else {
-            c.snd.on_packet(&tcp, &pkt, now, &mut out);
+            c.snd.on_packet(&tcp, &pkt, c.rcv.sack_log(), now, &mut out);
             self.out = out;
         }
         self.flush(conn_id);

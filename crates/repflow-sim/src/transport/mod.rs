@@ -155,6 +155,8 @@ pub struct TcpParams {
     pub max_window: u32,
     /// Slow-start threshold of a new connection, segments (`u32::MAX`: unlimited).
     pub initial_ssthresh: u32,
+    /// SACK loss recovery (RFC 2018, RFC 6675) instead of NewReno's.
+    pub sack: bool,
     /// Mark data packets ECN-capable.
     pub ecn: bool,
 }
@@ -179,6 +181,7 @@ impl TcpParams {
                 .map(|b| (b.0 / c.mss as u64).max(1).min(u32::MAX as u64) as u32)
                 .unwrap_or(u32::MAX),
             initial_ssthresh: c.initial_ssthresh.unwrap_or(u32::MAX),
+            sack: c.sack,
             ecn: false,
         }
     }
@@ -196,9 +199,11 @@ impl TcpParams {
 }
 
 mod receiver;
+mod sack;
 mod sender;
 
 pub use receiver::Receiver;
+pub use sack::Scoreboard;
 pub use sender::Sender;
 
 #[cfg(test)]

@@ -21,11 +21,15 @@ pub struct Receiver {
     /// Data segments that arrived when the receiver already held them: retransmissions that
     /// were not needed (spurious), as only the receiver can tell without SACK.
     pub duplicate_segments: u64,
+    /// With SACK: every distinct data segment received, in order of arrival (see
+    /// [`super::Scoreboard`]); an ACK carries its length.
+    log: Vec<u32>,
+    sack: bool,
 }
 
 impl Receiver {
-    /// A receiver for a flow of `total` segments.
-    pub fn new(total: u32) -> Receiver {
+    /// A receiver for a flow of `total` segments (with SACK when `sack`).
+    pub fn new(total: u32, sack: bool) -> Receiver {
         Receiver {
             total,
             rcv_nxt: 0,
@@ -36,7 +40,14 @@ impl Receiver {
             complete: false,
             ce_pending: false,
             duplicate_segments: 0,
+            log: Vec::new(),
+            sack,
         }
+    }
+
+    /// With SACK, the distinct data segments received in order of arrival (empty without).
+    pub fn sack_log(&self) -> &[u32] {
+        &self.log
     }
 
     /// Next segment expected.
@@ -60,7 +71,13 @@ impl Receiver {
     fn ack(&mut self, conn: u32, p: &TcpParams, ts: Time, ece: bool, out: &mut Vec<Packet>) {
         out.push(Packet {
             conn,
-            seq: self.rcv_nxt,
+            // With SACK, the length of the receipt log (the cumulative ACK and the SACK
+            // blocks follow from it); without, the cumulative ACK.
+            seq: if self.sack {
+                self.log.len() as u32
+            } else {
+                self.rcv_nxt
+            },
             ts,
             bytes: p.header as u16,
             kind: kind::ACK,
@@ -105,6 +122,9 @@ impl Receiver {
         }
         self.ce_pending = ce;
         let mut immediate = !p.delayed_ack;
+        if self.sack && s >= self.rcv_nxt && !self.has(s) {
+            self.log.push(s);
+        }
         if s == self.rcv_nxt {
             self.rcv_nxt += 1;
             if self.has(self.rcv_nxt) {

@@ -1,7 +1,7 @@
 //! The sending half of a TCP connection: handshake, windowed transmission, NewReno loss
 //! recovery (RFC 5681, RFC 6582) and the retransmission timer (RFC 6298).
 
-use super::{AckInfo, CongestionControl, SenderState, SenderStats, TcpParams, Window};
+use super::{AckInfo, CongestionControl, Scoreboard, SenderState, SenderStats, TcpParams, Window};
 use crate::engine::Time;
 use crate::packet::{flag, kind, Packet};
 
@@ -30,6 +30,9 @@ pub struct Sender {
     /// Counters.
     pub stats: SenderStats,
     first_payload_bytes: u64,
+    /// With SACK: what the receiver holds, and the recovery's end (RFC 6675 RecoveryPoint).
+    sack: Option<Box<Scoreboard>>,
+    recovery_point: u32,
 }
 
 impl Sender {
@@ -58,6 +61,10 @@ impl Sender {
             rto_deadline: None,
             stats: SenderStats::default(),
             first_payload_bytes: 0,
+            sack: p
+                .sack
+                .then(|| Box::new(Scoreboard::new(p.dupack_threshold))),
+            recovery_point: 0,
         }
     }
 
@@ -146,6 +153,11 @@ impl Sender {
         let window = self.win.cwnd.min(p.max_window);
         while self.snd_nxt < self.total && self.snd_nxt - self.snd_una < window {
             let seq = self.snd_nxt;
+            if self.sack.as_ref().is_some_and(|sb| sb.held(seq)) {
+                // After a timeout, go-back-N skips what SACK says the receiver holds.
+                self.snd_nxt += 1;
+                continue;
+            }
             self.send_segment(p, seq, false, now, out);
             self.snd_nxt += 1;
             if self.snd_nxt > self.snd_max {
@@ -171,8 +183,16 @@ impl Sender {
         self.rto = rto.clamp(p.min_rto, p.max_rto);
     }
 
-    /// Handles an ACK or SYN-ACK.
-    pub fn on_packet(&mut self, p: &TcpParams, pkt: &Packet, now: Time, out: &mut Vec<Packet>) {
+    /// Handles an ACK or SYN-ACK. `sack_log` is the receiver's receipt log (see
+    /// [`Scoreboard`]; empty without SACK).
+    pub fn on_packet(
+        &mut self,
+        p: &TcpParams,
+        pkt: &Packet,
+        sack_log: &[u32],
+        now: Time,
+        out: &mut Vec<Packet>,
+    ) {
         match self.state {
             SenderState::Done | SenderState::Cancelled | SenderState::Idle => return,
             SenderState::SynSent => {
@@ -187,6 +207,10 @@ impl Sender {
             SenderState::Established => {}
         }
         if pkt.kind != kind::ACK {
+            return;
+        }
+        if self.sack.is_some() {
+            self.on_sack_ack(p, pkt, sack_log, now, out);
             return;
         }
         let ack = pkt.seq;
@@ -250,6 +274,114 @@ impl Sender {
                 self.win.cwnd_cnt = 0;
                 self.rto_deadline = Some(now + self.rto);
             }
+        }
+    }
+
+    /// An ACK with SACK (RFC 6675): the scoreboard learns what the receiver holds; a
+    /// duplicate ACK is one that reports newly held segments without moving the cumulative
+    /// ACK; recovery starts at DupThresh of them or when the first unacknowledged segment is
+    /// lost by the scoreboard, and sends by NextSeg while `cwnd − pipe ≥ 1`.
+    fn on_sack_ack(
+        &mut self,
+        p: &TcpParams,
+        pkt: &Packet,
+        log: &[u32],
+        now: Time,
+        out: &mut Vec<Packet>,
+    ) {
+        let sb = self.sack.as_mut().expect("a SACK sender");
+        let newly_held = sb.apply(log, pkt.seq);
+        let ack = sb.cumulative(self.snd_una);
+        let ece = pkt.flags & flag::ECE != 0;
+        if ack > self.snd_una {
+            let acked = ack - self.snd_una;
+            self.snd_una = ack;
+            if self.snd_nxt < self.snd_una {
+                self.snd_nxt = self.snd_una;
+            }
+            if pkt.ts > 0 || now > 0 {
+                self.rtt_sample(p, now.saturating_sub(pkt.ts));
+            }
+            if self.snd_una >= self.total {
+                self.state = SenderState::Done;
+                self.rto_deadline = None;
+                return;
+            }
+            self.rto_deadline = Some(now + self.rto);
+            if self.in_recovery && ack >= self.recovery_point {
+                // The recovery's last segment is acknowledged: it ends with cwnd = ssthresh.
+                self.in_recovery = false;
+                self.dupacks = 0;
+                self.win.cwnd = self.win.ssthresh;
+                self.win.cwnd_cnt = 0;
+            } else if self.in_recovery {
+                self.sack_send(p, now, out);
+                return;
+            } else {
+                self.dupacks = 0;
+                let info = AckInfo {
+                    acked,
+                    ece,
+                    ack,
+                    snd_nxt: self.snd_nxt,
+                    now,
+                    bytes_sent: self.first_payload_bytes,
+                };
+                self.cc.on_ack(&mut self.win, &info);
+            }
+            self.try_send(p, now, out);
+            return;
+        }
+        if newly_held == 0 || self.snd_una >= self.snd_max {
+            return;
+        }
+        self.dupacks += 1;
+        if self.in_recovery {
+            self.sack_send(p, now, out);
+            return;
+        }
+        let lost = self
+            .sack
+            .as_ref()
+            .is_some_and(|sb| sb.is_lost(self.snd_una));
+        let after_recover = self.recover.is_none_or(|r| self.snd_una > r);
+        if (self.dupacks >= p.dupack_threshold || lost) && after_recover {
+            let flight = self.snd_max - self.snd_una;
+            self.win.ssthresh = self.cc.ssthresh_after_loss(&self.win, flight);
+            self.win.cwnd = self.win.ssthresh;
+            self.win.cwnd_cnt = 0;
+            self.in_recovery = true;
+            self.recovery_point = self.snd_max;
+            self.recover = Some(self.snd_max - 1);
+            let una = self.snd_una;
+            let sb = self.sack.as_mut().expect("a SACK sender");
+            sb.start_recovery(una);
+            sb.mark_retransmitted(una);
+            self.send_segment(p, una, true, now, out);
+            self.rto_deadline = Some(now + self.rto);
+            self.sack_send(p, now, out);
+        }
+    }
+
+    /// RFC 6675's transmission in recovery: while `cwnd − pipe ≥ 1`, the next lost segment
+    /// not yet retransmitted, else new data within the receive window.
+    fn sack_send(&mut self, p: &TcpParams, now: Time, out: &mut Vec<Packet>) {
+        let sb = self.sack.as_ref().expect("a SACK sender");
+        let mut pipe = sb.pipe(self.snd_una, self.snd_max);
+        while self.win.cwnd > pipe {
+            let sb = self.sack.as_mut().expect("a SACK sender");
+            if let Some(s) = sb.next_lost(self.snd_una, self.snd_max) {
+                sb.mark_retransmitted(s);
+                self.send_segment(p, s, true, now, out);
+            } else if self.snd_max < self.total && self.snd_max - self.snd_una < p.max_window {
+                let s = self.snd_max;
+                self.send_segment(p, s, false, now, out);
+                self.snd_max += 1;
+                self.snd_nxt = self.snd_max;
+            } else {
+                break;
+            }
+            pipe += 1;
         }
     }
 

@@ -56,11 +56,11 @@ fn fast_retransmit_on_three_dupacks() {
         ts: 0,
         ..Packet::default()
     };
-    s.on_packet(&p, &ack(1), 10, &mut out);
+    s.on_packet(&p, &ack(1), &[], 10, &mut out);
     assert_eq!(out.len(), 2, "slow start releases two per ACK");
     out.clear();
     for _ in 0..3 {
-        s.on_packet(&p, &ack(1), 11, &mut out);
+        s.on_packet(&p, &ack(1), &[], 11, &mut out);
     }
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].seq, 1);
@@ -86,7 +86,7 @@ fn acks(out: &[Packet]) -> Vec<(u32, bool)> {
 #[test]
 fn dctcp_echo_without_delayed_acks_copies_each_segments_ce() {
     let p = params();
-    let mut r = Receiver::new(10);
+    let mut r = Receiver::new(10, false);
     let mut out = Vec::new();
     for (i, ce) in [false, true, true, false, true].into_iter().enumerate() {
         r.on_packet(&p, &ce_seg(i as u32, ce), i as Time, &mut out);
@@ -101,7 +101,7 @@ fn dctcp_echo_without_delayed_acks_copies_each_segments_ce() {
 fn dctcp_echo_with_delayed_acks_follows_the_two_state_machine() {
     let mut p = params();
     p.delayed_ack = true;
-    let mut r = Receiver::new(10);
+    let mut r = Receiver::new(10, false);
     let mut out = Vec::new();
     let ces = [false, false, true, true, false, true];
     for (i, ce) in ces.into_iter().enumerate() {
@@ -120,7 +120,7 @@ fn dctcp_echo_with_delayed_acks_follows_the_two_state_machine() {
 #[test]
 fn receiver_acks_holes_and_completes_once() {
     let p = params();
-    let mut r = Receiver::new(3);
+    let mut r = Receiver::new(3, false);
     let mut out = Vec::new();
     let seg = |seq| Packet {
         seq,
@@ -179,29 +179,29 @@ fn newreno_partial_ack_retransmits_the_next_hole_then_a_full_ack_ends_recovery()
     assert_eq!(seqs(&mut out), [0, 1, 2, 3]);
     // Segments 1 and 3 are lost. Segment 0 arrives: ACK 1 opens the window to 5 (slow start,
     // one segment acknowledged), so segments 4 and 5 follow (5 in flight: 1..=5).
-    s.on_packet(&p, &ack_at(1, 0), MS, &mut out);
+    s.on_packet(&p, &ack_at(1, 0), &[], MS, &mut out);
     assert_eq!(seqs(&mut out), [4, 5]);
     // Segments 2, 4 and 5 arrive: three duplicate ACKs of 1. The third triggers fast
     // retransmit (RFC 5681 3.2): ssthresh = max(FlightSize / 2, 2) = max(5 / 2, 2) = 2,
     // segment 1 is resent, cwnd = ssthresh + 3 = 5, recover = 5 (RFC 6582).
     for _ in 0..2 {
-        s.on_packet(&p, &ack_at(1, 0), MS, &mut out);
+        s.on_packet(&p, &ack_at(1, 0), &[], MS, &mut out);
         assert!(out.is_empty());
     }
-    s.on_packet(&p, &ack_at(1, 0), MS, &mut out);
+    s.on_packet(&p, &ack_at(1, 0), &[], MS, &mut out);
     assert_eq!(seqs(&mut out), [1]);
     assert_eq!((s.win.ssthresh, s.win.cwnd), (2, 5));
     // The retransmitted 1 fills the first hole: ACK 3, below recover, is a partial ACK
     // (RFC 6582 3.2 step 5): segment 3 is resent at once, cwnd is deflated by the two
     // segments acknowledged and one is added back (5 − 2 + 1 = 4), which lets one new
     // segment out (flight 6 − 3 = 3 < 4).
-    s.on_packet(&p, &ack_at(3, MS), 2 * MS, &mut out);
+    s.on_packet(&p, &ack_at(3, MS), &[], 2 * MS, &mut out);
     assert_eq!(seqs(&mut out), [3, 6]);
     assert_eq!(s.win.cwnd, 4);
     // The retransmitted 3 completes 0..=5: ACK 6 covers recover, a full ACK (step 3, option
     // 1): cwnd = min(ssthresh, FlightSize + 1) = min(2, 1 + 1) = 2; recovery ends and
     // congestion avoidance sends one more segment.
-    s.on_packet(&p, &ack_at(6, 2 * MS), 3 * MS, &mut out);
+    s.on_packet(&p, &ack_at(6, 2 * MS), &[], 3 * MS, &mut out);
     assert_eq!(seqs(&mut out), [7]);
     assert_eq!((s.win.cwnd, s.win.ssthresh), (2, 2));
     assert_eq!(s.stats.retransmissions, 2);
@@ -209,10 +209,10 @@ fn newreno_partial_ack_retransmits_the_next_hole_then_a_full_ack_ends_recovery()
     assert_eq!((s.stats.timeout_retransmits, s.stats.timeouts), (0, 0));
     // Out of recovery, three further duplicate ACKs of a segment above recover may start a
     // new recovery (the ACK covers more than recover: step 1).
-    s.on_packet(&p, &ack_at(7, 3 * MS), 4 * MS, &mut out);
+    s.on_packet(&p, &ack_at(7, 3 * MS), &[], 4 * MS, &mut out);
     out.clear();
     for _ in 0..3 {
-        s.on_packet(&p, &ack_at(7, 3 * MS), 4 * MS, &mut out);
+        s.on_packet(&p, &ack_at(7, 3 * MS), &[], 4 * MS, &mut out);
     }
     assert_eq!(seqs(&mut out), [7]);
     assert_eq!(s.stats.fast_retransmits, 3);
@@ -230,7 +230,7 @@ fn duplicate_acks_below_recover_after_a_timeout_start_no_fast_retransmit() {
     s.on_timeout(&p, 10 * MS, &mut out);
     assert_eq!(seqs(&mut out), [0]);
     for _ in 0..3 {
-        s.on_packet(&p, &ack_at(0, 0), 11 * MS, &mut out);
+        s.on_packet(&p, &ack_at(0, 0), &[], 11 * MS, &mut out);
     }
     assert!(out.is_empty(), "no fast retransmit below recover");
     assert_eq!(s.stats.fast_retransmits, 0);
@@ -263,13 +263,13 @@ fn timeouts_back_off_exponentially_and_go_back_n_resends_from_the_first_hole() {
     // Its ACK arrives 1 ms later, echoing the resend's time: an RTT sample of 1 ms gives an
     // RTO of 1 + 4 × 0.5 = 3 ms, raised to the 10 ms minimum (the backoff is gone with the
     // new sample). Slow start: cwnd 2; go-back-N resends 1 and 2, sent once before.
-    s.on_packet(&p, &ack_at(1, 30 * MS), 31 * MS, &mut out);
+    s.on_packet(&p, &ack_at(1, 30 * MS), &[], 31 * MS, &mut out);
     assert_eq!(seqs(&mut out), [1, 2]);
     assert_eq!(s.rto_deadline, Some(41 * MS));
     // Both arrive: ACK 3 acknowledges two segments at cwnd = ssthresh = 2, a whole window
     // of congestion avoidance, so cwnd = 3; the sender goes on from 3 (resent: sent once
     // before) with the new 4 and 5.
-    s.on_packet(&p, &ack_at(3, 31 * MS), 32 * MS, &mut out);
+    s.on_packet(&p, &ack_at(3, 31 * MS), &[], 32 * MS, &mut out);
     assert_eq!(seqs(&mut out), [3, 4, 5]);
     assert_eq!(s.win.cwnd, 3);
     assert_eq!(
@@ -324,7 +324,7 @@ fn a_lost_syn_is_resent_after_the_initial_rto_with_backoff() {
         ts: 10 * MS,
         ..Packet::default()
     };
-    s.on_packet(&p, &synack, 11 * MS, &mut out);
+    s.on_packet(&p, &synack, &[], 11 * MS, &mut out);
     assert_eq!(seqs(&mut out), [0, 1, 2, 3]);
     assert_eq!(s.state, SenderState::Established);
     assert_eq!(s.rto_deadline, Some(21 * MS));
@@ -333,7 +333,7 @@ fn a_lost_syn_is_resent_after_the_initial_rto_with_backoff() {
 #[test]
 fn a_lost_syn_ack_is_answered_again_and_a_duplicate_segment_is_counted() {
     let p = lossy_params(true);
-    let mut r = Receiver::new(2);
+    let mut r = Receiver::new(2, false);
     let mut out = Vec::new();
     let syn = |ts| Packet {
         kind: kind::SYN,
@@ -372,6 +372,112 @@ fn initial_ssthresh_ends_slow_start() {
     out.clear();
     // ACK 2 (two segments): slow start adds one to reach ssthresh 5, the other segment
     // counts towards congestion avoidance.
-    s.on_packet(&p, &ack_at(2, 0), MS, &mut out);
+    s.on_packet(&p, &ack_at(2, 0), &[], MS, &mut out);
     assert_eq!((s.win.cwnd, s.win.cwnd_cnt), (5, 1));
+}
+
+/// Plays one round trip: the sender's first window of 10 from a 20-segment flow, segments 1
+/// and 3 lost, every other segment delivered in order and its ACK returned at once. Returns
+/// what the sender sent in response (before anything it sent arrives).
+fn first_round_trip(sack: bool) -> (Vec<u32>, Sender, Receiver) {
+    let mut p = lossy_params(false);
+    p.init_cwnd = 10;
+    p.sack = sack;
+    let mut s = Sender::new(0, 20 * 1460, &p, Box::new(NewReno));
+    let mut r = Receiver::new(20, sack);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    let window = seqs(&mut out);
+    assert_eq!(window, (0..10).collect::<Vec<_>>());
+    let mut sent = Vec::new();
+    let mut acks = Vec::new();
+    for seq in window.into_iter().filter(|&x| x != 1 && x != 3) {
+        let seg = Packet {
+            seq,
+            kind: kind::DATA,
+            ..Packet::default()
+        };
+        r.on_packet(&p, &seg, MS, &mut acks);
+        for a in acks.drain(..) {
+            s.on_packet(&p, &a, r.sack_log(), 2 * MS, &mut out);
+            sent.extend(seqs(&mut out));
+        }
+    }
+    (sent, s, r)
+}
+
+#[test]
+fn sack_repairs_both_holes_in_one_round_trip_where_newreno_repairs_one() {
+    // NewReno: the ACK of 0 releases 10 and 11 (cwnd 11); the third duplicate ACK (from 5)
+    // resends 1 with ssthresh = 11 / 2 = 5 and cwnd = 5 + 3 = 8; the duplicate ACKs of 6, 7,
+    // 8 and 9 inflate cwnd to 12, which lets 12 out (12 − 1 = 11 in flight). The second
+    // hole waits for the partial ACK, a round trip later.
+    let (sent, s, _) = first_round_trip(false);
+    assert_eq!(sent, [10, 11, 1, 12]);
+    assert_eq!(s.stats.fast_retransmits, 1);
+    // SACK (RFC 6675): the ACK of 0 releases 10 and 11 (cwnd 11). Segments 2, 4, 5 are three
+    // duplicate ACKs reporting new SACKed data: recovery with ssthresh = cwnd = 11 / 2 = 5,
+    // segment 1 resent (lost: 2, 4, 5 above it). pipe counts 1 (resent) and 3, 6..=11 (in
+    // flight, not lost) = 8 ≥ 5. Each of 6, 7, 8 SACKs one more segment: once 3 has three
+    // SACKed segments above it (4, 5, 6) it is lost and leaves pipe; after 8, pipe = 1
+    // (resent 1) + 3 (9, 10, 11) = 4 < 5, and NextSeg resends the lost 3; after 9, pipe = 4
+    // again and new data 12 goes.
+    let (sent, s, _) = first_round_trip(true);
+    assert_eq!(sent, [10, 11, 1, 3, 12]);
+    assert_eq!(s.stats.fast_retransmits, 2);
+    assert_eq!((s.win.ssthresh, s.win.cwnd), (5, 5));
+}
+
+#[test]
+fn sack_recovery_ends_at_the_recovery_point_and_a_timeout_skips_held_segments() {
+    let mut p = lossy_params(false);
+    p.init_cwnd = 10;
+    p.sack = true;
+    let (_, mut s, mut r) = first_round_trip(true);
+    let mut out = Vec::new();
+    let mut acks = Vec::new();
+    // The resent 1 arrives: ACK up to 3 (partial: below the recovery point 10) keeps
+    // recovery going; then the resent 3 completes 0..=11: ACK 12 ≥ recovery point ends it
+    // with cwnd = ssthresh.
+    for seq in [1, 3, 10, 11] {
+        let seg = Packet {
+            seq,
+            kind: kind::DATA,
+            ..Packet::default()
+        };
+        r.on_packet(&p, &seg, 3 * MS, &mut acks);
+        for a in acks.drain(..) {
+            s.on_packet(&p, &a, r.sack_log(), 4 * MS, &mut out);
+        }
+    }
+    out.clear();
+    assert_eq!(s.win.cwnd, s.win.ssthresh);
+    // Now 12 is lost and 13.. arrive: a timeout then resends 12 alone and go-back-N skips
+    // the segments SACK reports held.
+    for seq in [13, 14] {
+        let seg = Packet {
+            seq,
+            kind: kind::DATA,
+            ..Packet::default()
+        };
+        r.on_packet(&p, &seg, 5 * MS, &mut acks);
+        for a in acks.drain(..) {
+            s.on_packet(&p, &a, r.sack_log(), 6 * MS, &mut out);
+        }
+    }
+    out.clear();
+    s.on_timeout(&p, 100 * MS, &mut out);
+    assert_eq!(seqs(&mut out), [12]);
+    let seg = Packet {
+        seq: 12,
+        kind: kind::DATA,
+        ..Packet::default()
+    };
+    r.on_packet(&p, &seg, 101 * MS, &mut acks);
+    for a in acks.drain(..) {
+        s.on_packet(&p, &a, r.sack_log(), 102 * MS, &mut out);
+    }
+    // ACK 15 (12, 13, 14 held): slow start from cwnd 1 to 2 sends 15 and 16, none resent.
+    let next = seqs(&mut out);
+    assert!(next.iter().all(|&x| x >= 15), "{next:?}");
 }
