@@ -8,8 +8,8 @@ pub use crate::scheme::SchemeConfig;
 use crate::units::Duration;
 pub use error::ConfigError;
 pub use sections::{
-    HashKind, PairPattern, QueueConfig, RoutingConfig, TcpConfig, TopologyConfig, TopologyKind,
-    TraceFlow, WorkloadConfig,
+    HashKind, PairPattern, QueueConfig, RoutingConfig, TcpConfig, TcpProfile, TopologyConfig,
+    TopologyKind, TraceFlow, WorkloadConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +56,9 @@ impl Config {
         let mut value: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| ConfigError::new("config", format!("not valid JSON: {e}")))?;
         let scheme = value.as_object_mut().and_then(|m| m.remove("scheme"));
+        if let Some(tcp) = value.as_object_mut().and_then(|m| m.get_mut("tcp")) {
+            apply_profile(tcp)?;
+        }
         let mut cfg: Config = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
@@ -264,6 +267,34 @@ impl Config {
     }
 }
 
+/// Fills the `[tcp]` table's missing fields from its profile (`dc` when none is named), so
+/// that fields given explicitly override the profile and the result records every value.
+fn apply_profile(tcp: &mut serde_json::Value) -> Result<(), ConfigError> {
+    let Some(table) = tcp.as_object_mut() else {
+        return Ok(()); // the schema check reports the type
+    };
+    let profile: TcpProfile = match table.get("profile") {
+        None => TcpProfile::Dc,
+        Some(v) => serde_json::from_value(v.clone()).map_err(|_| {
+            ConfigError::new(
+                "tcp.profile",
+                format!(
+                    "unknown profile {v}; one of {}",
+                    TcpProfile::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
+    let base = serde_json::to_value(TcpConfig::for_profile(profile))
+        .map_err(|e| ConfigError::new("tcp.profile", e.to_string()))?;
+    if let serde_json::Value::Object(base) = base {
+        for (k, v) in base {
+            table.entry(k).or_insert(v);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +305,24 @@ mod tests {
         c.validate().unwrap();
         let text = serde_json::to_string(&c).unwrap();
         assert_eq!(Config::from_json(&text).unwrap(), c);
+    }
+
+    #[test]
+    fn a_tcp_profile_sets_every_field_and_explicit_fields_override_it() {
+        let c = Config::from_json(r#"{"tcp": {"profile": "linux"}}"#).unwrap();
+        assert_eq!(c.tcp, TcpConfig::for_profile(TcpProfile::Linux));
+        assert_eq!(c.tcp.min_rto, Duration(200_000_000_000));
+        assert!(c.tcp.sack && c.tcp.delayed_ack && c.tcp.max_window.is_none());
+        let c = Config::from_json(r#"{"tcp": {"profile": "linux", "min_rto": "5ms"}}"#).unwrap();
+        assert_eq!(c.tcp.min_rto, Duration(5_000_000_000));
+        assert_eq!(c.tcp.initial_rto, Duration(1_000_000_000_000));
+        // The resolved configuration reads back to itself.
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(Config::from_json(&text).unwrap(), c);
+        let e = Config::from_json(r#"{"tcp": {"profile": "bsd"}}"#).unwrap_err();
+        assert_eq!(e.field, "tcp.profile");
+        assert!(e.message.contains("dc, linux"), "{e}");
+        assert_eq!(Config::default().tcp.profile, TcpProfile::Dc);
     }
 
     #[test]

@@ -146,10 +146,32 @@ impl Default for RoutingConfig {
     }
 }
 
-/// TCP NewReno parameters.
+/// A named set of TCP defaults (`tcp.profile`): every `[tcp]` field not given explicitly
+/// takes the profile's value. docs/configuration.md gives each value's source.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TcpProfile {
+    /// Data-center simulation defaults: 10 ms minimum and initial RTO, IW 12, 1460-byte
+    /// segments, no delayed ACKs, a 64 KB receive window, NewReno.
+    #[default]
+    Dc,
+    /// Linux's defaults: 200 ms minimum RTO, 1 s initial RTO, 120 s maximum, IW 10, delayed
+    /// ACKs (40 ms), SACK, timestamps (1448-byte payload, 52-byte headers), window scaling
+    /// (no 64 KB cap), unlimited initial ssthresh.
+    Linux,
+}
+
+impl TcpProfile {
+    /// Every profile's name.
+    pub const NAMES: &'static [&'static str] = &["dc", "linux"];
+}
+
+/// TCP parameters.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TcpConfig {
+    /// The profile the other fields' defaults come from.
+    pub profile: TcpProfile,
     /// Maximum segment size (payload bytes per packet).
     pub mss: u32,
     /// Header bytes added to every packet (IP + TCP).
@@ -187,7 +209,40 @@ pub struct TcpConfig {
 
 impl Default for TcpConfig {
     fn default() -> Self {
+        TcpConfig::for_profile(TcpProfile::Dc)
+    }
+}
+
+impl TcpConfig {
+    /// Every field at `profile`'s value.
+    pub fn for_profile(profile: TcpProfile) -> TcpConfig {
+        let ms = |n: u64| Duration(n * 1_000_000_000);
+        match profile {
+            TcpProfile::Dc => TcpConfig::dc(),
+            TcpProfile::Linux => TcpConfig {
+                profile,
+                // A 1500-byte MTU less 20 B IP, 20 B TCP and 12 B of timestamp option.
+                mss: 1448,
+                header: 52,
+                init_cwnd: 10,
+                min_rto: ms(200),
+                max_rto: ms(120_000),
+                initial_rto: ms(1000),
+                rto_backoff: 2.0,
+                handshake: true,
+                delayed_ack: true,
+                delayed_ack_timeout: ms(40),
+                dupack_threshold: 3,
+                max_window: None,
+                initial_ssthresh: None,
+                sack: true,
+            },
+        }
+    }
+
+    fn dc() -> TcpConfig {
         TcpConfig {
+            profile: TcpProfile::Dc,
             mss: 1460,
             header: 40,
             init_cwnd: 12,
