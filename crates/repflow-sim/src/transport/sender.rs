@@ -183,6 +183,34 @@ impl Sender {
         self.rto = rto.clamp(p.min_rto, p.max_rto);
     }
 
+    /// Takes in a cumulative ACK of new data (`ack > snd_una`): moves `snd_una` and takes an
+    /// RTT sample from the echoed send time. Returns the segments newly acknowledged.
+    fn advance(&mut self, p: &TcpParams, pkt: &Packet, ack: u32, now: Time) -> u32 {
+        let acked = ack - self.snd_una;
+        self.snd_una = ack;
+        if self.snd_nxt < self.snd_una {
+            self.snd_nxt = self.snd_una;
+        }
+        if pkt.ts > 0 || now > 0 {
+            self.rtt_sample(p, now.saturating_sub(pkt.ts));
+        }
+        acked
+    }
+
+    /// Lets the congestion control grow the window for `acked` segments acknowledged outside
+    /// loss recovery.
+    fn grow(&mut self, acked: u32, ece: bool, ack: u32, now: Time) {
+        let info = AckInfo {
+            acked,
+            ece,
+            ack,
+            snd_nxt: self.snd_nxt,
+            now,
+            bytes_sent: self.first_payload_bytes,
+        };
+        self.cc.on_ack(&mut self.win, &info);
+    }
+
     /// Handles an ACK or SYN-ACK. `sack_log` is the receiver's receipt log (see
     /// [`Scoreboard`]; empty without SACK).
     pub fn on_packet(
@@ -216,14 +244,7 @@ impl Sender {
         let ack = pkt.seq;
         let ece = pkt.flags & flag::ECE != 0;
         if ack > self.snd_una {
-            let acked = ack - self.snd_una;
-            self.snd_una = ack;
-            if self.snd_nxt < self.snd_una {
-                self.snd_nxt = self.snd_una;
-            }
-            if pkt.ts > 0 || now > 0 {
-                self.rtt_sample(p, now.saturating_sub(pkt.ts));
-            }
+            let acked = self.advance(p, pkt, ack, now);
             if self.in_recovery {
                 let recover = self.recover.expect("recovery sets recover");
                 if ack > recover {
@@ -241,15 +262,7 @@ impl Sender {
                 }
             } else {
                 self.dupacks = 0;
-                let info = AckInfo {
-                    acked,
-                    ece,
-                    ack,
-                    snd_nxt: self.snd_nxt,
-                    now,
-                    bytes_sent: self.first_payload_bytes,
-                };
-                self.cc.on_ack(&mut self.win, &info);
+                self.grow(acked, ece, ack, now);
             }
             if self.snd_una >= self.total {
                 self.state = SenderState::Done;
@@ -294,14 +307,7 @@ impl Sender {
         let ack = sb.cumulative(self.snd_una);
         let ece = pkt.flags & flag::ECE != 0;
         if ack > self.snd_una {
-            let acked = ack - self.snd_una;
-            self.snd_una = ack;
-            if self.snd_nxt < self.snd_una {
-                self.snd_nxt = self.snd_una;
-            }
-            if pkt.ts > 0 || now > 0 {
-                self.rtt_sample(p, now.saturating_sub(pkt.ts));
-            }
+            let acked = self.advance(p, pkt, ack, now);
             if self.snd_una >= self.total {
                 self.state = SenderState::Done;
                 self.rto_deadline = None;
@@ -319,15 +325,7 @@ impl Sender {
                 return;
             } else {
                 self.dupacks = 0;
-                let info = AckInfo {
-                    acked,
-                    ece,
-                    ack,
-                    snd_nxt: self.snd_nxt,
-                    now,
-                    bytes_sent: self.first_payload_bytes,
-                };
-                self.cc.on_ack(&mut self.win, &info);
+                self.grow(acked, ece, ack, now);
             }
             self.try_send(p, now, out);
             return;
