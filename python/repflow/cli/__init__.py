@@ -15,6 +15,12 @@ import sys
 
 from repflow.errors import UserError
 
+
+class Terminated(KeyboardInterrupt):
+    """Raised by a command's SIGTERM handler: unwinds like Ctrl-C (every cleanup runs), and
+    :func:`main` then exits 143 (128 + SIGTERM), as a process killed by SIGTERM reports."""
+
+
 #: Subcommand modules, in the order their commands appear in ``repflow --help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "sim",
@@ -83,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"repflow: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("repflow: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("repflow: interrupted", file=sys.stderr)
         return 130
