@@ -91,16 +91,67 @@ def test_key_depends_on_resolved_config_seed_and_version(tmp_path):
     assert point_key(a, "1") != point_key(a, "2")
 
 
-def test_unavailable_scheme_is_skipped_not_fatal_but_bad_point_is(tmp_path):
-    spec = parse_spec(SPEC.replace('["tcp", "rep3"]', '["tcp", "carrier-pigeon"]'), "t.toml")
+def test_only_a_planned_scheme_is_unavailable_and_a_bad_point_is_an_error(tmp_path):
+    spec = parse_spec(SPEC.replace('["tcp", "rep3"]', '["tcp", "mptcp"]'), "t.toml")
     plan = plan_sweep(spec, Store(tmp_path / "s"), "v")
-    assert set(plan.unavailable) == {"carrier-pigeon"}
-    assert "scheme.name" in plan.unavailable["carrier-pigeon"]
+    assert set(plan.unavailable) == {"mptcp"}
+    assert "not in this build" in plan.unavailable["mptcp"]
     assert len(plan.points) == 4 and all(p.status == "missing" for p in plan.points)
     bad = parse_spec(SPEC.replace("[0.2, 0.4]", "[0.2, 1.5]"), "t.toml")
     with pytest.raises(UserError) as e:
         plan_sweep(bad, Store(tmp_path / "s"), "v")
-    assert "workload.load" in str(e.value) and "t.toml" in str(e.value)
+    assert str(e.value).startswith("t.toml: [grid] workload.load = 1.5: workload.load")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ('kind = "star", hosts = 4', 'kind = "fat-tree", k = 5', "t.toml: [base] topology.k"),
+        ('kind = "star", hosts = 4', 'kind = "star", hosts = 4, link_rate = "fast"',
+         "t.toml: [base] topology.link_rate"),
+        ('duration = "2ms"', 'duration = "2ms", cdf = "no-such.cdf"',
+         "t.toml: [base] workload.cdf"),
+        ('"scheme.copies" = 3', '"scheme.copeis" = 3', "t.toml: [schemes.rep3] scheme.copeis"),
+        ('"scheme.copies" = 3', '"scheme.copies" = 0', "t.toml: [schemes.rep3] scheme.copies"),
+        ('["tcp", "rep3"]', '["tcp", "repflwo"]', "t.toml: [grid] scheme = 'repflwo': scheme.name"),
+        ('tcp.min_rto = ["1ms"]', 'tcp.min_rto = ["1ms", "soon"]',
+         "t.toml: [grid] tcp.min_rto = 'soon': tcp.min_rto"),
+        ('name = "t"', 'name = "t"\ntitel = "x"', "t.toml: [experiment] unknown key 'titel'"),
+    ],
+)  # fmt: skip
+def test_every_part_of_a_spec_is_validated_up_front(tmp_path, old, new, where):
+    assert old in SPEC
+    with pytest.raises(UserError) as e:
+        plan_sweep(parse_spec(SPEC.replace(old, new), "t.toml"), Store(tmp_path / "s"), "v")
+    msg = str(e.value)
+    assert msg.startswith(where), msg
+    assert "\n" not in msg
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_malformed_cdf_file_in_a_spec_is_named(tmp_path):
+    cdf = tmp_path / "bad.cdf"
+    cdf.write_text("100 0.5\n50 0.2\n")
+    text = SPEC.replace('duration = "2ms"', f'duration = "2ms", cdf = "{cdf}"')
+    with pytest.raises(UserError, match=r"^t.toml: \[base\] workload.cdf .*malformed"):
+        plan_sweep(parse_spec(text, "t.toml"), Store(tmp_path / "s"), "v")
+
+
+def test_sweep_with_an_unavailable_scheme_fails_unless_skipped(tmp_path, capsys):
+    from repflow.cli import main
+
+    spec = tmp_path / "t.toml"
+    spec.write_text(SPEC.replace('["tcp", "rep3"]', '["tcp", "mptcp"]').replace(
+        "[0.2, 0.4]", "[0.2]").replace("[1, 2]", "[1]").replace('"2ms"', '"1ms"'))
+    out = tmp_path / "o"
+    assert main(["sweep", str(spec), "--out", str(out), "--no-report", "-q", "-j", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "'mptcp'" in err and "--skip-unavailable" in err
+    assert not out.exists()
+    argv = ["sweep", str(spec), "--out", str(out), "--no-report", "-q", "-j", "1",
+            "--skip-unavailable"]  # fmt: skip
+    assert main(argv) == 0
+    assert "1 computed" in capsys.readouterr().err
 
 
 def _result(key: str, ok: bool = True) -> PointResult:

@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"repflow: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # A file system error no command anticipated (a disk filling up, a directory removed
+        # under us): one line naming the file, never a traceback.
+        where = f"'{exc.filename}': " if exc.filename else ""
+        print(f"repflow: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except Terminated:
         print("repflow: terminated", file=sys.stderr)
         return 143

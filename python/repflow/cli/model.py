@@ -52,7 +52,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="loads: START:STOP:STEP (inclusive), a comma list, or one number, each in (0,1) "
         "(default 0.1:0.8:0.1)",
     )
-    p.add_argument("--k", type=float, default=DEFAULT_K, help="initial window, packets (12)")
+    p.add_argument(
+        "--init-window",
+        "--k",
+        dest="init_window",
+        type=float,
+        default=DEFAULT_K,
+        help="TCP initial window k, packets (default 12; --k: deprecated old name — in `sim` "
+        "--k is the fat-tree arity)",
+    )
     p.add_argument(
         "--max-window", default="64KiB", help="maximum window M as a size (64KiB = 44 packets)"
     )
@@ -141,6 +149,14 @@ def atomic_output(out: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _model_outputs_only(d: Path) -> bool:
+    """Whether every entry of ``d`` is a file ``repflow model`` writes."""
+    return all(
+        e.is_file() and (e.name.startswith(("model-", "overlay")) or e.name.startswith("."))
+        for e in d.iterdir()
+    )
+
+
 def _workloads(args: argparse.Namespace) -> list[str]:
     names: list[str] = []
     for item in args.workload or ["websearch"]:
@@ -154,10 +170,30 @@ def _safe(name: str) -> str:
 
 def handler(args: argparse.Namespace) -> int:
     """Runs ``repflow model``."""
+    from repflow.cli.outdir import prepare_out
     from repflow.model import fct_table, format_table
     from repflow.model.overlay import parse_size
 
-    out = Path(args.out)
+    out = prepare_out(
+        args.out, command="model", owned=_model_outputs_only,
+        hint="`model --out` replaces only its own files (model-*, overlay*): choose another "
+        "directory",
+    )  # fmt: skip
+    if args.eps is not None and not 0.0 < args.eps <= 1.0:
+        raise UserError(
+            f"--eps must be in (0, 1] (the fraction of bytes in short flows), got {args.eps:g}"
+        )
+    if not 0.0 <= args.collision_p < 1.0:
+        raise UserError(
+            f"--collision-p: the hash-collision probability must be in [0, 1), got "
+            f"{args.collision_p:g}"
+        )
+    if not 1 <= args.copies <= 64:
+        raise UserError(f"--copies must be between 1 and 64, got {args.copies}")
+    if not args.init_window > 0:
+        raise UserError(
+            f"--init-window must be a positive number of packets, got {args.init_window:g}"
+        )
     if args.overlay:
         return _overlay(args, out)
     loads = parse_loads(args.loads)
@@ -170,7 +206,7 @@ def handler(args: argparse.Namespace) -> int:
     tables = []
     for wl in _workloads(args):
         df = fct_table(
-            wl, loads, k=args.k, M=M, S_L=S_L, eps=args.eps, p=args.collision_p,
+            wl, loads, k=args.init_window, M=M, S_L=S_L, eps=args.eps, p=args.collision_p,
             n=args.copies, mss=args.mss, sizes=args.sizes,
         )  # fmt: skip
         tables.append((wl, df))

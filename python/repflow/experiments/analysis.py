@@ -85,15 +85,23 @@ def point_metrics(flows: pd.DataFrame, short_max: int) -> dict[str, float]:
     }
 
 
-def load_sweep(store: Store, short_max: int | None = None) -> Loaded:
-    """Reads every point of the sweep in ``store`` and computes its metrics."""
+def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loaded:
+    """Reads every point of the sweep in ``store`` and computes its metrics; ``progress(msg)``
+    hears about every tenth of the points read."""
+    import time
+
     sweep = store.read_sweep()
+    listed = sweep.get("points", [])
+    last = time.monotonic()
     figs = sweep.get("spec", {}).get("figures", {})
     short_max = int(short_max or figs.get("short_max_bytes", 100_000))
     rows = []
     out = Loaded(sweep=sweep, points=pd.DataFrame())
     seen: set[str] = set()
-    for pt in sweep.get("points", []):
+    for i, pt in enumerate(listed):
+        if progress is not None and (time.monotonic() - last > 1.0 or i == 0):
+            progress(f"reading points: {i}/{len(listed)}")
+            last = time.monotonic()
         key, labels = pt["key"], pt["labels"]
         status = store.status(key)
         if status == "failed":

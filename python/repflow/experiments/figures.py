@@ -273,8 +273,9 @@ def plot_cdfs(
     return Figure(f"{workload}_cdf", f"{title}: CDF of short-flow FCT", png, svg, workload)
 
 
-def make_figures(loaded: Loaded, out: Path) -> list[Figure]:
-    """Every figure of a loaded sweep, written under ``out``."""
+def make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:
+    """Every figure of a loaded sweep, written under ``out``; ``progress(msg)`` hears of each
+    workload as its figures start."""
     if loaded.points.empty:
         return []
     figs_cfg: dict[str, Any] = loaded.sweep.get("spec", {}).get("figures", {})
@@ -286,7 +287,10 @@ def make_figures(loaded: Loaded, out: Path) -> list[Figure]:
     order = series_order(loaded.points, baseline)
     base_series = next((s for s in order if s == baseline), None)
     figures: list[Figure] = []
-    for w in sorted(agg["workload"].unique()):
+    workloads = sorted(agg["workload"].unique())
+    for i, w in enumerate(workloads):
+        if progress is not None:
+            progress(f"figures of {w} ({i + 1}/{len(workloads)})")
         title = workload_title(w, labels)
         figures.append(plot_workload(agg, w, order, out, title, normalized=False))
         model = None

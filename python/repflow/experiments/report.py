@@ -163,10 +163,20 @@ def _img_html(fig: Figure) -> str:
     )
 
 
-def build_report(root: str | Path) -> Report:
-    """Rebuilds figures, ``report.html`` and ``report.md`` of the sweep stored in ``root``."""
+def build_report(root: str | Path, progress=None) -> Report:
+    """Rebuilds figures, ``report.html`` and ``report.md`` of the sweep stored in ``root``;
+    ``progress(msg)`` (optional) hears of each step."""
+    import time
+
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(f"{msg} [{time.monotonic() - t0:.1f} s]")
+
     store = Store(root)
-    loaded = load_sweep(store)
+    loaded = load_sweep(store, progress=say)
+    say(f"read {len(loaded.points)} finished points")
     if loaded.points.empty:
         detail = ""
         if loaded.failures:
@@ -184,7 +194,8 @@ def build_report(root: str | Path) -> Report:
 
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=store.root))
     try:
-        figures = make_figures(loaded, tmp / "figures")
+        figures = make_figures(loaded, tmp / "figures", progress=say)
+        say(f"{len(figures)} figures drawn; writing the report")
         agg.to_csv(tmp / "summary.csv", index=False)
         html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep)
         (tmp / "report.html").write_text(html_text, encoding="utf-8")

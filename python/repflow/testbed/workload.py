@@ -431,13 +431,9 @@ def check_out(out: str | os.PathLike[str]) -> Path:
                 f"--out: directory '{p}' exists and is not empty; a testbed run never replaces "
                 "results: choose a new directory"
             )
-    parent = p.absolute().parent
-    probe = parent
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UserError(f"--out: cannot create '{p}': '{probe}' is not a writable directory")
-    return p
+    from repflow.cli.outdir import check_writable
+
+    return check_writable(p)
 
 
 def run_workload(
