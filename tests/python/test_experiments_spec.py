@@ -295,3 +295,57 @@ scheme = ["tcp", "l2dct-w2.5"]
         parse_spec(text, "x.toml")
     spec = parse_spec(text.replace("[schemes.l2dct-w2.5]", '[schemes."l2dct-w2.5"]'), "x.toml")
     assert spec.schemes["l2dct-w2.5"] == {"scheme.name": "l2dct"}
+
+
+def test_percentiles_across_seeds_are_pooled_with_their_flow_count():
+    from repflow.experiments.analysis import Loaded, aggregate, thin_p99_rows
+
+    rng = np.random.default_rng(4)
+    a, b = rng.exponential(1.0, 30), rng.exponential(5.0, 170)
+    points = pd.DataFrame({
+        "workload": "w", "series": "tcp", "scheme": "tcp", "load": 0.5, "seed": [1, 2],
+        "short_mean": [a.mean(), b.mean()],
+        "short_p99": [np.percentile(a, 99), np.percentile(b, 99)],
+        "short_p99_slowdown": [np.percentile(a, 99), np.percentile(b, 99)],
+    })  # fmt: skip
+    pooled = np.concatenate([a, b])
+    loaded = Loaded(sweep={}, points=points)
+    loaded.short_fcts[("w", "tcp", 0.5)] = pooled
+    loaded.short_slowdowns[("w", "tcp", 0.5)] = pooled * 2
+    agg = aggregate(points, loaded)
+    r = agg.iloc[0]
+    assert r.short_p99 == pytest.approx(np.percentile(pooled, 99))
+    assert r.short_p99 != pytest.approx(points["short_p99"].mean())  # not a mean of p99s
+    assert r.short_p99_slowdown == pytest.approx(np.percentile(pooled * 2, 99))
+    assert r.short_p99_flows == 200
+    assert r.short_mean == pytest.approx((a.mean() + b.mean()) / 2)
+    assert "short_mean_seed_std" in agg and r.seeds == 2
+    assert thin_p99_rows(agg).empty
+    loaded.short_fcts[("w", "tcp", 0.5)] = a
+    assert list(thin_p99_rows(aggregate(points, loaded))["short_p99_flows"]) == [30]
+
+
+def test_every_summary_csv_column_is_documented_with_its_unit(tmp_path):
+    from repflow.experiments.analysis import aggregate, point_metrics
+
+    flows = pd.DataFrame({"size": [10, 200_000], "fct": [0.1, 0.2], "slowdown": [2.0, 3.0],
+                          "bytes_sent": [10, 200_000]})  # fmt: skip
+    m = point_metrics(flows, 100_000)
+    points = pd.DataFrame([{"workload": "w", "series": "s", "scheme": "s", "load": 0.5,
+                            **m, "overhead": 0.0, "collision_frac": 0.0}])  # fmt: skip
+    cols = list(aggregate(points).columns)
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    table = doc[doc.index("`summary.csv` of a sweep report"):]
+    for c in cols:
+        name = c[: -len("_seed_std")] if c.endswith("_seed_std") else c
+        assert f"| `{name}` |" in table, c
+    assert not any(c.endswith(("_sd", "_std")) and not c.endswith("_seed_std") for c in cols)
+
+
+def test_claim_values_read_well():
+    got = {"websearch": [(0.2, 1.31), (0.2, 1.29)]}
+    assert cl._describe(got, lambda x: f"{x:.1f}×") == "web search: 1.3× (load 0.2)"
+    got = {"websearch": [(0.2, -0.3), (0.5, 0.2)]}
+    assert cl._describe(got, cl._signed_pct) == "web search: 0 % (loads 0.2–0.5)"
+    assert cl._signed_pct(-4.6) == "-5 %" and cl._signed_pct(3.0) == "+3 %"
+    assert cl._pct(-0.4) == "0 %"

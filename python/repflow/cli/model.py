@@ -149,6 +149,20 @@ def atomic_output(out: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _overlay_display(table):  # noqa: ANN001, ANN202
+    """The overlay table with its model cells spelled out: "no model" for a scheme the model
+    does not describe, "undefined (load ≥ 1)" where its effective load reaches 1."""
+    shown = table.copy()
+    for c in [c for c in shown.columns if c.startswith(("model_", "ratio_"))]:
+        shown[c] = [
+            ("no model" if not m else "undefined (load ≥ 1)")
+            if not (isinstance(v, float) and math.isfinite(v))
+            else f"{v:.3f}"
+            for v, m in zip(shown[c], shown["modelled"], strict=True)
+        ]
+    return shown
+
+
 def _model_outputs_only(d: Path) -> bool:
     """Whether every entry of ``d`` is a file ``repflow model`` writes."""
     return all(
@@ -244,24 +258,24 @@ def _overlay(args: argparse.Namespace, out: Path) -> int:
     with atomic_output(out) as tmp:
         table.to_csv(tmp / "overlay.csv", index=False)
         written.append(out / "overlay.csv")
-        for wl, model in curves.items():
-            sim = table[table["workload"] == wl]
-            title = f"model (lines) vs simulation (markers): {wl}, runs under {args.overlay}"
+        for group, model in curves.items():
+            sim = table[table["group"] == group]
+            title = f"model (lines) vs simulation (markers): {group}, runs under {args.overlay}"
             written += [
                 out / p.name
-                for p in overlay_figure(model, sim, tmp / f"overlay-{_safe(wl)}", title)
+                for p in overlay_figure(model, sim, tmp / f"overlay-{_safe(group)}", title)
             ]
     cols = ["workload", "scheme", "load", "runs", "short_flows", "unfinished",
             "sim_short_mean", "model_short_mean", "ratio_short_mean",
             "sim_short_p99", "model_short_p99", "sim_large_mean", "model_large_mean"]  # fmt: skip
+    if table["config"].astype(bool).any():
+        cols.insert(1, "config")
     from repflow.model import format_table
 
-    print(format_table(table, cols))
-    for wl, model in curves.items():
-        if model.attrs.get("mixed"):
-            print(
-                f"warning: runs of {wl} differ in {', '.join(model.attrs['mixed'])}; "
-                "the model uses the first run's values"
-            )
+    print(format_table(_overlay_display(table), cols))
+    print(
+        "model columns: 'no model' = the model does not describe this scheme; 'undefined' = "
+        "the scheme's effective load (1+eps)*load is at least 1. p99: the seeds' flows pooled."
+    )
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -117,7 +117,7 @@ def plot_workload(
     """The four-panel FCT-against-load figure of one workload."""
     sub = agg[agg["workload"] == workload]
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
-    suffix = "_sd" if normalized else ""
+    suffix = "_slowdown" if normalized else ""
     for ax, (metric, mtitle) in zip(axes, METRICS, strict=True):
         col = metric + suffix
         for i, series in enumerate(order):
@@ -126,7 +126,7 @@ def plot_workload(
                 continue
             scale = 1.0 if normalized else 1e3
             y = s[col].to_numpy(dtype=float) * scale
-            err = s[col + "_std"].fillna(0).to_numpy(dtype=float) * scale
+            err = s[col + "_seed_std"].fillna(0).to_numpy(dtype=float) * scale
             ax.errorbar(
                 s["load"], y, yerr=err if np.any(err > 0) else None,
                 label=series, color=_color(series, i), marker=_MARKERS[i % len(_MARKERS)],
@@ -283,7 +283,7 @@ def make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:
     labels = figs_cfg.get("workload_labels", {}) or {}
     cdf_loads = [float(x) for x in figs_cfg.get("cdf_loads", []) or []]
     short_max = int(figs_cfg.get("short_max_bytes", 100_000))
-    agg = aggregate(loaded.points)
+    agg = aggregate(loaded.points, loaded)
     order = series_order(loaded.points, baseline)
     base_series = next((s for s in order if s == baseline), None)
     figures: list[Figure] = []
