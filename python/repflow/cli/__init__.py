@@ -21,6 +21,29 @@ class Terminated(KeyboardInterrupt):
     :func:`main` then exits 143 (128 + SIGTERM), as a process killed by SIGTERM reports."""
 
 
+class _DeprecatedAliases:
+    """Mixin for argparse actions: using one of ``old`` prints a one-line note naming the
+    current flag (the value is taken as usual)."""
+
+    def __init__(self, *args, old: tuple[str, ...] = (), **kwargs) -> None:  # noqa: ANN002
+        self.old = old
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+        if option_string in self.old:
+            new = next(o for o in self.option_strings if o not in self.old and o.startswith("--"))
+            print(f"repflow: note: {option_string} is deprecated; use {new}", file=sys.stderr)
+        super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
+
+
+class DeprecatedStore(_DeprecatedAliases, argparse._StoreAction):
+    """``store`` action with deprecated alias names (``old=(...)``)."""
+
+
+class DeprecatedStoreTrue(_DeprecatedAliases, argparse._StoreTrueAction):
+    """``store_true`` action with deprecated alias names (``old=(...)``)."""
+
+
 #: Subcommand modules, in the order their commands appear in ``repflow --help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "sim",

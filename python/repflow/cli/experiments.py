@@ -32,9 +32,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-failed", action="store_true", help="recompute points whose simulation failed"
     )
+    from repflow.cli import DeprecatedStoreTrue
+
     p.add_argument(
-        "-q", "--quiet", "--no-progress", dest="quiet", action="store_true",
-        help="no live progress bar (--no-progress: old name, still accepted)",
+        "-q", "--quiet", "--no-progress", dest="quiet", action=DeprecatedStoreTrue,
+        old=("--no-progress",),
+        help="no live progress bar (--no-progress: deprecated old name)",
     )  # fmt: skip
     p.add_argument(
         "--skip-unavailable", action="store_true",

@@ -52,12 +52,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="loads: START:STOP:STEP (inclusive), a comma list, or one number, each in (0,1) "
         "(default 0.1:0.8:0.1)",
     )
+    from repflow.cli import DeprecatedStore
+
     p.add_argument(
         "--init-window",
         "--k",
         dest="init_window",
         type=float,
         default=DEFAULT_K,
+        action=DeprecatedStore,
+        old=("--k",),
+        metavar="SEGS",
         help="TCP initial window k, packets (default 12; --k: deprecated old name — in `sim` "
         "--k is the fat-tree arity)",
     )

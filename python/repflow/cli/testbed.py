@@ -255,6 +255,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=7000,
         help="first server port; each host serves PORT..PORT+3 (default 7000)",
     )
+    p.add_argument("-q", "--quiet", action="store_true", help="no live progress bar")
     p.add_argument(
         "--smartrep-cold",
         action="store_true",

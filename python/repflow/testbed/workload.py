@@ -709,6 +709,7 @@ def run_cli(tb: Testbed, args, checked: Mapping[str, Any] | None = None, say=pri
         drain=checked["drain"],
         smartrep_warm=not getattr(args, "smartrep_cold", False),
         flow_timeout=checked["flow_timeout"],
+        show_progress=not getattr(args, "quiet", False),
         say=say,
     )
     print(
