@@ -20,9 +20,15 @@ from repflow.experiments.store import PointResult, Store, point_key
 from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
 
 #: Simulator throughput used for estimates before any point of a store has been timed:
-#: wall seconds per gigabyte of offered traffic on a 128-host fat-tree, measured on the
-#: development machine (one core of a busy 2-core VM, quick spec: 2–6 s/GB).
-SECONDS_PER_OFFERED_GB = 3.0
+#: wall seconds per gigabyte of offered traffic on a 128-host fat-tree. Measured 2026-11-24 on
+#: the development machine (one core of a busy 2-core VM; 12 points of the quick spec: tcp and
+#: repflow 0.39–0.71 s/GB, median 0.46; higher at higher load) — see docs/experiments.md. The
+#: earlier 3.0 s/GB dated from a simulator about five times slower, and made every estimate
+#: 3–6× too high.
+SECONDS_PER_OFFERED_GB = 0.5
+#: Schemes that cost more per offered byte than TCP (measured on the same points: pFabric's
+#: priority queues 0.73–1.59 s/GB, about twice TCP's).
+SCHEME_COST = {"pfabric": 2.0}
 #: Larger networks cost more per byte (bigger working set): measured ~2× from 128 to 1,024
 #: hosts, modelled as (hosts / 128) ** (1/3).
 SIZE_EXPONENT = 1.0 / 3.0
@@ -124,7 +130,9 @@ def offered_gigabytes(resolved: dict[str, Any]) -> float:
 def estimate_seconds(resolved: dict[str, Any]) -> float:
     """Rough single-core wall time of one simulation, before calibration."""
     scale = (max(host_count(resolved), 1) / 128) ** SIZE_EXPONENT
-    return offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB * scale
+    scheme = (resolved.get("scheme") or {}).get("name")
+    cost = SCHEME_COST.get(str(scheme), 1.0)
+    return offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB * scale * cost
 
 
 def _validate(config: dict[str, Any]) -> dict[str, Any]:
