@@ -34,6 +34,9 @@ def _commands(target: str, spec: Path) -> dict[str, list[str]]:
         "report": ["report", target],
         "testbed run": ["testbed", "run", "--out", target],
         "testbed toy": ["testbed", "toy", "--out", target, "--prefix", "rfoo-"],
+        "send": ["send", "--to", "127.0.0.1:9", "--count", "1", "--out", target],
+        "load": ["load", "--peers", "127.0.0.1:9", "--load", "0.1", "--duration", "1s",
+                 "--out", target],
     }
 
 
