@@ -343,10 +343,11 @@ def test_sigterm_during_a_command_exits_143(monkeypatch, capsys, tmp_path):
             cleaned.append(True)
 
     monkeypatch.setattr(workload, "run_cli", run_cli)
+    before = signal.getsignal(signal.SIGTERM)
     assert main(["testbed", "run", "--out", str(tmp_path / "r")]) == 143
     assert cleaned == [True]
     assert "terminated" in capsys.readouterr().err
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is before  # the command's handler is gone again
 
 
 def test_merge_marks_failed_and_unfinished_flows_with_reasons(tmp_path):
