@@ -321,6 +321,10 @@ def test_percentiles_across_seeds_are_pooled_with_their_flow_count():
     assert r.short_mean == pytest.approx((a.mean() + b.mean()) / 2)
     assert "short_mean_seed_std" in agg and r.seeds == 2
     assert thin_p99_rows(agg).empty
+    srt = np.sort(pooled)
+    assert srt[193] <= r.short_p99_ci_lo <= r.short_p99 <= r.short_p99_ci_hi  # ranks ~195..200
+    assert r.short_p99_ci_hi == np.inf or r.short_p99_ci_hi <= srt[-1]
+    assert r.short_mean_ci95 > 0 and np.isfinite(r.short_mean_ci95)
     loaded.short_fcts[("w", "tcp", 0.5)] = a
     assert list(thin_p99_rows(aggregate(points, loaded))["short_p99_flows"]) == [30]
 
@@ -337,8 +341,12 @@ def test_every_summary_csv_column_is_documented_with_its_unit(tmp_path):
     doc = (REPO / "docs" / "metrics.md").read_text()
     table = doc[doc.index("`summary.csv` of a sweep report"):]
     for c in cols:
-        name = c[: -len("_seed_std")] if c.endswith("_seed_std") else c
-        assert f"| `{name}` |" in table, c
+        if c.endswith("_seed_std"):
+            assert "| `<metric>_seed_std` |" in table
+        elif c.endswith("_ci95"):
+            assert "| `<mean>_ci95` |" in table
+        else:
+            assert f"`{c}`" in table.replace("`, `", "` | `"), c
     assert not any(c.endswith(("_sd", "_std")) and not c.endswith("_seed_std") for c in cols)
 
 
@@ -349,3 +357,21 @@ def test_claim_values_read_well():
     assert cl._describe(got, cl._signed_pct) == "web search: 0 % (loads 0.2–0.5)"
     assert cl._signed_pct(-4.6) == "-5 %" and cl._signed_pct(3.0) == "+3 %"
     assert cl._pct(-0.4) == "0 %"
+
+
+def test_p99_and_mean_intervals_cover_the_truth_about_95_percent_of_the_time():
+    from repflow.experiments.analysis import mean_ci95, quantile_ci95
+
+    rng = np.random.default_rng(7)
+    true_p99 = -np.log(0.01)  # exponential(1)
+    hits_q = hits_m = 0
+    for _ in range(400):
+        v = np.sort(rng.exponential(1.0, 500))
+        lo, hi = quantile_ci95(v, 0.99)
+        hits_q += lo <= true_p99 <= hi
+        seeds = rng.exponential(1.0, 4)
+        half = mean_ci95(float(np.std(seeds, ddof=1)), 4)
+        hits_m += abs(seeds.mean() - 1.0) <= half
+    assert 0.90 <= hits_q / 400 <= 0.995
+    assert 0.85 <= hits_m / 400 <= 0.995  # t-interval on skewed data: near, not exactly, 95 %
+    assert quantile_ci95(np.arange(1.0, 51.0), 0.99)[1] == np.inf  # 50 flows cannot bound it

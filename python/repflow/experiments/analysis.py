@@ -179,21 +179,64 @@ def aggregate(points: pd.DataFrame, loaded: Loaded | None = None) -> pd.DataFram
     std = g.std(ddof=1).add_suffix("_seed_std")
     n = g.size().rename("seeds")
     out = pd.concat([mean, std, n], axis=1).reset_index()
+    for m in MEAN_METRICS:
+        if m in out:
+            out[f"{m}_ci95"] = [
+                mean_ci95(sd, int(k)) for sd, k in zip(out[f"{m}_seed_std"], out["seeds"],
+                                                        strict=True)
+            ]  # fmt: skip
     out["short_p99_flows"] = np.nan
+    for c in ("short_p99", "short_p99_slowdown"):
+        out[f"{c}_ci_lo"] = np.nan
+        out[f"{c}_ci_hi"] = np.nan
     if loaded is not None:
         for i, r in out.iterrows():
             k = (r["workload"], r["series"], r["load"])
-            fct = loaded.short_fcts.get(k)
-            sd = loaded.short_slowdowns.get(k)
-            if fct is None:
-                continue
-            out.at[i, "short_p99_flows"] = float(len(fct))
-            out.at[i, "short_p99"] = float(np.percentile(fct, 99)) if len(fct) else np.nan
-            if sd is not None:
-                out.at[i, "short_p99_slowdown"] = (
-                    float(np.percentile(sd, 99)) if len(sd) else np.nan
-                )
+            for col, pooled in (("short_p99", loaded.short_fcts.get(k)),
+                                ("short_p99_slowdown", loaded.short_slowdowns.get(k))):  # fmt: skip
+                if pooled is None:
+                    continue
+                v = np.sort(np.asarray(pooled, dtype=float))
+                if col == "short_p99":
+                    out.at[i, "short_p99_flows"] = float(len(v))
+                out.at[i, col] = float(np.percentile(v, 99)) if len(v) else np.nan
+                lo, hi = quantile_ci95(v, 0.99)
+                out.at[i, f"{col}_ci_lo"] = lo
+                out.at[i, f"{col}_ci_hi"] = hi
     return out
+
+
+#: Means whose confidence interval across seeds ``aggregate`` adds (``<metric>_ci95``).
+MEAN_METRICS = (
+    "short_mean", "large_mean", "all_mean",
+    "short_mean_slowdown", "large_mean_slowdown", "all_mean_slowdown",
+)  # fmt: skip
+
+
+def mean_ci95(seed_std: float, seeds: int) -> float:
+    """Half-width of the 95 % confidence interval of a mean over ``seeds`` per-seed values
+    (Student t; NaN with fewer than two seeds)."""
+    from scipy.stats import t
+
+    if seeds < 2 or not np.isfinite(seed_std):
+        return float("nan")
+    return float(t.ppf(0.975, seeds - 1) * seed_std / np.sqrt(seeds))
+
+
+def quantile_ci95(sorted_values: np.ndarray, q: float) -> tuple[float, float]:
+    """Distribution-free 95 % confidence interval of the ``q`` quantile from the order
+    statistics of ``sorted_values`` (the number of values below the true quantile is
+    Binomial(n, q)). The upper end is +inf when the sample is too small to bound it."""
+    from scipy.stats import binom
+
+    n = len(sorted_values)
+    if n == 0:
+        return float("nan"), float("nan")
+    lo = int(binom.ppf(0.025, n, q))  # order-statistic ranks, 1-based
+    hi = int(binom.ppf(0.975, n, q)) + 1
+    low = float(sorted_values[lo - 1]) if lo >= 1 else float(sorted_values[0])
+    high = float(sorted_values[hi - 1]) if hi <= n else float("inf")
+    return low, high
 
 
 def thin_p99_rows(agg: pd.DataFrame) -> pd.DataFrame:

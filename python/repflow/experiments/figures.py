@@ -3,8 +3,8 @@
 Per workload:
 
 * ``<w>_fct`` — FCT against load per scheme: (0,100KB] mean and 99th percentile, (100KB,∞) mean,
-  overall mean (the RepFlow paper's Figs. 8, 9 and 12), error bars = ±1 standard deviation
-  across seeds;
+  overall mean (the RepFlow paper's Figs. 8, 9 and 12), error bars = 95 % confidence intervals
+  (a mean's across seeds, Student t; a pooled p99's from its order statistics);
 * ``<w>_slowdown`` — the same, normalized by each flow's ideal FCT (slowdown), with the
   analytical model's curves beside them when :mod:`repflow.model` provides them;
 * ``<w>_gain`` — reduction of short-flow mean and 99th-percentile FCT against the baseline;
@@ -110,6 +110,23 @@ def _log_if_wide(ax, values) -> bool:  # noqa: ANN001
     return False
 
 
+def _ci_bars(s: pd.DataFrame, col: str, y: np.ndarray, scale: float) -> np.ndarray | None:
+    """Error bars of ``col``: the 95 % interval of a mean across seeds (Student t), or of a
+    pooled percentile (order statistics; an unbounded upper end is drawn to the axis edge)."""
+    if f"{col}_ci95" in s:
+        half = s[f"{col}_ci95"].fillna(0).to_numpy(dtype=float) * scale
+        return half if np.any(half > 0) else None
+    if f"{col}_ci_lo" in s:
+        lo = s[f"{col}_ci_lo"].to_numpy(dtype=float) * scale
+        hi = s[f"{col}_ci_hi"].to_numpy(dtype=float) * scale
+        top = np.nanmax(np.where(np.isfinite(hi), hi, y)) * 1.5 if len(y) else 0.0
+        hi = np.where(np.isfinite(hi), hi, top)
+        bars = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+        bars = np.nan_to_num(bars)
+        return bars if np.any(bars > 0) else None
+    return None
+
+
 def _legend_below(fig: plt.Figure, axes, ncol_max: int = 6) -> None:  # noqa: ANN001
     """One legend for the figure, below the axes (never over data)."""
     handles, labels = [], []
@@ -183,10 +200,12 @@ def plot_workload(
                 continue
             scale = 1.0 if normalized else 1e3
             y = s[col].to_numpy(dtype=float) * scale
-            err = s[col + "_seed_std"].fillna(0).to_numpy(dtype=float) * scale
+            err = _ci_bars(s, col, y, scale)
             shown += list(y)
+            # a small sideways offset per series, so the intervals do not hide each other
+            dx = 0.006 * (i - (len(order) - 1) / 2)
             ax.errorbar(
-                s["load"], y, yerr=err if np.any(err > 0) else None,
+                s["load"] + dx, y, yerr=err,
                 label=series, color=_color(series, i), marker=_MARKERS[i % len(_MARKERS)],
                 markersize=5, capsize=3, linewidth=1.6,
             )  # fmt: skip
@@ -209,7 +228,7 @@ def plot_workload(
             ax.set_ylim(bottom=0)
         ax.grid(True, which="both", alpha=0.3)
     kind = "normalized FCT (slowdown)" if normalized else "FCT"
-    fig.suptitle(f"{title}: {kind} against load (error bars: ±1 s.d. across seeds)")
+    fig.suptitle(f"{title}: {kind} against load (bars: 95 % confidence intervals)")
     fig.tight_layout()
     _legend_below(fig, axes)
     name = f"{workload}_{'slowdown' if normalized else 'fct'}"

@@ -282,7 +282,9 @@ def _render(
     verdict_line = ", ".join(f"{n} {v}" for v, n in verdict_counts.items())
     notes = (
         "FCT statistics exclude unfinished flows (counted in the tables). Means are means of "
-        "the per-seed means; error bars and ± are one standard deviation across seeds. "
+        "the per-seed means; ± in the tables is one standard deviation across seeds; error "
+        "bars in the figures are 95 % confidence intervals (a mean's: Student t across seeds, "
+        "wide with few seeds; a pooled p99's: from its order statistics). "
         "Percentiles (p99) pool the flows of every seed and show, in brackets, how many flows "
         f"each rests on; ⚠ marks a p99 of fewer than {P99_MIN_FLOWS} flows (its top 1 % is about "
         "one flow). Slowdown = FCT / ideal FCT of the flow alone on an idle path. Overhead = "
