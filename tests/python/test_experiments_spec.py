@@ -91,16 +91,67 @@ def test_key_depends_on_resolved_config_seed_and_version(tmp_path):
     assert point_key(a, "1") != point_key(a, "2")
 
 
-def test_unavailable_scheme_is_skipped_not_fatal_but_bad_point_is(tmp_path):
-    spec = parse_spec(SPEC.replace('["tcp", "rep3"]', '["tcp", "carrier-pigeon"]'), "t.toml")
+def test_only_a_planned_scheme_is_unavailable_and_a_bad_point_is_an_error(tmp_path):
+    spec = parse_spec(SPEC.replace('["tcp", "rep3"]', '["tcp", "mptcp"]'), "t.toml")
     plan = plan_sweep(spec, Store(tmp_path / "s"), "v")
-    assert set(plan.unavailable) == {"carrier-pigeon"}
-    assert "scheme.name" in plan.unavailable["carrier-pigeon"]
+    assert set(plan.unavailable) == {"mptcp"}
+    assert "not in this build" in plan.unavailable["mptcp"]
     assert len(plan.points) == 4 and all(p.status == "missing" for p in plan.points)
     bad = parse_spec(SPEC.replace("[0.2, 0.4]", "[0.2, 1.5]"), "t.toml")
     with pytest.raises(UserError) as e:
         plan_sweep(bad, Store(tmp_path / "s"), "v")
-    assert "workload.load" in str(e.value) and "t.toml" in str(e.value)
+    assert str(e.value).startswith("t.toml: [grid] workload.load = 1.5: workload.load")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ('kind = "star", hosts = 4', 'kind = "fat-tree", k = 5', "t.toml: [base] topology.k"),
+        ('kind = "star", hosts = 4', 'kind = "star", hosts = 4, link_rate = "fast"',
+         "t.toml: [base] topology.link_rate"),
+        ('duration = "2ms"', 'duration = "2ms", cdf = "no-such.cdf"',
+         "t.toml: [base] workload.cdf"),
+        ('"scheme.copies" = 3', '"scheme.copeis" = 3', "t.toml: [schemes.rep3] scheme.copeis"),
+        ('"scheme.copies" = 3', '"scheme.copies" = 0', "t.toml: [schemes.rep3] scheme.copies"),
+        ('["tcp", "rep3"]', '["tcp", "repflwo"]', "t.toml: [grid] scheme = 'repflwo': scheme.name"),
+        ('tcp.min_rto = ["1ms"]', 'tcp.min_rto = ["1ms", "soon"]',
+         "t.toml: [grid] tcp.min_rto = 'soon': tcp.min_rto"),
+        ('name = "t"', 'name = "t"\ntitel = "x"', "t.toml: [experiment] unknown key 'titel'"),
+    ],
+)  # fmt: skip
+def test_every_part_of_a_spec_is_validated_up_front(tmp_path, old, new, where):
+    assert old in SPEC
+    with pytest.raises(UserError) as e:
+        plan_sweep(parse_spec(SPEC.replace(old, new), "t.toml"), Store(tmp_path / "s"), "v")
+    msg = str(e.value)
+    assert msg.startswith(where), msg
+    assert "\n" not in msg
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_malformed_cdf_file_in_a_spec_is_named(tmp_path):
+    cdf = tmp_path / "bad.cdf"
+    cdf.write_text("100 0.5\n50 0.2\n")
+    text = SPEC.replace('duration = "2ms"', f'duration = "2ms", cdf = "{cdf}"')
+    with pytest.raises(UserError, match=r"^t.toml: \[base\] workload.cdf .*malformed"):
+        plan_sweep(parse_spec(text, "t.toml"), Store(tmp_path / "s"), "v")
+
+
+def test_sweep_with_an_unavailable_scheme_fails_unless_skipped(tmp_path, capsys):
+    from repflow.cli import main
+
+    spec = tmp_path / "t.toml"
+    spec.write_text(SPEC.replace('["tcp", "rep3"]', '["tcp", "mptcp"]').replace(
+        "[0.2, 0.4]", "[0.2]").replace("[1, 2]", "[1]").replace('"2ms"', '"1ms"'))
+    out = tmp_path / "o"
+    assert main(["sweep", str(spec), "--out", str(out), "--no-report", "-q", "-j", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "'mptcp'" in err and "--skip-unavailable" in err
+    assert not out.exists()
+    argv = ["sweep", str(spec), "--out", str(out), "--no-report", "-q", "-j", "1",
+            "--skip-unavailable"]  # fmt: skip
+    assert main(argv) == 0
+    assert "1 computed" in capsys.readouterr().err
 
 
 def _result(key: str, ok: bool = True) -> PointResult:
@@ -244,3 +295,83 @@ scheme = ["tcp", "l2dct-w2.5"]
         parse_spec(text, "x.toml")
     spec = parse_spec(text.replace("[schemes.l2dct-w2.5]", '[schemes."l2dct-w2.5"]'), "x.toml")
     assert spec.schemes["l2dct-w2.5"] == {"scheme.name": "l2dct"}
+
+
+def test_percentiles_across_seeds_are_pooled_with_their_flow_count():
+    from repflow.experiments.analysis import Loaded, aggregate, thin_p99_rows
+
+    rng = np.random.default_rng(4)
+    a, b = rng.exponential(1.0, 30), rng.exponential(5.0, 170)
+    points = pd.DataFrame({
+        "workload": "w", "series": "tcp", "scheme": "tcp", "load": 0.5, "seed": [1, 2],
+        "short_mean": [a.mean(), b.mean()],
+        "short_p99": [np.percentile(a, 99), np.percentile(b, 99)],
+        "short_p99_slowdown": [np.percentile(a, 99), np.percentile(b, 99)],
+    })  # fmt: skip
+    pooled = np.concatenate([a, b])
+    loaded = Loaded(sweep={}, points=points)
+    loaded.short_fcts[("w", "tcp", 0.5)] = pooled
+    loaded.short_slowdowns[("w", "tcp", 0.5)] = pooled * 2
+    agg = aggregate(points, loaded)
+    r = agg.iloc[0]
+    assert r.short_p99 == pytest.approx(np.percentile(pooled, 99))
+    assert r.short_p99 != pytest.approx(points["short_p99"].mean())  # not a mean of p99s
+    assert r.short_p99_slowdown == pytest.approx(np.percentile(pooled * 2, 99))
+    assert r.short_p99_flows == 200
+    assert r.short_mean == pytest.approx((a.mean() + b.mean()) / 2)
+    assert "short_mean_seed_std" in agg and r.seeds == 2
+    assert thin_p99_rows(agg).empty
+    srt = np.sort(pooled)
+    assert srt[193] <= r.short_p99_ci_lo <= r.short_p99 <= r.short_p99_ci_hi  # ranks ~195..200
+    assert r.short_p99_ci_hi == np.inf or r.short_p99_ci_hi <= srt[-1]
+    assert r.short_mean_ci95 > 0 and np.isfinite(r.short_mean_ci95)
+    loaded.short_fcts[("w", "tcp", 0.5)] = a
+    assert list(thin_p99_rows(aggregate(points, loaded))["short_p99_flows"]) == [30]
+
+
+def test_every_summary_csv_column_is_documented_with_its_unit(tmp_path):
+    from repflow.experiments.analysis import aggregate, point_metrics
+
+    flows = pd.DataFrame({"size": [10, 200_000], "fct": [0.1, 0.2], "slowdown": [2.0, 3.0],
+                          "bytes_sent": [10, 200_000]})  # fmt: skip
+    m = point_metrics(flows, 100_000)
+    points = pd.DataFrame([{"workload": "w", "series": "s", "scheme": "s", "load": 0.5,
+                            **m, "overhead": 0.0, "collision_frac": 0.0}])  # fmt: skip
+    cols = list(aggregate(points).columns)
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    table = doc[doc.index("`summary.csv` of a sweep report"):]
+    for c in cols:
+        if c.endswith("_seed_std"):
+            assert "| `<metric>_seed_std` |" in table
+        elif c.endswith("_ci95"):
+            assert "| `<mean>_ci95` |" in table
+        else:
+            assert f"`{c}`" in table.replace("`, `", "` | `"), c
+    assert not any(c.endswith(("_sd", "_std")) and not c.endswith("_seed_std") for c in cols)
+
+
+def test_claim_values_read_well():
+    got = {"websearch": [(0.2, 1.31), (0.2, 1.29)]}
+    assert cl._describe(got, lambda x: f"{x:.1f}×") == "web search: 1.3× (load 0.2)"
+    got = {"websearch": [(0.2, -0.3), (0.5, 0.2)]}
+    assert cl._describe(got, cl._signed_pct) == "web search: 0 % (loads 0.2–0.5)"
+    assert cl._signed_pct(-4.6) == "-5 %" and cl._signed_pct(3.0) == "+3 %"
+    assert cl._pct(-0.4) == "0 %"
+
+
+def test_p99_and_mean_intervals_cover_the_truth_about_95_percent_of_the_time():
+    from repflow.experiments.analysis import mean_ci95, quantile_ci95
+
+    rng = np.random.default_rng(7)
+    true_p99 = -np.log(0.01)  # exponential(1)
+    hits_q = hits_m = 0
+    for _ in range(400):
+        v = np.sort(rng.exponential(1.0, 500))
+        lo, hi = quantile_ci95(v, 0.99)
+        hits_q += lo <= true_p99 <= hi
+        seeds = rng.exponential(1.0, 4)
+        half = mean_ci95(float(np.std(seeds, ddof=1)), 4)
+        hits_m += abs(seeds.mean() - 1.0) <= half
+    assert 0.90 <= hits_q / 400 <= 0.995
+    assert 0.85 <= hits_m / 400 <= 0.995  # t-interval on skewed data: near, not exactly, 95 %
+    assert quantile_ci95(np.arange(1.0, 51.0), 0.99)[1] == np.inf  # 50 flows cannot bound it

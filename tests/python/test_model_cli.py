@@ -239,3 +239,43 @@ def test_overlay_models_repflow_with_more_copies_as_n_distinct_paths(tmp_path):
     assert r.runs == 1
     assert r.model_short_mean == pytest.approx(ref.smartrep_n_short_mean)
     assert r.model_large_p99 == pytest.approx(ref.smartrep_n_large_p99)
+
+
+def test_overlay_never_pools_runs_of_different_configurations(tmp_path, capsys):
+    # a 4-pod and a 16-pod study of the same workload, scheme and load: two rows, not one
+    parts = {}
+
+    def fat_tree(d, k):
+        meta = json.loads((d / "run.json").read_text())
+        meta["config"]["topology"] = {"kind": "fat-tree", "k": k}
+        (d / "run.json").write_text(json.dumps(meta))
+
+    for k in (4, 16):
+        for seed in (1, 2):
+            d = tmp_path / "sweep" / f"k{k}" / f"s{seed}"
+            parts.setdefault(k, []).append(_write_run(d, "tcp", 0.5, seed + 10 * k))
+            fat_tree(d, k)
+    _write_run(tmp_path / "sweep" / "dctcp", "dctcp", 0.5, 3)
+    fat_tree(tmp_path / "sweep" / "dctcp", 4)
+    table, curves = overlay_table(tmp_path / "sweep")
+    rows = table[table.scheme == "tcp"].set_index("config")
+    assert sorted(rows.index) == ["topology.k=16", "topology.k=4"]
+    for k in (4, 16):
+        short = pd.concat(parts[k]).query("size <= 100000")["slowdown"].dropna()
+        assert rows.loc[f"topology.k={k}", "runs"] == 2
+        assert rows.loc[f"topology.k={k}", "sim_short_p99"] == pytest.approx(
+            np.percentile(short, 99)
+        )
+    assert "websearch [topology.k=4]" in curves and "websearch [topology.k=16]" in curves
+    out = tmp_path / "ov"
+    assert main(["model", "--overlay", str(tmp_path / "sweep"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    dctcp = next(line for line in text.splitlines() if "| dctcp |" in line)
+    assert "no model" in dctcp and "undefined" not in dctcp
+
+
+def test_overlay_says_undefined_only_where_the_effective_load_reaches_one(tmp_path, capsys):
+    _write_run(tmp_path / "sweep" / "r", "repflow", 0.99, 1)
+    assert main(["model", "--overlay", str(tmp_path / "sweep"), "--out", str(tmp_path / "o")]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "| repflow |" in ln)
+    assert "undefined (load ≥ 1)" in row and "no model" not in row

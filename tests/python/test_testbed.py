@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -255,3 +256,119 @@ def test_hostcmd_parses_like_repflow_and_waits_for_the_start_signal(tmp_path, ca
     with pytest.raises(SystemExit) as exc:
         hostcmd.main(["--", "load", "--load", "0.1"])  # --peers and --out are required
     assert exc.value.code == 2
+
+
+# ------------------------------------------------------------- `testbed run`: arguments first
+def _no_processes(monkeypatch):
+    """Any process start fails the test: `run` must refuse bad arguments before it starts one."""
+    import subprocess
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a process was started before the arguments were checked")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(subprocess, "run", refuse)
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        (["--workload", "no-such-workload"], "--workload"),
+        (["--load", "1.5"], "--load"),
+        (["--duration", "soon"], "--duration"),
+        (["--drain=-1s"], "--drain"),
+        (["--port", "65534"], "--port"),
+        (["--flow-timeout", "0s"], "--flow-timeout"),
+    ],
+)
+def test_run_refuses_bad_arguments_before_any_process(monkeypatch, capsys, tmp_path, flags, field):
+    from repflow.cli import main
+
+    monkeypatch.setenv("REPFLOW_TESTBED_STATE_DIR", str(tmp_path))
+    _no_processes(monkeypatch)
+    argv = ["testbed", "run", "--out", str(tmp_path / "r"), "--prefix", "rfzz-", *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"repflow: error: {field}"), err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_run_refuses_a_bad_workload_file_naming_it(monkeypatch, capsys, tmp_path):
+    from repflow.cli import main
+
+    cdf = tmp_path / "bad.cdf"
+    cdf.write_text("1000 0.5\n500 0.2\n")
+    monkeypatch.setenv("REPFLOW_TESTBED_STATE_DIR", str(tmp_path))
+    _no_processes(monkeypatch)
+    assert main(["testbed", "run", "--out", str(tmp_path / "r"), "--workload", str(cdf)]) == 2
+    assert "--workload" in capsys.readouterr().err
+
+
+def test_run_out_onto_an_existing_directory_or_file(monkeypatch, capsys, tmp_path):
+    from repflow.cli import main
+
+    monkeypatch.setenv("REPFLOW_TESTBED_STATE_DIR", str(tmp_path))
+    _no_processes(monkeypatch)
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "run.json").write_text("{}")
+    assert main(["testbed", "run", "--out", str(full)]) == 2
+    err = capsys.readouterr().err
+    assert "not empty" in err and "--force" not in err  # `run` has no --force
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out in (afile, afile / "sub"):
+        assert main(["testbed", "run", "--out", str(out)]) == 2
+        assert "--out" in capsys.readouterr().err
+    assert (full / "run.json").read_text() == "{}"
+
+
+def test_sigterm_during_a_command_exits_143(monkeypatch, capsys, tmp_path):
+    import os
+    import signal
+
+    from repflow.cli import main
+    from repflow.testbed import workload
+
+    monkeypatch.setenv("REPFLOW_TESTBED_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(netns, "current", lambda _prefix: object())
+    cleaned = []
+
+    def run_cli(_tb, _args, _checked, say):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        finally:
+            cleaned.append(True)
+
+    monkeypatch.setattr(workload, "run_cli", run_cli)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["testbed", "run", "--out", str(tmp_path / "r")]) == 143
+    assert cleaned == [True]
+    assert "terminated" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before  # the command's handler is gone again
+
+
+def test_merge_marks_failed_and_unfinished_flows_with_reasons(tmp_path):
+    import json
+
+    from repflow.runio import write_run
+    from repflow.testbed.workload import merge_host_runs
+
+    df = pd.DataFrame({
+        "id": [0, 1, 2], "src": 0, "dst": 1, "size": [10, 20, 30], "start": [0.1, 0.2, 0.3],
+        "finish": [0.2, np.nan, np.nan], "fct": [0.1, np.nan, np.nan], "ideal_fct": 0.05,
+        "slowdown": [2.0, np.nan, np.nan], "copies": [1, 0, 0], "winner": [0, -1, -1],
+        "bytes_sent": [10, 0, 0], "retransmissions": -1, "timeouts": -1,
+    })  # fmt: skip
+    d = write_run(tmp_path / "h0", df, {"counters": {}})
+    (d / "errors.json").write_text(json.dumps({
+        "index": [1, 2],
+        "error": ["flow 0x1a: every copy failed: copy 0: no reply within 30s (stalled)",
+                  "unfinished when the run stopped"],
+    }))  # fmt: skip
+    flows, _c, _m = merge_host_runs([d])
+    assert list(flows["outcome"]) == ["finished", "failed", "unfinished"]
+    assert flows["reason"][1].endswith("no reply within 30s (stalled)")
+    assert list(flows["reason"][[0, 2]]) == ["", ""]

@@ -15,6 +15,35 @@ import sys
 
 from repflow.errors import UserError
 
+
+class Terminated(KeyboardInterrupt):
+    """Raised by a command's SIGTERM handler: unwinds like Ctrl-C (every cleanup runs), and
+    :func:`main` then exits 143 (128 + SIGTERM), as a process killed by SIGTERM reports."""
+
+
+class _DeprecatedAliases:
+    """Mixin for argparse actions: using one of ``old`` prints a one-line note naming the
+    current flag (the value is taken as usual)."""
+
+    def __init__(self, *args, old: tuple[str, ...] = (), **kwargs) -> None:  # noqa: ANN002
+        self.old = old
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+        if option_string in self.old:
+            new = next(o for o in self.option_strings if o not in self.old and o.startswith("--"))
+            print(f"repflow: note: {option_string} is deprecated; use {new}", file=sys.stderr)
+        super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
+
+
+class DeprecatedStore(_DeprecatedAliases, argparse._StoreAction):
+    """``store`` action with deprecated alias names (``old=(...)``)."""
+
+
+class DeprecatedStoreTrue(_DeprecatedAliases, argparse._StoreTrueAction):
+    """``store_true`` action with deprecated alias names (``old=(...)``)."""
+
+
 #: Subcommand modules, in the order their commands appear in ``repflow --help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "sim",
@@ -83,6 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"repflow: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # A file system error no command anticipated (a disk filling up, a directory removed
+        # under us): one line naming the file, never a traceback.
+        where = f"'{exc.filename}': " if exc.filename else ""
+        print(f"repflow: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except Terminated:
+        print("repflow: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("repflow: interrupted", file=sys.stderr)
         return 130

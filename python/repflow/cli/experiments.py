@@ -32,7 +32,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-failed", action="store_true", help="recompute points whose simulation failed"
     )
-    p.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    from repflow.cli import DeprecatedStoreTrue
+
+    p.add_argument(
+        "-q", "--quiet", "--no-progress", dest="quiet", action=DeprecatedStoreTrue,
+        old=("--no-progress",),
+        help="no live progress bar (--no-progress: deprecated old name)",
+    )  # fmt: skip
+    p.add_argument(
+        "--skip-unavailable", action="store_true",
+        help="run the spec without the schemes this build lacks (default: refuse the sweep)",
+    )  # fmt: skip
     p.add_argument(
         "--dry-run", action="store_true",
         help="only show what would be computed and how long it should take",
@@ -72,6 +82,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="rebuild figures and the report of a stored sweep (simulates nothing)",
     )
     r.add_argument("dir", metavar="DIR", help="result directory of a sweep")
+    r.add_argument(
+        "-q", "--quiet", action="store_true", help="print no progress, only the result"
+    )
     r.set_defaults(func=cmd_report)
 
 
@@ -104,24 +117,50 @@ def _confirm_long(args: argparse.Namespace):
 
 
 def _run(spec_path: Path, args: argparse.Namespace, confirm=None, report: bool = True) -> int:  # noqa: ANN001
+    from repflow.cli.outdir import prepare_out
     from repflow.experiments import build_report, load_spec, run_sweep
 
     spec = load_spec(spec_path)
     out = Path(args.out) if args.out else Path("runs") / spec.name
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    prepare_out(
+        out, command="sweep", owned=lambda d: _same_spec(d, spec.name),
+        hint="a sweep resumes only a directory of the same spec: choose another directory",
+    )  # fmt: skip
     if args.dry_run:
         return _dry_run(spec, out, args)
     summary = run_sweep(
         spec, out, executor=args.executor, jobs=args.jobs, address=args.address,
-        retry_failed=args.retry_failed, progress=not args.no_progress, confirm=confirm,
+        retry_failed=args.retry_failed, progress=not args.quiet, confirm=confirm,
+        skip_unavailable=args.skip_unavailable,
     )  # fmt: skip
     print(summary.line(), file=sys.stderr)
     if not report:
         return 0
-    rep = build_report(out)
+    rep = build_report(out, progress=_progress(args))
     _print_report(rep)
     return 1 if summary.failed else 0
+
+
+def _same_spec(d: Path, name: str) -> bool:
+    import json
+
+    try:
+        return json.loads((d / "sweep.json").read_text(encoding="utf-8")).get("name") == name
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _progress(args: argparse.Namespace):
+    """A one-line-per-step progress printer on stderr (None with --quiet)."""
+    if getattr(args, "quiet", False):
+        return None
+
+    def say(msg: str) -> None:
+        print(f"report: {msg}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _dry_run(spec, out: Path, args: argparse.Namespace) -> int:  # noqa: ANN001
@@ -176,10 +215,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``repflow report DIR``."""
+    from repflow.cli.outdir import check_writable
     from repflow.experiments import build_report
 
     d = Path(args.dir)
     if not d.is_dir():
         raise UserError(f"{d}: no such directory")
-    _print_report(build_report(d))
+    if not (d / "sweep.json").is_file():
+        raise UserError(
+            f"{d}: not an experiment directory (no sweep.json); run `repflow sweep SPEC --out "
+            f"{d}` first"
+        )
+    check_writable(d, "DIR")
+    _print_report(build_report(d, progress=_progress(args)))
     return 0

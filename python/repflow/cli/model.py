@@ -52,7 +52,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="loads: START:STOP:STEP (inclusive), a comma list, or one number, each in (0,1) "
         "(default 0.1:0.8:0.1)",
     )
-    p.add_argument("--k", type=float, default=DEFAULT_K, help="initial window, packets (12)")
+    from repflow.cli import DeprecatedStore
+
+    p.add_argument(
+        "--init-window",
+        "--k",
+        dest="init_window",
+        type=float,
+        default=DEFAULT_K,
+        action=DeprecatedStore,
+        old=("--k",),
+        metavar="SEGS",
+        help="TCP initial window k, packets (default 12; --k: deprecated old name — in `sim` "
+        "--k is the fat-tree arity)",
+    )
     p.add_argument(
         "--max-window", default="64KiB", help="maximum window M as a size (64KiB = 44 packets)"
     )
@@ -141,6 +154,28 @@ def atomic_output(out: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _overlay_display(table):  # noqa: ANN001, ANN202
+    """The overlay table with its model cells spelled out: "no model" for a scheme the model
+    does not describe, "undefined (load ≥ 1)" where its effective load reaches 1."""
+    shown = table.copy()
+    for c in [c for c in shown.columns if c.startswith(("model_", "ratio_"))]:
+        shown[c] = [
+            ("no model" if not m else "undefined (load ≥ 1)")
+            if not (isinstance(v, float) and math.isfinite(v))
+            else f"{v:.3f}"
+            for v, m in zip(shown[c], shown["modelled"], strict=True)
+        ]
+    return shown
+
+
+def _model_outputs_only(d: Path) -> bool:
+    """Whether every entry of ``d`` is a file ``repflow model`` writes."""
+    return all(
+        e.is_file() and (e.name.startswith(("model-", "overlay")) or e.name.startswith("."))
+        for e in d.iterdir()
+    )
+
+
 def _workloads(args: argparse.Namespace) -> list[str]:
     names: list[str] = []
     for item in args.workload or ["websearch"]:
@@ -154,10 +189,30 @@ def _safe(name: str) -> str:
 
 def handler(args: argparse.Namespace) -> int:
     """Runs ``repflow model``."""
+    from repflow.cli.outdir import prepare_out
     from repflow.model import fct_table, format_table
     from repflow.model.overlay import parse_size
 
-    out = Path(args.out)
+    out = prepare_out(
+        args.out, command="model", owned=_model_outputs_only,
+        hint="`model --out` replaces only its own files (model-*, overlay*): choose another "
+        "directory",
+    )  # fmt: skip
+    if args.eps is not None and not 0.0 < args.eps <= 1.0:
+        raise UserError(
+            f"--eps must be in (0, 1] (the fraction of bytes in short flows), got {args.eps:g}"
+        )
+    if not 0.0 <= args.collision_p < 1.0:
+        raise UserError(
+            f"--collision-p: the hash-collision probability must be in [0, 1), got "
+            f"{args.collision_p:g}"
+        )
+    if not 1 <= args.copies <= 64:
+        raise UserError(f"--copies must be between 1 and 64, got {args.copies}")
+    if not args.init_window > 0:
+        raise UserError(
+            f"--init-window must be a positive number of packets, got {args.init_window:g}"
+        )
     if args.overlay:
         return _overlay(args, out)
     loads = parse_loads(args.loads)
@@ -170,7 +225,7 @@ def handler(args: argparse.Namespace) -> int:
     tables = []
     for wl in _workloads(args):
         df = fct_table(
-            wl, loads, k=args.k, M=M, S_L=S_L, eps=args.eps, p=args.collision_p,
+            wl, loads, k=args.init_window, M=M, S_L=S_L, eps=args.eps, p=args.collision_p,
             n=args.copies, mss=args.mss, sizes=args.sizes,
         )  # fmt: skip
         tables.append((wl, df))
@@ -208,24 +263,24 @@ def _overlay(args: argparse.Namespace, out: Path) -> int:
     with atomic_output(out) as tmp:
         table.to_csv(tmp / "overlay.csv", index=False)
         written.append(out / "overlay.csv")
-        for wl, model in curves.items():
-            sim = table[table["workload"] == wl]
-            title = f"model (lines) vs simulation (markers): {wl}, runs under {args.overlay}"
+        for group, model in curves.items():
+            sim = table[table["group"] == group]
+            title = f"model (lines) vs simulation (markers): {group}, runs under {args.overlay}"
             written += [
                 out / p.name
-                for p in overlay_figure(model, sim, tmp / f"overlay-{_safe(wl)}", title)
+                for p in overlay_figure(model, sim, tmp / f"overlay-{_safe(group)}", title)
             ]
     cols = ["workload", "scheme", "load", "runs", "short_flows", "unfinished",
             "sim_short_mean", "model_short_mean", "ratio_short_mean",
             "sim_short_p99", "model_short_p99", "sim_large_mean", "model_large_mean"]  # fmt: skip
+    if table["config"].astype(bool).any():
+        cols.insert(1, "config")
     from repflow.model import format_table
 
-    print(format_table(table, cols))
-    for wl, model in curves.items():
-        if model.attrs.get("mixed"):
-            print(
-                f"warning: runs of {wl} differ in {', '.join(model.attrs['mixed'])}; "
-                "the model uses the first run's values"
-            )
+    print(format_table(_overlay_display(table), cols))
+    print(
+        "model columns: 'no model' = the model does not describe this scheme; 'undefined' = "
+        "the scheme's effective load (1+eps)*load is at least 1. p99: the seeds' flows pooled."
+    )
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

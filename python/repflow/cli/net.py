@@ -285,9 +285,10 @@ def cmd_send(args: argparse.Namespace) -> int:
     rate = u.parse_rate(args.link_rate)
     base_rtt = 0.0 if args.base_rtt is None else u.parse_duration(args.base_rtt, "--base-rtt")
     if args.out:
+        from repflow.cli.outdir import check_writable
         from repflow.runio import check_out_dir
 
-        check_out_dir(args.out)
+        check_writable(check_out_dir(args.out))  # before any flow is sent
     client = _make_client(args)
     warm_note = None
     if args.warm:
@@ -460,7 +461,9 @@ def cmd_load(args: argparse.Namespace) -> int:
     duration = u.parse_duration(args.duration)
     drain = 0.0 if args.drain in ("0", "0s") else u.parse_duration(args.drain, "--drain")
     base_rtt = 0.0 if args.base_rtt is None else u.parse_duration(args.base_rtt, "--base-rtt")
-    check_out_dir(args.out, args.force)
+    from repflow.cli.outdir import check_writable
+
+    check_writable(check_out_dir(args.out, args.force))  # before any traffic
     _, cdf = _workload(args.workload)
     sched = make_schedule(cdf, load=args.load, link_rate_bps=rate, duration=duration,
                           peers=len(peers), seed=args.seed)  # fmt: skip

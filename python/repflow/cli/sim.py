@@ -10,7 +10,9 @@ atomically once the run is complete.
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import re
 import shlex
 import sys
 import time
@@ -35,6 +37,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override any schema field, e.g. --set tcp.max_rto=1s (repeatable)")
     config_io.add_flags(p)
+    _complete_choices(p)
     config_io.one_line_errors(p)
     p.add_argument("--out", metavar="DIR",
                    help="write flows.parquet and run.json into DIR (must not exist or be empty)")
@@ -44,6 +47,39 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dump-config", action="store_true",
                    help="print the complete resolved configuration as TOML and exit")
     p.set_defaults(func=run_sim)  # fmt: skip
+
+
+def core_variants(field: str) -> list[str]:
+    """Every name the simulator accepts for the enumerated configuration field ``field`` (e.g.
+    ``scheme.name``), as its validator lists them — so ``--help`` is never behind the build."""
+    from repflow import _core
+
+    section, key = field.split(".")
+    try:
+        _core.validate_config(json.dumps({section: {key: "\u0000"}}))
+    except _core.ConfigError as exc:
+        text = str(exc)
+        if "expected one of" in text:
+            return re.findall(r"`([^`]+)`", text.split("expected one of", 1)[1])
+    return []
+
+
+#: flag → (configuration field, help text before the list of accepted names)
+_CHOICE_FLAGS = {
+    "--scheme": ("scheme.name", "transport scheme"),
+    "--pairs": ("workload.pairs", "host pairs"),
+}
+
+
+def _complete_choices(p: argparse.ArgumentParser) -> None:
+    """Lists every accepted name in the help of ``--scheme`` and ``--pairs``."""
+    for action in p._actions:
+        for flag in action.option_strings:
+            if flag in _CHOICE_FLAGS:
+                field, what = _CHOICE_FLAGS[flag]
+                names = core_variants(field)
+                if names:
+                    action.help = f"{what}: {', '.join(names)} [{field}]"
 
 
 def resolve_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -113,8 +149,9 @@ def _x(v: Any) -> str:
 
 
 def format_summary(summary: dict[str, Any], counters: dict[str, Any],
-                   peak_memory_bytes: int | None = None) -> str:  # fmt: skip
-    """The human-readable summary table of a run."""
+                   peak_memory_bytes: int | None = None, trace: bool = False) -> str:  # fmt: skip
+    """The human-readable summary table of a run (``trace``: the flows came from a trace, so
+    there is no offered load to report)."""
     head = (f"{'flow size':<14}{'count':>8}{'done':>8} | {'FCT ms: mean':>12}{'p50':>10}"
             f"{'p99':>10}{'p99.9':>10} | {'slowdown: mean':>14}{'p50':>8}{'p99':>8}"
             f"{'p99.9':>8}")  # fmt: skip
@@ -132,7 +169,11 @@ def format_summary(summary: dict[str, Any], counters: dict[str, Any],
         f"flows {c.get('flows', 0)} (unfinished {summary.get('unfinished', 0)}), "
         f"connections {c.get('connections', 0)}, "
         f"replication overhead {100 * (summary.get('overhead') or 0.0):.2f} % of flow bytes, "
-        f"offered load {c.get('offered_load', float('nan')):.3f}"
+        + (
+            "flows replayed from a trace"
+            if trace
+            else f"offered load {c.get('offered_load', float('nan')):.3f}"
+        )
     )
     lines.append(
         f"drops {c.get('drops', 0)} (switch {c.get('switch_drops', 0)}, host "
@@ -161,9 +202,11 @@ def run_sim(args: argparse.Namespace) -> int:
         return 0
     out_dir = None
     if args.out:
+        from repflow.cli.outdir import check_writable
         from repflow.runio import check_out_dir
 
         out_dir = check_out_dir(args.out, args.force)
+        check_writable(out_dir)  # before the simulation, not after it
     progress = SimProgress(enabled=not args.quiet)
     t0 = time.perf_counter()
     try:
@@ -180,8 +223,9 @@ def run_sim(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserError(f"--out: cannot write '{out_dir}': {exc}") from None
     if not args.quiet:
+        trace = bool((cfg.get("workload") or {}).get("trace"))
         print(format_summary(result.summary, result.counters,
-                             result.metadata.get("peak_memory_bytes")))  # fmt: skip
+                             result.metadata.get("peak_memory_bytes"), trace=trace))  # fmt: skip
         if out_dir is not None:
             print(f"wrote {written}/flows.parquet and run.json")
     return 0

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C, so cleanup code runs on both."""
+    """SIGTERM unwinds like Ctrl-C, so cleanup code runs on both; the exit status is then 143."""
+    from repflow.cli import Terminated
 
     def handler(_sig, _frame):
-        raise KeyboardInterrupt
+        raise Terminated
 
     old = signal.signal(signal.SIGTERM, handler)
     try:
@@ -156,9 +157,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from repflow.testbed import netns, workload
 
+    checked = workload.parse_run_args(args)  # every argument, before any process starts
     tb = netns.current(args.prefix)
     with _sigterm_as_interrupt():
-        workload.run_cli(tb, args)
+        workload.run_cli(tb, args, checked, say=_say)
     return 0
 
 
@@ -234,9 +236,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="30s",
         help="then wait at most this long for flows in progress (default 30s)",
     )
+    p.add_argument(
+        "--flow-timeout",
+        default="30s",
+        help="give up on a flow none of whose copies completed within this (default 30s, the "
+        "library's); such flows are recorded as failed, with the reason",
+    )
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", required=True, help="run directory to write (flows.parquet, run.json)")
-    p.add_argument("--port", type=int, default=7000, help="first server port (default 7000)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="new run directory to write (flows.parquet, run.json, logs/); must not exist or "
+        "be empty — a run never replaces results",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=7000,
+        help="first server port; each host serves PORT..PORT+3 (default 7000)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no live progress bar")
     p.add_argument(
         "--smartrep-cold",
         action="store_true",
@@ -281,6 +300,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="who sends the short flows: the testbed's own sender, as in the paper "
         "(default), or `repflow send` (the library; adds a SmartRep scenario)",
     )
-    p.add_argument("--out", help="optional directory for the per-flow results (toy.json)")
+    p.add_argument(
+        "--out",
+        help="optional new directory for the per-flow results (toy.json); must not exist or "
+        "be empty",
+    )
     p.add_argument("--prefix", default="rftoy-", help="name prefix (default rftoy-)")
     p.set_defaults(func=_cmd_toy)

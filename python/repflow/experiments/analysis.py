@@ -1,4 +1,12 @@
-"""From stored points to tables: per-point FCT metrics, then means and spreads across seeds."""
+"""From stored points to tables: per-point FCT metrics, then one row per (workload, series,
+load) across seeds.
+
+Aggregation across seeds (docs/metrics.md): a **mean** is the mean of the per-seed means, with
+the standard deviation across seeds (``*_seed_std``); a **percentile** is computed once over the
+flows of every seed pooled together (never an average of per-seed percentiles), and
+``short_p99_flows`` says how many flows it rests on — fewer than :data:`P99_MIN_FLOWS` and the
+report warns that the p99 is little more than the largest few flows.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,9 @@ import pandas as pd
 
 from repflow.experiments.spec import LOAD_AXIS, SCHEME_AXIS, SEED_AXIS, WORKLOAD_AXIS
 from repflow.experiments.store import Store
+
+#: A p99 resting on fewer flows than this gets a warning (its top 1 % is about one flow).
+P99_MIN_FLOWS = 100
 
 #: Metrics computed for every point: (column, title, unit) — unit "s" for times, "" for slowdown.
 METRICS: list[tuple[str, str]] = [
@@ -34,6 +45,8 @@ class Loaded:
     missing: list[dict[str, Any]] = field(default_factory=list)
     #: Short-flow FCTs (s) pooled over seeds, per (workload, series, load).
     short_fcts: dict[tuple[str, str, float], np.ndarray] = field(default_factory=dict)
+    #: Short-flow slowdowns pooled over seeds, per (workload, series, load).
+    short_slowdowns: dict[tuple[str, str, float], np.ndarray] = field(default_factory=dict)
     #: Total wall seconds of the stored simulations.
     compute_seconds: float = 0.0
     #: Resolved configuration of one finished point (representative of the base).
@@ -71,10 +84,10 @@ def point_metrics(flows: pd.DataFrame, short_max: int) -> dict[str, float]:
         "short_p99": p99(short["fct"]),
         "large_mean": mean(large["fct"]),
         "all_mean": mean(done["fct"]),
-        "short_mean_sd": mean(short["slowdown"]),
-        "short_p99_sd": p99(short["slowdown"]),
-        "large_mean_sd": mean(large["slowdown"]),
-        "all_mean_sd": mean(done["slowdown"]),
+        "short_mean_slowdown": mean(short["slowdown"]),
+        "short_p99_slowdown": p99(short["slowdown"]),
+        "large_mean_slowdown": mean(large["slowdown"]),
+        "all_mean_slowdown": mean(done["slowdown"]),
         "flows": float(len(flows)),
         "short_flows": float((flows["size"] <= short_max).sum()),
         "unfinished": float(len(flows) - len(done)),
@@ -85,15 +98,23 @@ def point_metrics(flows: pd.DataFrame, short_max: int) -> dict[str, float]:
     }
 
 
-def load_sweep(store: Store, short_max: int | None = None) -> Loaded:
-    """Reads every point of the sweep in ``store`` and computes its metrics."""
+def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loaded:
+    """Reads every point of the sweep in ``store`` and computes its metrics; ``progress(msg)``
+    hears about every tenth of the points read."""
+    import time
+
     sweep = store.read_sweep()
+    listed = sweep.get("points", [])
+    last = time.monotonic()
     figs = sweep.get("spec", {}).get("figures", {})
     short_max = int(short_max or figs.get("short_max_bytes", 100_000))
     rows = []
     out = Loaded(sweep=sweep, points=pd.DataFrame())
     seen: set[str] = set()
-    for pt in sweep.get("points", []):
+    for i, pt in enumerate(listed):
+        if progress is not None and (time.monotonic() - last > 1.0 or i == 0):
+            progress(f"reading points: {i}/{len(listed)}")
+            last = time.monotonic()
         key, labels = pt["key"], pt["labels"]
         status = store.status(key)
         if status == "failed":
@@ -137,22 +158,93 @@ def load_sweep(store: Store, short_max: int | None = None) -> Loaded:
         fct = flows["fct"].to_numpy(dtype=float)
         sel = (flows["size"].to_numpy() <= short_max) & np.isfinite(fct)
         k = (workload, series, load)
+        sd = flows["slowdown"].to_numpy(dtype=float)[sel]
         prev = out.short_fcts.get(k)
         out.short_fcts[k] = fct[sel] if prev is None else np.concatenate([prev, fct[sel]])
+        prev = out.short_slowdowns.get(k)
+        out.short_slowdowns[k] = sd if prev is None else np.concatenate([prev, sd])
     out.points = pd.DataFrame(rows)
     return out
 
 
-def aggregate(points: pd.DataFrame) -> pd.DataFrame:
-    """Mean, standard deviation and count across seeds per (workload, series, load)."""
+def aggregate(points: pd.DataFrame, loaded: Loaded | None = None) -> pd.DataFrame:
+    """One row per (workload, series, scheme, load): means across seeds with ``*_seed_std``
+    and ``seeds``; with ``loaded``, ``short_p99`` and ``short_p99_slowdown`` are percentiles of
+    the seeds' short flows pooled, and ``short_p99_flows`` counts those flows."""
     if points.empty:
         return pd.DataFrame()
     value_cols = [c for c in points.columns if points[c].dtype.kind == "f" and c != "load"]
     g = points.groupby(["workload", "series", "scheme", "load"], sort=True)[value_cols]
     mean = g.mean()
-    std = g.std(ddof=1).add_suffix("_std")
+    std = g.std(ddof=1).add_suffix("_seed_std")
     n = g.size().rename("seeds")
-    return pd.concat([mean, std, n], axis=1).reset_index()
+    out = pd.concat([mean, std, n], axis=1).reset_index()
+    for m in MEAN_METRICS:
+        if m in out:
+            out[f"{m}_ci95"] = [
+                mean_ci95(sd, int(k)) for sd, k in zip(out[f"{m}_seed_std"], out["seeds"],
+                                                        strict=True)
+            ]  # fmt: skip
+    out["short_p99_flows"] = np.nan
+    for c in ("short_p99", "short_p99_slowdown"):
+        out[f"{c}_ci_lo"] = np.nan
+        out[f"{c}_ci_hi"] = np.nan
+    if loaded is not None:
+        for i, r in out.iterrows():
+            k = (r["workload"], r["series"], r["load"])
+            for col, pooled in (("short_p99", loaded.short_fcts.get(k)),
+                                ("short_p99_slowdown", loaded.short_slowdowns.get(k))):  # fmt: skip
+                if pooled is None:
+                    continue
+                v = np.sort(np.asarray(pooled, dtype=float))
+                if col == "short_p99":
+                    out.at[i, "short_p99_flows"] = float(len(v))
+                out.at[i, col] = float(np.percentile(v, 99)) if len(v) else np.nan
+                lo, hi = quantile_ci95(v, 0.99)
+                out.at[i, f"{col}_ci_lo"] = lo
+                out.at[i, f"{col}_ci_hi"] = hi
+    return out
+
+
+#: Means whose confidence interval across seeds ``aggregate`` adds (``<metric>_ci95``).
+MEAN_METRICS = (
+    "short_mean", "large_mean", "all_mean",
+    "short_mean_slowdown", "large_mean_slowdown", "all_mean_slowdown",
+)  # fmt: skip
+
+
+def mean_ci95(seed_std: float, seeds: int) -> float:
+    """Half-width of the 95 % confidence interval of a mean over ``seeds`` per-seed values
+    (Student t; NaN with fewer than two seeds)."""
+    from scipy.stats import t
+
+    if seeds < 2 or not np.isfinite(seed_std):
+        return float("nan")
+    return float(t.ppf(0.975, seeds - 1) * seed_std / np.sqrt(seeds))
+
+
+def quantile_ci95(sorted_values: np.ndarray, q: float) -> tuple[float, float]:
+    """Distribution-free 95 % confidence interval of the ``q`` quantile from the order
+    statistics of ``sorted_values`` (the number of values below the true quantile is
+    Binomial(n, q)). The upper end is +inf when the sample is too small to bound it."""
+    from scipy.stats import binom
+
+    n = len(sorted_values)
+    if n == 0:
+        return float("nan"), float("nan")
+    lo = int(binom.ppf(0.025, n, q))  # order-statistic ranks, 1-based
+    hi = int(binom.ppf(0.975, n, q)) + 1
+    low = float(sorted_values[lo - 1]) if lo >= 1 else float(sorted_values[0])
+    high = float(sorted_values[hi - 1]) if hi <= n else float("inf")
+    return low, high
+
+
+def thin_p99_rows(agg: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose pooled short-flow p99 rests on fewer than :data:`P99_MIN_FLOWS` flows."""
+    if agg.empty or "short_p99_flows" not in agg:
+        return agg.iloc[0:0]
+    n = agg["short_p99_flows"]
+    return agg[n.notna() & (n < P99_MIN_FLOWS)]
 
 
 def series_order(points: pd.DataFrame, baseline: str | None = None) -> list[str]:

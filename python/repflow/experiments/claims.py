@@ -88,13 +88,34 @@ def _describe(values: dict[str, list[tuple[float, float]]], fmt: Callable[[float
         loads = [x for x, _ in vals]
         v = [y for _, y in vals]
         lo, hi = min(v), max(v)
-        rng = fmt(lo) if abs(hi - lo) < 1e-12 else f"{fmt(lo)} … {fmt(hi)}"
-        parts.append(f"{_WL.get(w, w)}: {rng} (loads {min(loads):g}–{max(loads):g})")
+        rng = fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)} … {fmt(hi)}"
+        where = (
+            f"load {loads[0]:g}"
+            if min(loads) == max(loads)
+            else f"loads {min(loads):g}–{max(loads):g}"
+        )
+        parts.append(f"{_WL.get(w, w)}: {rng} ({where})")
     return "; ".join(parts)
 
 
+def _no_minus_zero(text: str) -> str:
+    """``-0 %`` / ``+0 %`` / ``-0.00 %`` (a value that rounds to zero) lose their sign."""
+    num, sep, rest = text.partition(" ")
+    if float(num) == 0:
+        num = num.lstrip("+-")
+    return num + sep + rest
+
+
 def _pct(x: float) -> str:
-    return f"{x:.0f} %"
+    return _no_minus_zero(f"{x:.0f} %")
+
+
+def _pct2(x: float) -> str:
+    return _no_minus_zero(f"{x:.2f} %")
+
+
+def _signed_pct(x: float) -> str:
+    return _no_minus_zero(f"{x:+.0f} %")
 
 
 def reduction_claim(
@@ -154,7 +175,7 @@ def unaffected_claim(a: str, b: str, metric: str, within: float) -> Callable[...
         vals = [r for v in got.values() for _, r in v]
         if not vals:
             return Outcome("no load measured", NOT_MEASURED)
-        measured = _describe(got, lambda x: f"{x:+.0f} %")
+        measured = _describe(got, _signed_pct)
         return Outcome(measured, HOLDS if all(abs(r) <= within for r in vals) else FAILS)
 
     return run
@@ -172,14 +193,14 @@ def overhead_claim(a: str, lo: float, hi: float, tol: float) -> Callable[..., Ou
         vals = [v for x in got.values() for _, v in x]
         if not vals:
             return Outcome("overhead not recorded", NOT_MEASURED)
-        measured = _describe(got, lambda x: f"{x:.2f} %")
+        measured = _describe(got, _pct2)
         if "short_bytes_frac" in sub.columns:
             share: dict[str, list[tuple[float, float]]] = {}
             for _, r in sub.iterrows():
                 share.setdefault(r["workload"], []).append(
                     (float(r["load"]), 100 * r["short_bytes_frac"])
                 )
-            measured += "; bytes in short flows: " + _describe(share, lambda x: f"{x:.2f} %")
+            measured += "; bytes in short flows: " + _describe(share, _pct2)
         ok = all(lo - tol <= v <= hi + tol for v in vals)
         return Outcome(measured, HOLDS if ok else FAILS)
 
@@ -202,7 +223,7 @@ def collision_claim(a: str, at_least: float) -> Callable[..., Outcome]:
         vals = [v for x in got.values() for _, v in x]
         if not vals:
             return Outcome("collisions not recorded", NOT_MEASURED)
-        measured = _describe(got, lambda x: f"{x:.0f} %")
+        measured = _describe(got, _pct)
         return Outcome(measured, HOLDS if min(vals) >= at_least else FAILS)
 
     return run
@@ -241,7 +262,7 @@ def slower_claim(
         vals = [r for v in got.values() for _, r in v]
         if not vals:
             return Outcome("not measured on this workload", NOT_MEASURED)
-        measured = _describe(got, lambda x: f"{x:+.0f} %")
+        measured = _describe(got, _signed_pct)
         if all(lo <= v <= hi for v in vals):
             return Outcome(measured, HOLDS)
         return Outcome(measured, DIRECTION if all(v > 0 for v in vals) else FAILS)

@@ -3,12 +3,18 @@
 Per workload:
 
 * ``<w>_fct`` — FCT against load per scheme: (0,100KB] mean and 99th percentile, (100KB,∞) mean,
-  overall mean (the RepFlow paper's Figs. 8, 9 and 12), error bars = ±1 standard deviation
-  across seeds;
+  overall mean (the RepFlow paper's Figs. 8, 9 and 12), error bars = 95 % confidence intervals
+  (a mean's across seeds, Student t; a pooled p99's from its order statistics);
 * ``<w>_slowdown`` — the same, normalized by each flow's ideal FCT (slowdown), with the
   analytical model's curves beside them when :mod:`repflow.model` provides them;
 * ``<w>_gain`` — reduction of short-flow mean and 99th-percentile FCT against the baseline;
-* ``<w>_cdf`` — CDFs of short-flow FCT at chosen loads (seeds pooled).
+* ``<w>_cdf`` — CDFs of short-flow FCT at chosen loads (seeds pooled);
+* ``<w>_ccdf`` — the same flows as a CCDF (1 − CDF) on log-log axes, where the tail is visible.
+
+Presentation rules (tested): every figure is at most :data:`MAX_WIDTH_PX` pixels wide, the
+width the report's HTML shows it at, so its text is never scaled down (tick labels
+:data:`TICK_PT` pt at :data:`DPI` dpi); legends sit outside the axes, never over data; a y axis
+whose values span more than :data:`LOG_SPAN` × is logarithmic.
 """
 
 from __future__ import annotations
@@ -41,6 +47,27 @@ _KNOWN_COLORS = {
     "fa-dctcp": "#7f7f7f",
 }
 _MARKERS = "osD^v<>ph*"
+#: Resolution of the PNGs and the widest figure, in pixels (the report's HTML column is 1250 px
+#: wide: a figure no wider is shown at its own size, so its fonts keep their size).
+DPI = 110
+MAX_WIDTH_PX = 1200
+#: Font sizes, points (at DPI 110: 11 pt ≈ 17 px).
+TICK_PT = 11
+LABEL_PT = 12
+TITLE_PT = 13
+#: A y axis whose positive values span more than this ratio is drawn on a log scale.
+LOG_SPAN = 20.0
+_STYLE = {
+    "font.size": LABEL_PT,
+    "axes.titlesize": LABEL_PT,
+    "axes.labelsize": LABEL_PT,
+    "xtick.labelsize": TICK_PT,
+    "ytick.labelsize": TICK_PT,
+    "legend.fontsize": TICK_PT,
+    "figure.titlesize": TITLE_PT,
+}
+#: Widest figure, inches.
+_W = MAX_WIDTH_PX / DPI - 0.3
 
 
 @dataclass
@@ -68,10 +95,55 @@ def workload_title(w: str, labels: dict[str, str]) -> str:
     return {"websearch": "Web search", "datamining": "Data mining"}.get(w, w)
 
 
+def _log_if_wide(ax, values) -> bool:  # noqa: ANN001
+    """Log y scale when the positive finite ``values`` span more than :data:`LOG_SPAN` ×."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)
+    if len(v) and v.max() / v.min() > LOG_SPAN:
+        ax.set_yscale("log")
+        # plain numbers at 1, 2, 5 × 10^n, not 4×10^1 on every minor tick
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        return True
+    return False
+
+
+def _ci_bars(s: pd.DataFrame, col: str, y: np.ndarray, scale: float) -> np.ndarray | None:
+    """Error bars of ``col``: the 95 % interval of a mean across seeds (Student t), or of a
+    pooled percentile (order statistics; an unbounded upper end is drawn to the axis edge)."""
+    if f"{col}_ci95" in s:
+        half = s[f"{col}_ci95"].fillna(0).to_numpy(dtype=float) * scale
+        return half if np.any(half > 0) else None
+    if f"{col}_ci_lo" in s:
+        lo = s[f"{col}_ci_lo"].to_numpy(dtype=float) * scale
+        hi = s[f"{col}_ci_hi"].to_numpy(dtype=float) * scale
+        top = np.nanmax(np.where(np.isfinite(hi), hi, y)) * 1.5 if len(y) else 0.0
+        hi = np.where(np.isfinite(hi), hi, top)
+        bars = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+        bars = np.nan_to_num(bars)
+        return bars if np.any(bars > 0) else None
+    return None
+
+
+def _legend_below(fig: plt.Figure, axes, ncol_max: int = 6) -> None:  # noqa: ANN001
+    """One legend for the figure, below the axes (never over data)."""
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if labels:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(ncol_max, len(labels)), frameon=False)  # fmt: skip
+
+
 def _save(fig: plt.Figure, out: Path, name: str) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
-    fig.savefig(png, dpi=110, bbox_inches="tight")
+    fig.savefig(png, dpi=DPI, bbox_inches="tight")
     fig.savefig(svg, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     return png, svg
@@ -116,46 +188,49 @@ def plot_workload(
 ) -> Figure:
     """The four-panel FCT-against-load figure of one workload."""
     sub = agg[agg["workload"] == workload]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
-    suffix = "_sd" if normalized else ""
+    fig, axes2 = plt.subplots(2, 2, figsize=(_W, 7.6))
+    axes = axes2.ravel()
+    suffix = "_slowdown" if normalized else ""
     for ax, (metric, mtitle) in zip(axes, METRICS, strict=True):
         col = metric + suffix
+        shown: list[float] = []
         for i, series in enumerate(order):
             s = sub[sub["series"] == series].sort_values("load")
             if s.empty:
                 continue
             scale = 1.0 if normalized else 1e3
             y = s[col].to_numpy(dtype=float) * scale
-            err = s[col + "_std"].fillna(0).to_numpy(dtype=float) * scale
+            err = _ci_bars(s, col, y, scale)
+            shown += list(y)
+            # a small sideways offset per series, so the intervals do not hide each other
+            dx = 0.006 * (i - (len(order) - 1) / 2)
             ax.errorbar(
-                s["load"], y, yerr=err if np.any(err > 0) else None,
+                s["load"] + dx, y, yerr=err,
                 label=series, color=_color(series, i), marker=_MARKERS[i % len(_MARKERS)],
                 markersize=5, capsize=3, linewidth=1.6,
             )  # fmt: skip
         if normalized and model:
             for scheme, m in model.items():
                 if metric in m.columns:
+                    shown += list(m[metric].to_numpy(dtype=float))
                     ax.plot(
                         m["load"], m[metric], linestyle="--", linewidth=1.2,
                         color=_color(scheme, order.index(scheme) if scheme in order else 0),
                         label=f"model: {scheme}",
                     )  # fmt: skip
-        ax.set_title(mtitle, fontsize=10)
+        ax.set_title(mtitle)
         ax.set_xlabel("load")
-        ax.set_ylabel("slowdown (FCT / ideal FCT)" if normalized else "FCT (ms)")
-        ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0)
-    handles, labels = axes[0].get_legend_handles_labels()
-    for ax in axes[1:]:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+        unit = "slowdown (FCT / ideal FCT)" if normalized else "FCT (ms)"
+        if _log_if_wide(ax, shown):
+            ax.set_ylabel(f"{unit}, log")
+        else:
+            ax.set_ylabel(unit)
+            ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
     kind = "normalized FCT (slowdown)" if normalized else "FCT"
-    fig.suptitle(f"{title}: {kind} against load", fontsize=12, y=0.99)
-    fig.legend(handles, labels, loc="upper center", ncol=min(7, len(labels)),
-               bbox_to_anchor=(0.5, 0.95), frameon=False, fontsize=9)  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.suptitle(f"{title}: {kind} against load (bars: 95 % confidence intervals)")
+    fig.tight_layout()
+    _legend_below(fig, axes)
     name = f"{workload}_{'slowdown' if normalized else 'fct'}"
     png, svg = _save(fig, out, name)
     return Figure(name, f"{title}: {kind} against load", png, svg, workload)
@@ -170,7 +245,7 @@ def plot_gain(
     others = [s for s in order if s != baseline]
     if base.empty or not others:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(_W, 4.2))
     for ax, metric, mtitle in (
         (axes[0], "short_mean", "(0, 100KB] mean"),
         (axes[1], "short_p99", "(0, 100KB] 99th percentile"),
@@ -188,13 +263,13 @@ def plot_gain(
         if baseline == "tcp" and "repflow" in others:
             ax.axhspan(50, 70, color="#2ca02c", alpha=0.08, label="paper: RepFlow vs TCP")
         ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_title(f"{mtitle}: reduction vs {baseline}", fontsize=10)
+        ax.set_title(f"{mtitle}: reduction vs {baseline}")
         ax.set_xlabel("load")
         ax.set_ylabel("FCT reduction (%)")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{title}: short-flow FCT reduction against {baseline}", fontsize=12)
+    fig.suptitle(f"{title}: short-flow FCT reduction against {baseline}")
     fig.tight_layout()
+    _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_gain")
     return Figure(f"{workload}_gain", f"{title}: reduction against {baseline}", png, svg, workload)
 
@@ -216,7 +291,7 @@ def plot_pairs(agg: pd.DataFrame, workload: str, order: list[str], out: Path, ti
     pairs = [(a, b) for a, b in PAIRS if a in order and b in order]
     if not pairs:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(_W, 4.2))
     for ax, metric, mtitle in (
         (axes[0], "short_mean", "(0, 100KB] mean"),
         (axes[1], "short_p99", "(0, 100KB] 99th percentile"),
@@ -230,63 +305,102 @@ def plot_pairs(agg: pd.DataFrame, workload: str, order: list[str], out: Path, ti
             ax.plot(loads, red, marker=_MARKERS[i % len(_MARKERS)], color=_color(a, i),
                     label=f"{a} vs {b}")  # fmt: skip
         ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_title(f"{mtitle}: reduction", fontsize=10)
+        ax.set_title(f"{mtitle}: reduction")
         ax.set_xlabel("load")
         ax.set_ylabel("FCT reduction (%)")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{title}: what replication adds to its transport", fontsize=12)
+    fig.suptitle(f"{title}: what replication adds to its transport")
     fig.tight_layout()
+    _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_pairs")
     return Figure(f"{workload}_pairs", f"{title}: reduction of each scheme over its reference",
                   png, svg, workload)  # fmt: skip
 
 
 def plot_cdfs(
-    loaded: Loaded, workload: str, order: list[str], loads: list[float], out: Path, title: str
+    loaded: Loaded,
+    workload: str,
+    order: list[str],
+    loads: list[float],
+    out: Path,
+    title: str,
+    complementary: bool = False,
 ) -> Figure | None:
-    """CDFs of short-flow FCT at the grid loads nearest to ``loads``."""
+    """CDFs (or, ``complementary``, CCDFs on log-log axes) of short-flow FCT at the grid loads
+    nearest to ``loads``, every seed's flows pooled."""
     avail = sorted({k[2] for k in loaded.short_fcts if k[0] == workload})
     if not avail:
         return None
     wanted = loads or [avail[0], avail[len(avail) // 2], avail[-1]]
     chosen = sorted({min(avail, key=lambda a, x=x: abs(a - x)) for x in wanted})
-    fig, axes = plt.subplots(1, len(chosen), figsize=(4.6 * len(chosen), 3.6), squeeze=False)
+    width = min(_W, 3.8 * len(chosen) + 0.6)
+    fig, axes = plt.subplots(1, len(chosen), figsize=(width, 4.0), squeeze=False)
     for ax, load in zip(axes[0], chosen, strict=True):
+        counts = []
         for i, series in enumerate(order):
             v = loaded.short_fcts.get((workload, series, load))
             if v is None or len(v) == 0:
                 continue
             x = np.sort(v) * 1e3
-            y = np.arange(1, len(x) + 1) / len(x)
-            ax.step(x, y, where="post", color=_color(series, i), label=series, linewidth=1.5)
+            n = len(x)
+            counts.append(n)
+            if complementary:
+                # P(FCT > x) at each distinct value; the last point (0) cannot be drawn on a log
+                # axis, so the curve ends at 1/n: the resolution the flow count gives
+                y = 1.0 - np.arange(1, n + 1) / n
+                keep = y > 0
+                ax.step(x[keep], y[keep], where="post", color=_color(series, i),
+                        label=series, linewidth=1.5)  # fmt: skip
+            else:
+                y = np.arange(1, n + 1) / n
+                ax.step(x, y, where="post", color=_color(series, i), label=series, linewidth=1.5)
         ax.set_xscale("log")
-        ax.set_title(f"load {load:g}" if len(avail) > 1 else "", fontsize=10)
+        flows = (
+            f"{min(counts):,} flows" if min(counts) == max(counts)
+            else f"{min(counts):,}–{max(counts):,} flows"
+        ) if counts else "no flows"  # fmt: skip
+        ax.set_title(f"load {load:g} ({flows})" if len(avail) > 1 else flows)
         ax.set_xlabel("(0, 100KB] FCT (ms, log)")
-        ax.set_ylabel("CDF")
-        ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
+        if complementary:
+            ax.set_yscale("log")
+            ax.set_ylabel("P(FCT > x), log")
+            ax.axhline(0.01, color="gray", linestyle=":", linewidth=0.8)
+        else:
+            ax.set_ylabel("CDF")
+            ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
         ax.grid(True, which="both", alpha=0.25)
-    axes[0][0].legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{title}: CDF of short-flow FCT", fontsize=12)
+    kind = "CCDF" if complementary else "CDF"
+    fig.suptitle(f"{title}: {kind} of short-flow FCT (seeds pooled)")
     fig.tight_layout()
-    png, svg = _save(fig, out, f"{workload}_cdf")
-    return Figure(f"{workload}_cdf", f"{title}: CDF of short-flow FCT", png, svg, workload)
+    _legend_below(fig, axes)
+    name = f"{workload}_{kind.lower()}"
+    png, svg = _save(fig, out, name)
+    return Figure(name, f"{title}: {kind} of short-flow FCT", png, svg, workload)
 
 
-def make_figures(loaded: Loaded, out: Path) -> list[Figure]:
-    """Every figure of a loaded sweep, written under ``out``."""
+def make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:
+    """Every figure of a loaded sweep, written under ``out``; ``progress(msg)`` hears of each
+    workload as its figures start."""
     if loaded.points.empty:
         return []
+    with plt.rc_context(_STYLE):
+        return _make_figures(loaded, out, progress)
+
+
+def _make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:  # noqa: ANN001
     figs_cfg: dict[str, Any] = loaded.sweep.get("spec", {}).get("figures", {})
     baseline = str(figs_cfg.get("baseline", "tcp"))
     labels = figs_cfg.get("workload_labels", {}) or {}
     cdf_loads = [float(x) for x in figs_cfg.get("cdf_loads", []) or []]
     short_max = int(figs_cfg.get("short_max_bytes", 100_000))
-    agg = aggregate(loaded.points)
+    agg = aggregate(loaded.points, loaded)
     order = series_order(loaded.points, baseline)
     base_series = next((s for s in order if s == baseline), None)
     figures: list[Figure] = []
-    for w in sorted(agg["workload"].unique()):
+    workloads = sorted(agg["workload"].unique())
+    for i, w in enumerate(workloads):
+        if progress is not None:
+            progress(f"figures of {w} ({i + 1}/{len(workloads)})")
         title = workload_title(w, labels)
         figures.append(plot_workload(agg, w, order, out, title, normalized=False))
         model = None
@@ -309,9 +423,10 @@ def make_figures(loaded: Loaded, out: Path) -> list[Figure]:
             pr = plot_pairs(agg, w, order, out, title)
             if pr:
                 figures.append(pr)
-        c = plot_cdfs(loaded, w, order, cdf_loads, out, title)
-        if c:
-            figures.append(c)
+        for complementary in (False, True):
+            c = plot_cdfs(loaded, w, order, cdf_loads, out, title, complementary)
+            if c:
+                figures.append(c)
     return figures
 
 

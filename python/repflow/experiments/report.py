@@ -20,7 +20,13 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
-from repflow.experiments.analysis import aggregate, load_sweep, series_order
+from repflow.experiments.analysis import (
+    P99_MIN_FLOWS,
+    aggregate,
+    load_sweep,
+    series_order,
+    thin_p99_rows,
+)
 from repflow.experiments.claims import (
     DIRECTION,
     FAILS,
@@ -85,10 +91,21 @@ def _pm(mean: float, std: float, fmt) -> str:
     return fmt(mean)
 
 
+def _p99(r) -> str:  # noqa: ANN001
+    """A pooled p99 with the number of flows behind it (marked when too few)."""
+    if not np.isfinite(r.short_p99):
+        return "–"
+    n = r.short_p99_flows
+    if not np.isfinite(n):
+        return fmt_time(r.short_p99)
+    mark = " ⚠" if n < P99_MIN_FLOWS else ""
+    return f"{fmt_time(r.short_p99)} ({int(n):,}){mark}"
+
+
 def numbers_table(agg: pd.DataFrame, workload: str, order: list[str]) -> Table:
     """FCT numbers per load and scheme for one workload."""
     sub = agg[agg["workload"] == workload]
-    headers = ["load", "scheme", "short mean", "short p99", "large mean", "all mean",
+    headers = ["load", "scheme", "short mean", "short p99 (flows)", "large mean", "all mean",
                "short slowdown (mean / p99)", "unfinished", "seeds"]  # fmt: skip
     rows = []
     for load in sorted(sub["load"].unique()):
@@ -99,11 +116,11 @@ def numbers_table(agg: pd.DataFrame, workload: str, order: list[str]) -> Table:
             r = r.iloc[0]
             rows.append([
                 f"{load:g}", s,
-                _pm(r.short_mean, r.short_mean_std, fmt_time),
-                _pm(r.short_p99, r.short_p99_std, fmt_time),
-                _pm(r.large_mean, r.large_mean_std, fmt_time),
-                _pm(r.all_mean, r.all_mean_std, fmt_time),
-                f"{r.short_mean_sd:.2f} / {r.short_p99_sd:.2f}",
+                _pm(r.short_mean, r.short_mean_seed_std, fmt_time),
+                _p99(r),
+                _pm(r.large_mean, r.large_mean_seed_std, fmt_time),
+                _pm(r.all_mean, r.all_mean_seed_std, fmt_time),
+                f"{r.short_mean_slowdown:.2f} / {r.short_p99_slowdown:.2f}",
                 f"{r.unfinished:.0f} of {r.flows:.0f}",
                 f"{int(r.seeds)}",
             ])  # fmt: skip
@@ -163,10 +180,20 @@ def _img_html(fig: Figure) -> str:
     )
 
 
-def build_report(root: str | Path) -> Report:
-    """Rebuilds figures, ``report.html`` and ``report.md`` of the sweep stored in ``root``."""
+def build_report(root: str | Path, progress=None) -> Report:
+    """Rebuilds figures, ``report.html`` and ``report.md`` of the sweep stored in ``root``;
+    ``progress(msg)`` (optional) hears of each step."""
+    import time
+
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(f"{msg} [{time.monotonic() - t0:.1f} s]")
+
     store = Store(root)
-    loaded = load_sweep(store)
+    loaded = load_sweep(store, progress=say)
+    say(f"read {len(loaded.points)} finished points")
     if loaded.points.empty:
         detail = ""
         if loaded.failures:
@@ -177,14 +204,15 @@ def build_report(root: str | Path) -> Report:
     figs_cfg = spec.get("figures", {})
     labels = figs_cfg.get("workload_labels", {}) or {}
     baseline = str(figs_cfg.get("baseline", "tcp"))
-    agg = aggregate(loaded.points)
+    agg = aggregate(loaded.points, loaded)
     order = series_order(loaded.points, baseline)
     scenarios = list((spec.get("extra") or {}).get("claims", []))
     claims = evaluate_claims(agg, scenarios, sweep.get("unavailable"))
 
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=store.root))
     try:
-        figures = make_figures(loaded, tmp / "figures")
+        figures = make_figures(loaded, tmp / "figures", progress=say)
+        say(f"{len(figures)} figures drawn; writing the report")
         agg.to_csv(tmp / "summary.csv", index=False)
         html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep)
         (tmp / "report.html").write_text(html_text, encoding="utf-8")
@@ -227,7 +255,8 @@ def _render(
         ["workloads", ", ".join(workload_title(w, labels) for w in sorted(pts.workload.unique()))],
         ["loads", ", ".join(f"{x:g}" for x in sorted(pts["load"].unique()))],
         ["seeds per point", ", ".join(str(s) for s in sorted(agg["seeds"].unique()))],
-        ["simulation time (sum over points)", fmt_seconds(loaded.compute_seconds)],
+        ["compute time (wall seconds of every point, summed)",
+         fmt_seconds(loaded.compute_seconds)],
         ["flows simulated", f"{int(pts['flows'].sum()):,}"],
         ["generated", now],
     ]
@@ -252,10 +281,22 @@ def _render(
         verdict_counts[c.verdict] = verdict_counts.get(c.verdict, 0) + 1
     verdict_line = ", ".join(f"{n} {v}" for v, n in verdict_counts.items())
     notes = (
-        "FCT statistics exclude unfinished flows (counted in the tables). Error bars and ± are "
-        "one standard deviation across seeds. Slowdown = FCT / ideal FCT of the flow alone on "
-        "an idle path. Overhead = extra bytes sent by replicas over application bytes."
+        "FCT statistics exclude unfinished flows (counted in the tables). Means are means of "
+        "the per-seed means; ± in the tables is one standard deviation across seeds; error "
+        "bars in the figures are 95 % confidence intervals (a mean's: Student t across seeds, "
+        "wide with few seeds; a pooled p99's: from its order statistics). "
+        "Percentiles (p99) pool the flows of every seed and show, in brackets, how many flows "
+        f"each rests on; ⚠ marks a p99 of fewer than {P99_MIN_FLOWS} flows (its top 1 % is about "
+        "one flow). Slowdown = FCT / ideal FCT of the flow alone on an idle path. Overhead = "
+        "extra bytes sent by replicas over application bytes. Column names and units of "
+        "summary.csv: docs/metrics.md."
     )
+    thin = thin_p99_rows(agg)
+    if len(thin):
+        notes += (
+            f" Warning: {len(thin)} of {len(agg)} rows have a short-flow p99 resting on fewer "
+            f"than {P99_MIN_FLOWS} flows (fewest: {int(thin['short_p99_flows'].min())})."
+        )
 
     h: list[str] = [
         "<!doctype html><html><head><meta charset='utf-8'>",

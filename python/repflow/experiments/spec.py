@@ -25,9 +25,12 @@ A spec file looks like::
     baseline = "tcp"
     cdf_loads = [0.2, 0.8]
 
-A scheme whose configuration this build of the simulator rejects (a scheme that has not
-landed yet) is listed as unavailable and skipped; any other invalid point is an error that
-names the spec file, the point and the field.
+Everything is validated up front, as strictly as ``repflow sim`` validates its configuration
+(see :func:`repflow.experiments.sweep.plan_sweep`): ``[base]`` alone, every grid value on top of
+it, every scheme label with its overrides, then every point. An error is one line naming the
+spec file, the table and the field. Only a scheme name that the project knows but this build
+does not compile (:data:`PLANNED_SCHEMES`) is "not in this build"; a sweep then fails unless
+``--skip-unavailable`` is given.
 """
 
 from __future__ import annotations
@@ -52,6 +55,12 @@ LOAD_AXIS = "workload.load"
 SEED_AXIS = "seed"
 
 _TOP_KEYS = {"experiment", "base", "grid", "schemes", "figures"}
+#: Keys accepted in ``[experiment]`` (``paper``: the publication; ``claims``: claim scenarios
+#: of :mod:`repflow.experiments.claims` the report checks).
+EXPERIMENT_KEYS = ("name", "title", "description", "paper", "claims")
+#: Scheme names the project defines but a build may lack (their simulator support is pending):
+#: a spec naming one is "not in this build", not an error.
+PLANNED_SCHEMES = {"mptcp": "MPTCP", "mptcp-l": "MPTCP-L"}
 
 
 @dataclass
@@ -171,6 +180,12 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
     exp = data.get("experiment", {})
     if not isinstance(exp, dict):
         raise _err(path, "[experiment] must be a table")
+    unknown_exp = sorted(set(exp) - set(EXPERIMENT_KEYS))
+    if unknown_exp:
+        raise _err(
+            path,
+            f"[experiment] unknown key {unknown_exp[0]!r}; accepted: {', '.join(EXPERIMENT_KEYS)}",
+        )
     name = exp.get("name") or Path(path).stem
     if not isinstance(name, str) or not name or "/" in name:
         raise _err(path, "experiment.name must be a non-empty string without '/'")

@@ -15,14 +15,20 @@ from tqdm import tqdm
 
 from repflow.errors import UserError
 from repflow.experiments.executors import Executor, Runner, make_executor, run_point
-from repflow.experiments.spec import SCHEME_AXIS, Spec, set_path
+from repflow.experiments.spec import PLANNED_SCHEMES, SCHEME_AXIS, Spec, set_path
 from repflow.experiments.store import PointResult, Store, point_key
 from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
 
 #: Simulator throughput used for estimates before any point of a store has been timed:
-#: wall seconds per gigabyte of offered traffic on a 128-host fat-tree, measured on the
-#: development machine (one core of a busy 2-core VM, quick spec: 2–6 s/GB).
-SECONDS_PER_OFFERED_GB = 3.0
+#: wall seconds per gigabyte of offered traffic on a 128-host fat-tree. Measured 2026-11-24 on
+#: the development machine (one core of a busy 2-core VM; 12 points of the quick spec: tcp and
+#: repflow 0.39–0.71 s/GB, median 0.46; higher at higher load) — see docs/experiments.md. The
+#: earlier 3.0 s/GB dated from a simulator about five times slower, and made every estimate
+#: 3–6× too high.
+SECONDS_PER_OFFERED_GB = 0.5
+#: Schemes that cost more per offered byte than TCP (measured on the same points: pFabric's
+#: priority queues 0.73–1.59 s/GB, about twice TCP's).
+SCHEME_COST = {"pfabric": 2.0}
 #: Larger networks cost more per byte (bigger working set): measured ~2× from 128 to 1,024
 #: hosts, modelled as (hosts / 128) ** (1/3).
 SIZE_EXPONENT = 1.0 / 3.0
@@ -124,7 +130,9 @@ def offered_gigabytes(resolved: dict[str, Any]) -> float:
 def estimate_seconds(resolved: dict[str, Any]) -> float:
     """Rough single-core wall time of one simulation, before calibration."""
     scale = (max(host_count(resolved), 1) / 128) ** SIZE_EXPONENT
-    return offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB * scale
+    scheme = (resolved.get("scheme") or {}).get("name")
+    cost = SCHEME_COST.get(str(scheme), 1.0)
+    return offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB * scale * cost
 
 
 def _validate(config: dict[str, Any]) -> dict[str, Any]:
@@ -133,28 +141,69 @@ def _validate(config: dict[str, Any]) -> dict[str, Any]:
     return load_config(config)
 
 
-def plan_sweep(spec: Spec, store: Store, version: str | None = None) -> Plan:
-    """Resolves every point of ``spec`` and looks each up in ``store``."""
-    if version is None:
-        from repflow import __version__ as version
+def _check(config: dict[str, Any], where: str) -> dict[str, Any]:
+    try:
+        return _validate(config)
+    except UserError as exc:
+        raise UserError(f"{where} {exc}") from None
+
+
+def _planned_scheme(config: dict[str, Any], error: str) -> str | None:
+    """The planned-but-absent scheme a validation error is about, if that is all it is."""
+    scheme = config.get("scheme")
+    name = scheme.get("name") if isinstance(scheme, dict) else None
+    if name in PLANNED_SCHEMES and error.startswith("scheme.name: unknown variant"):
+        return str(name)
+    return None
+
+
+def check_spec(spec: Spec) -> dict[str, str]:
+    """Validates a spec's parts in turn, each as strictly as ``repflow sim``: ``[base]`` alone,
+    every value of every grid axis on top of it, every scheme label with its overrides.
+
+    Raises a one-line :class:`UserError` naming the spec file, the table and the field. Returns
+    the scheme labels whose scheme this build lacks (:data:`PLANNED_SCHEMES`) → why.
+    """
+    where = spec.path
+    scheme_in_base = isinstance(spec.base.get("scheme"), dict) and "name" in spec.base["scheme"]
+    if not scheme_in_base or spec.base["scheme"]["name"] not in PLANNED_SCHEMES:
+        _check(_copy(spec.base), f"{where}: [base]")
+    for axis, values in spec.grid.items():
+        if axis == SCHEME_AXIS:
+            continue
+        for value in values:
+            cfg = _copy(spec.base)
+            set_path(cfg, axis, value)
+            if _planned_scheme(cfg, "scheme.name: unknown variant") is None:
+                _check(cfg, f"{where}: [grid] {axis} = {value!r}:")
     unavailable: dict[str, str] = {}
     for label in spec.grid.get(SCHEME_AXIS, []):
         cfg = _copy(spec.base)
         for path, v in spec.scheme_overrides(label).items():
             set_path(cfg, path, v)
+        table = f"[schemes.{label}]" if label in spec.schemes else f"[grid] scheme = {label!r}:"
         try:
             _validate(cfg)
         except UserError as exc:
-            unavailable[label] = str(exc)
+            planned = _planned_scheme(cfg, str(exc))
+            if planned is None:
+                raise UserError(f"{where}: {table} {exc}") from None
+            unavailable[label] = f"{PLANNED_SCHEMES[planned]} ({planned}) is not in this build"
+    return unavailable
+
+
+def plan_sweep(spec: Spec, store: Store, version: str | None = None) -> Plan:
+    """Validates ``spec`` (:func:`check_spec`), resolves every point and looks each up in
+    ``store``."""
+    if version is None:
+        from repflow import __version__ as version
+    unavailable = check_spec(spec)
     points: list[PlannedPoint] = []
     for p in spec.points():
         if p.labels.get(SCHEME_AXIS) in unavailable:
             continue
-        try:
-            resolved = _validate(p.config)
-        except UserError as exc:
-            where = ", ".join(f"{k}={v}" for k, v in p.labels.items())
-            raise UserError(f"{spec.path}: point ({where}): {exc}") from None
+        where = ", ".join(f"{k}={v}" for k, v in p.labels.items())
+        resolved = _check(p.config, f"{spec.path}: point ({where}):")
         key = point_key(resolved, version)
         points.append(
             PlannedPoint(
@@ -195,6 +244,25 @@ def estimate_wall(points: list[PlannedPoint], workers: int) -> float:
     return max(total / max(1, workers), max(p.estimate for p in points))
 
 
+def check_same_spec(store: Store, spec: Spec) -> None:
+    """Refuses a result directory that holds another spec's sweep (its ``sweep.json`` would be
+    replaced)."""
+    import json
+
+    path = store.root / "sweep.json"
+    if not path.is_file():
+        return
+    try:
+        name = json.loads(path.read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        name = None
+    if name != spec.name:
+        raise UserError(
+            f"--out: '{store.root}' holds the results of spec {name!r}, not {spec.name!r}; "
+            "choose another directory"
+        )
+
+
 def sweep_record(spec: Spec, plan: Plan, version: str) -> dict[str, Any]:
     """The content of ``sweep.json``."""
     return {
@@ -216,21 +284,29 @@ def run_sweep(
     progress: bool = True,
     runner: Runner = run_point,
     confirm: Callable[[Plan, float, int], bool] | None = None,
+    skip_unavailable: bool = False,
 ) -> SweepSummary:
     """Runs every point of ``spec`` that ``out`` does not already hold.
 
     ``confirm(plan, expected_seconds, workers)`` is asked before computing; returning
-    ``False`` aborts with :class:`UserError`.
+    ``False`` aborts with :class:`UserError`. A scheme this build lacks fails the sweep unless
+    ``skip_unavailable``. ``out`` is created only once the executor is up and the run
+    confirmed; a directory holding another spec's sweep is refused.
     """
     from repflow import __version__
 
     t0 = time.perf_counter()
     store = Store(out)
+    check_same_spec(store, spec)
     plan = plan_sweep(spec, store, __version__)
+    if plan.unavailable and not skip_unavailable:
+        label, why = next(iter(plan.unavailable.items()))
+        raise UserError(
+            f"{spec.path}: scheme {label!r}: {why}; pass --skip-unavailable to run the other "
+            "schemes without it"
+        )
     if not plan.points:
         raise UserError(f"{spec.path}: the grid has no point this build can run")
-    store.prepare()
-    store.write_sweep(sweep_record(spec, plan, __version__), spec.text)
     todo = plan.todo(retry_failed)
     summary = SweepSummary(
         root=store.root,
@@ -246,6 +322,8 @@ def run_sweep(
         print(f"sweep: skipping schemes this build does not have: {labels} ({first})",
               file=sys.stderr)  # fmt: skip
     if not todo:
+        store.prepare()
+        store.write_sweep(sweep_record(spec, plan, __version__), spec.text)
         summary.wall = time.perf_counter() - t0
         summary.executor = executor if isinstance(executor, str) else executor.name
         return summary
@@ -258,6 +336,9 @@ def run_sweep(
         expected = estimate_wall(todo, ex.workers)
         if confirm is not None and not confirm(plan, expected, ex.workers):
             raise UserError("aborted: nothing was computed")
+        # only now, with the executor up and the user's consent, does the directory appear
+        store.prepare()
+        store.write_sweep(sweep_record(spec, plan, __version__), spec.text)
         print(
             f"sweep {spec.name}: {len(plan.points)} points, {summary.reused} stored, "
             f"{len(todo)} to compute on {ex.name} ({ex.workers} workers), "

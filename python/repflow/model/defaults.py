@@ -14,4 +14,4 @@ DEFAULT_K = 12
 #: Hash-collision probability for SmartRep's Theorem 1 (SmartRep saw > 25 % with CRC16).
 DEFAULT_P = 0.25
 #: Copies per short flow for SmartRep's n-copies curve.
-DEFAULT_N = 3
+DEFAULT_N = 2

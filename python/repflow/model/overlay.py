@@ -124,28 +124,64 @@ def _stats(slow: np.ndarray) -> tuple[float, float]:
     return float(np.mean(fin)), float(np.percentile(fin, 99))
 
 
-def simulated_stats(root: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """Per (workload, scheme, load): pooled normalized-FCT statistics of the runs under ``root``.
+#: Configuration fields that do not split runs into groups: the group's own axes (workload,
+#: scheme, load), the seed, and the scheme's other fields (its label already says ``copies``).
+_NOT_GROUPING = ("seed", "workload.load", "workload.cdf", "workload.cdf_text")
 
-    Returns the table and, per workload, the model parameters taken from the runs' configs.
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = d
+    return out
+
+
+def _signature(cfg: dict) -> dict[str, str]:
+    """The fields that make two runs of one workload, scheme and load different experiments
+    (e.g. ``topology.k``): everything but :data:`_NOT_GROUPING` and ``scheme.*`` (except its
+    threshold, which the model uses)."""
+    return {
+        k: json.dumps(v, sort_keys=True)
+        for k, v in _flat(cfg).items()
+        if k not in _NOT_GROUPING and (not k.startswith("scheme.") or k == "scheme.threshold")
+    }
+
+
+def _group_label(sig: dict[str, str], varying: list[str]) -> str:
+    return ", ".join(f"{k}={json.loads(sig[k]) if k in sig else '-'}" for k in varying)
+
+
+def simulated_stats(root: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """Per (workload, configuration, scheme, load): pooled normalized-FCT statistics of the runs
+    under ``root`` (seeds pooled; runs that differ in any other field — e.g. a 16-pod and a
+    4-pod fat-tree — are never pooled: the ``config`` column names what differs).
+
+    Returns the table and, per group (``group`` column: workload plus configuration), the model
+    parameters taken from the runs' configs.
     """
-    groups: dict[tuple[str, str, float], list[pd.DataFrame]] = {}
-    params: dict[str, dict] = {}
-    nruns: dict[tuple[str, str, float], int] = {}
+    found = []
     for run in find_runs(root):
         cfg, flows = read_run(run)
-        rp = _run_params(cfg, run)
-        key = (rp["workload"], rp["scheme"], rp["load"])
+        found.append((_run_params(cfg, run), _signature(cfg), flows))
+    keys = sorted({k for _, sig, _ in found for k in sig})
+    varying = [k for k in keys if len({sig.get(k) for _, sig, _ in found}) > 1]
+    groups: dict[tuple[str, str, str, float], list[pd.DataFrame]] = {}
+    params: dict[str, dict] = {}
+    nruns: dict[tuple[str, str, str, float], int] = {}
+    for rp, sig, flows in found:
+        label = _group_label(sig, varying)
+        group = rp["workload"] + (f" [{label}]" if label else "")
+        key = (group, label, rp["scheme"], rp["load"])
         groups.setdefault(key, []).append(flows)
         nruns[key] = nruns.get(key, 0) + 1
-        prev = params.setdefault(rp["workload"], rp)
-        for f in ("k", "mss", "threshold_bytes", "max_window_bytes"):
-            if not math.isclose(prev[f], rp[f]):
-                prev.setdefault("mixed", set()).add(f)  # the model uses the first run's value
+        params.setdefault(group, rp)
     rows = []
-    for (wl, scheme, load), parts in sorted(groups.items()):
+    for (group, label, scheme, load), parts in sorted(groups.items()):
         f = pd.concat(parts, ignore_index=True)
-        thr = params[wl]["threshold_bytes"]
+        thr = params[group]["threshold_bytes"]
         size = f["size"].to_numpy(dtype=float)
         slow = f["slowdown"].to_numpy(dtype=float)
         short = size <= thr
@@ -153,10 +189,12 @@ def simulated_stats(root: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
         lm, lp = _stats(slow[~short])
         rows.append(
             {
-                "workload": wl,
+                "group": group,
+                "workload": params[group]["workload"],
+                "config": label,
                 "scheme": scheme,
                 "load": load,
-                "runs": nruns[(wl, scheme, load)],
+                "runs": nruns[(group, label, scheme, load)],
                 "short_flows": int(short.sum()),
                 "large_flows": int((~short).sum()),
                 "unfinished": int((~np.isfinite(slow)).sum()),
@@ -167,6 +205,11 @@ def simulated_stats(root: Path) -> tuple[pd.DataFrame, dict[str, dict]]:
             }  # fmt: skip
         )
     return pd.DataFrame(rows), params
+
+
+def has_model(scheme: str) -> bool:
+    """Whether the model describes ``scheme`` (else its model columns are "no model")."""
+    return scheme in MODELLED or re.fullmatch(r"repflow-(\d+)copies", scheme) is not None
 
 
 def _model_value(scheme, load, stat, pts, dist, loads, kw) -> float:
@@ -184,14 +227,16 @@ def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, 
 
     Adds ``model_<stat>`` and ``ratio_<stat>`` (= simulated / model) columns for the schemes
     the model describes (:data:`MODELLED`, and ``repflow`` with ``scheme.copies = n != 2``,
-    labelled ``repflow-<n>copies`` and modelled as n copies on distinct paths); others get NaN.
-    Also returns, per workload, the model's table at a fine load grid (for curves).
+    labelled ``repflow-<n>copies`` and modelled as n copies on distinct paths); others get NaN
+    and ``modelled = False`` (a NaN with ``modelled`` means the effective load is ≥ 1). Also
+    returns, per group (workload and configuration), the model's table at a fine load grid.
     """
     sim, params = simulated_stats(root)
     curves: dict[str, pd.DataFrame] = {}
     out = []
-    for wl, g in sim.groupby("workload", sort=True):
-        p = params[wl]
+    for group, g in sim.groupby("group", sort=True):
+        p = params[group]
+        wl = p["workload"]
         if p.get("cdf_text"):
             cdf = parse_cdf_text(p["cdf_text"], name=wl)
         else:
@@ -211,8 +256,7 @@ def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, 
         # does not flatten the comparison
         top = min(0.98, max(loads) + 0.1)
         grid = np.unique(np.concatenate([np.linspace(0.02, top, 49), loads]))
-        curves[wl] = fct_table(dist, grid, **kw)
-        curves[wl].attrs["mixed"] = sorted(p.get("mixed", ()))
+        curves[group] = fct_table(dist, grid, **kw)
         pts = fct_table(dist, loads, **kw).set_index("load")
         g = g.copy()
         for stat in ("short_mean", "short_p99", "large_mean", "large_p99"):
@@ -222,5 +266,6 @@ def overlay_table(root: Path, sizes: str = "continuous") -> tuple[pd.DataFrame, 
             ]
             g[f"model_{stat}"] = model_vals
             g[f"ratio_{stat}"] = g[f"sim_{stat}"] / g[f"model_{stat}"]
+        g["modelled"] = [has_model(s) for s in g["scheme"]]
         out.append(g)
     return pd.concat(out, ignore_index=True), curves

@@ -7,12 +7,18 @@ small machine). With ``--ready``/``--go`` it parses its arguments and imports ev
 creates the ready file, and waits for the go file before generating traffic (for ``load``: after
 its client is made and, with ``--warm``, its SmartRep paths probed), so every host's open-loop
 generator starts within a few milliseconds of the others.
+
+For ``load`` it also writes ``errors.json`` into the run directory: the index and the library's
+error text of every flow that did not finish (``repflow load``'s records keep only the
+simulator's columns), so the testbed can tell failed flows (e.g. every copy hit the flow
+timeout) from flows cut off by the end of the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -25,6 +31,24 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     importlib.import_module("repflow.cli.net").register(sub)
     return parser
+
+
+def _record_errors() -> dict[str, list]:
+    """Has ``repflow load`` hand us the error of every flow it turns into records: fills the
+    returned dict with ``index`` and ``error`` lists (only flows with an error)."""
+    import repflow.net as net
+
+    seen: dict[str, list] = {}
+    make_records = net.load_records
+
+    def recording(raw, sched, **kw):
+        pairs = [(int(i), e) for i, e in zip(raw["index"], raw["error"], strict=True) if e]
+        seen["index"] = [i for i, _ in pairs]
+        seen["error"] = [e for _, e in pairs]
+        return make_records(raw, sched, **kw)
+
+    net.load_records = recording
+    return seen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,8 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "load":
             # `load` calls it once its client is ready (after a SmartRep warm-up)
             args.before_start = barrier
-        else:
-            barrier()
+            errors = _record_errors()
+            status = int(args.func(args) or 0)
+            if errors:
+                out = Path(args.out) / "errors.json"
+                out.write_text(json.dumps(errors))
+            return status
+        barrier()
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"repflow: error: {exc}", file=sys.stderr)

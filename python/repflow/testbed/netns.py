@@ -594,8 +594,9 @@ def _build(tb: Testbed, say: Callable[[str], None]) -> None:
     _parallel(qdiscs, nodes)
 
 
-def _kill_inside(namespaces: Sequence[str]) -> int:
-    """SIGTERM, then SIGKILL, every process inside our namespaces. Returns how many there were."""
+def kill_inside(namespaces: Sequence[str]) -> int:
+    """SIGTERM, then SIGKILL, every process inside ``namespaces``. Returns how many are still
+    alive afterwards (0 when all stopped)."""
     existing = set(list_netns())
     pids: list[int] = []
     for ns in namespaces:
@@ -607,12 +608,12 @@ def _kill_inside(namespaces: Sequence[str]) -> int:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
                 alive.append(pid)
-        if not alive:
-            break
         deadline = time.time() + 2.0
         while time.time() < deadline and any(_alive(p) for p in alive):
             time.sleep(0.05)
         pids = [p for p in alive if _alive(p)]
+        if not pids:
+            break
     return len(pids)
 
 
@@ -629,7 +630,7 @@ def _alive(pid: int) -> bool:
 
 
 def _teardown(namespaces: Sequence[str]) -> list[str]:
-    _kill_inside(namespaces)
+    kill_inside(namespaces)
     existing = set(list_netns())
     mine = [ns for ns in namespaces if ns in existing]
     if mine:

@@ -275,9 +275,13 @@ def format_table(results: list[Scenario], rate_bps: int, host_shaping: bool = Fa
 
 def run_cli(args, say: Callable[[str], None]) -> None:
     """``repflow testbed toy``: builds the toy topology, runs Table I, removes it."""
+    from repflow.testbed.workload import check_out
+
     rate = parse_rate(args.link_rate)
     if not 10 <= args.flows <= 40_000:
         raise UserError(f"--flows must be between 10 and 40000, got {args.flows}")
+    if args.out:
+        check_out(args.out)  # before anything is built, not after the experiment
     if netns.read_state(args.prefix) is not None:
         raise UserError(
             f"a testbed with prefix {args.prefix!r} is already up; "
@@ -303,7 +307,10 @@ def run_cli(args, say: Callable[[str], None]) -> None:
     print(format_table(results, rate, args.host_shaping))
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--out: cannot create '{out}': {exc.strerror}") from None
         tmp = out / "toy.json.tmp"
         tmp.write_text(
             json.dumps(
