@@ -45,10 +45,10 @@ def test_sim_help_lists_every_scheme_and_pair_pattern():
 
 
 def test_copies_default_and_initial_window_flag_agree_across_commands(tmp_path, capsys):
-    from repflow.config_io import default_config
+    from repflow.config_io import scheme_parameters
 
     model = build_parser().parse_args(["model"])
-    assert model.copies == default_config()["scheme"]["copies"] == 2
+    assert model.copies == scheme_parameters()["repflow"]["copies"] == 2
     assert "--init-window" in _help("model")
     assert main(["model", "--k", "10", "--loads", "0.5", "--out", str(tmp_path / "a")]) == 0
     captured = capsys.readouterr()

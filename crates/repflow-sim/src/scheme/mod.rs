@@ -264,8 +264,12 @@ impl SchemeConfig {
                 ConfigError::new(
                     "scheme.name",
                     format!(
-                        "unknown variant `{name}`: no such scheme; expected one of {}",
-                        Self::NAMES.join(", ")
+                        "unknown variant `{name}`, expected one of {}",
+                        Self::NAMES
+                            .iter()
+                            .map(|n| format!("`{n}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 )
             })?;
