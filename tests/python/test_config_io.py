@@ -205,3 +205,22 @@ def test_unset_field_with_a_non_null_default_round_trips_as_none(tmp_path: Path)
     path = tmp_path / "run.toml"
     path.write_text(config_io.dumps_toml(cfg))
     assert config_io.validate(config_io.load_toml(path), resolve=False) == cfg
+
+
+def test_a_config_with_a_trace_dumps_and_reads_back(tmp_path: Path):
+    """--dump-config of a trace run: lists of tables are written (the hand-made writer
+    refused them with "cannot write dict to TOML")."""
+    cfg = config_io.default_config()
+    cfg["topology"]["k"] = 4
+    cfg["workload"]["trace"] = [
+        {"start": "0s", "src": 0, "dst": 5, "size": "10KB"},
+        {"start": "1ms", "src": 1, "dst": 6, "size": "20KB"},
+    ]
+    cfg["tcp"].update(profile="linux", max_window=None)
+    text = config_io.dumps_toml(cfg)
+    back = tomllib.loads(text)
+    assert back["workload"]["trace"][1] == {"start": "1ms", "src": 1, "dst": 6, "size": "20KB"}
+    assert back["tcp"]["max_window"] == "none"
+    normalized = config_io.validate(back, resolve=False)
+    assert normalized["workload"]["trace"][1]["dst"] == 6
+    assert normalized["tcp"]["max_window"] is None and normalized["tcp"]["profile"] == "linux"
