@@ -87,7 +87,37 @@ fn parse_cdf<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
         },
     )?;
     d.set_item("mean_bytes", cdf.mean_bytes())?;
+    d.set_item("text", text)?;
     Ok(d)
+}
+
+/// Flow sizes in bytes at cumulative probabilities `u`, as the simulator samples them from
+/// the CDF text (interpolated, rounded up to a whole unit, at least one unit).
+#[pyfunction]
+fn cdf_sizes(text: &str, u: Vec<f64>) -> PyResult<Vec<u64>> {
+    let cdf = Cdf::parse(text).map_err(config_err)?;
+    Ok(u.into_iter().map(|x| cdf.bytes_at(x)).collect())
+}
+
+/// One host's open-loop schedule (`repflow_sim::workload::host_schedule`): returns
+/// `(start seconds, peer index, size bytes)` lists.
+#[pyfunction]
+fn host_schedule(
+    text: &str,
+    load: f64,
+    link_rate_bps: f64,
+    duration_s: f64,
+    peers: u32,
+    seed: u64,
+) -> PyResult<(Vec<f64>, Vec<u32>, Vec<u64>)> {
+    let cdf = Cdf::parse(text).map_err(config_err)?;
+    let flows =
+        repflow_sim::workload::host_schedule(&cdf, load, link_rate_bps, duration_s, peers, seed);
+    Ok((
+        flows.iter().map(|f| f.at_s).collect(),
+        flows.iter().map(|f| f.peer).collect(),
+        flows.iter().map(|f| f.size).collect(),
+    ))
 }
 
 /// Runs one simulation.
@@ -285,6 +315,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(builtin_workloads, m)?)?;
     m.add_function(wrap_pyfunction!(workload_text, m)?)?;
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
+    m.add_function(wrap_pyfunction!(cdf_sizes, m)?)?;
+    m.add_function(wrap_pyfunction!(host_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;

@@ -173,22 +173,21 @@ def _seconds(report: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ open-loop generator
-def sample_sizes(cdf: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
-    """Flow sizes (bytes) at cumulative probabilities ``u``, as the simulator samples them:
-    linear interpolation between CDF points, rounded up to a whole unit, at least one unit.
-    """
-    pts = np.asarray(cdf["points"], dtype=float)
-    xs, cs = pts[:, 0], pts[:, 1]
-    idx = np.searchsorted(cs, u, side="left")  # first point with cum >= u
-    lo = np.clip(idx - 1, 0, len(cs) - 1)
-    hi = np.clip(idx, 0, len(cs) - 1)
-    x0, x1, c0, c1 = xs[lo], xs[hi], cs[lo], cs[hi]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = np.where(c1 > c0, x0 + (x1 - x0) * (u - c0) / (c1 - c0), x1)
-    v = np.where(idx == 0, xs[0], v)
-    v = np.where(idx >= len(cs), xs[-1], v)
-    units = np.maximum(np.ceil(v), 1.0)
-    return (units * int(cdf["unit_bytes"])).astype(np.int64)
+def _cdf_text(cdf: Mapping[str, Any] | str) -> str:
+    """The text of a CDF given as text or as ``repflow._core.parse_cdf``'s dict."""
+    if isinstance(cdf, str):
+        return cdf
+    text = cdf.get("text")
+    if not isinstance(text, str):
+        raise UserError("--workload: the CDF carries no text (parse it with repflow._core)")
+    return text
+
+
+def sample_sizes(cdf: Mapping[str, Any] | str, u: np.ndarray) -> np.ndarray:
+    """Flow sizes (bytes) at cumulative probabilities ``u``: the simulator's sampler (the
+    Rust core's), not a copy of it."""
+    sizes = _core().cdf_sizes(_cdf_text(cdf), [float(x) for x in np.asarray(u).ravel()])
+    return np.asarray(sizes, dtype=np.int64)
 
 
 @dataclass
@@ -216,19 +215,14 @@ def make_schedule(
     if peers < 1:
         raise UserError("--peers: give at least one ADDR:PORT")
     rate = load * link_rate_bps / 8.0 / float(cdf["mean_bytes"])
-    rng = np.random.default_rng(seed)
-    gaps: list[np.ndarray] = []
-    total = 0.0
-    chunk = max(16, int(rate * duration * 1.1) + 16)
-    while total < duration:
-        g = rng.exponential(1.0 / rate, chunk)
-        gaps.append(g)
-        total += float(g.sum())
-    at = np.cumsum(np.concatenate(gaps))
-    at = at[at < duration]
-    n = len(at)
-    size = sample_sizes(cdf, rng.random(n))
-    peer = rng.integers(0, peers, n)
+    # The Rust core's arrival process: the simulator's incast arrivals on a star of
+    # peers + 1 hosts (same seed, same flows).
+    at, peer, size = _core().host_schedule(
+        _cdf_text(cdf), load, float(link_rate_bps), float(duration), peers, seed
+    )
+    at = np.asarray(at, dtype=float)
+    peer = np.asarray(peer, dtype=np.int64)
+    size = np.asarray(size, dtype=np.int64)
     return Schedule(at=at, peer=peer, size=size, rate=rate)
 
 
