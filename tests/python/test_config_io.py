@@ -224,3 +224,27 @@ def test_a_config_with_a_trace_dumps_and_reads_back(tmp_path: Path):
     normalized = config_io.validate(back, resolve=False)
     assert normalized["workload"]["trace"][1]["dst"] == 6
     assert normalized["tcp"]["max_window"] is None and normalized["tcp"]["profile"] == "linux"
+
+
+def test_one_unit_grammar_for_every_front_end():
+    """The sweep's, the testbed's and the model's readers are the core's grammar."""
+    from repflow import units
+    from repflow.errors import UserError
+    from repflow.experiments import units as exp_units
+    from repflow.testbed import units as tb_units
+
+    assert exp_units.bits_per_second("10Gb/s") == 1e10 == units.parse_rate("10Gbps")
+    assert tb_units.parse_rate("50mbit") == 50_000_000
+    assert tb_units.parse_duration("2min") == 120.0 == exp_units.seconds("2min")
+    assert units.parse_size("64KiB") == 65_536 and units.parse_size(1460) == 1460
+    for bad in ("2m", "soon"):
+        with pytest.raises(UserError, match="--duration"):
+            tb_units.parse_duration(bad)
+        with pytest.raises(ValueError):
+            exp_units.seconds(bad)
+    with pytest.raises(UserError, match="ambiguous"):
+        units.parse_duration("2m", "workload.duration")
+    # The simulator's configuration reads the same spellings.
+    cfg = config_io.validate({"topology": {"link_rate": "10Gb/s"},
+                              "workload": {"duration": "1min"}}, resolve=False)  # fmt: skip
+    assert cfg["topology"]["link_rate"] == "10Gbps" and cfg["workload"]["duration"] == "60s"

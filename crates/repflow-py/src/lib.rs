@@ -53,6 +53,22 @@ fn scheme_defaults() -> PyResult<String> {
     serde_json::to_string(&all).map_err(config_err)
 }
 
+/// Parses a quantity as the configuration does: `kind` is `duration` (returns seconds),
+/// `rate` (bits per second) or `size` (bytes). Raises `ConfigError` with the reason.
+#[pyfunction]
+fn parse_quantity(kind: &str, text: &str) -> PyResult<f64> {
+    use repflow_sim::units::{Bytes, Duration, Rate};
+    match kind {
+        "duration" => Duration::parse(text).map(|d| d.secs()),
+        "rate" => Rate::parse(text).map(|r| r.bps() as f64),
+        "size" => Bytes::parse(text).map(|b| b.0 as f64),
+        _ => Err(format!(
+            "unknown quantity kind '{kind}' (duration, rate or size)"
+        )),
+    }
+    .map_err(config_err)
+}
+
 /// Built-in workloads as `(name, file name)` pairs.
 #[pyfunction]
 fn builtin_workloads() -> Vec<(&'static str, &'static str)> {
@@ -312,6 +328,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_config, m)?)?;
     m.add_function(wrap_pyfunction!(default_config, m)?)?;
     m.add_function(wrap_pyfunction!(scheme_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_workloads, m)?)?;
     m.add_function(wrap_pyfunction!(workload_text, m)?)?;
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
