@@ -69,6 +69,26 @@ fn parse_quantity(kind: &str, text: &str) -> PyResult<f64> {
     .map_err(config_err)
 }
 
+/// The run summary (the simulator's bins, percentiles and overhead) of flows given as
+/// columns; returns it as JSON text.
+#[pyfunction]
+fn summarize(
+    size: Vec<u64>,
+    fct: Vec<f64>,
+    slowdown: Vec<f64>,
+    flow_bytes: u64,
+    extra_copy_bytes: u64,
+) -> PyResult<String> {
+    if fct.len() != size.len() || slowdown.len() != size.len() {
+        return Err(config_err(
+            "summarize: size, fct and slowdown differ in length",
+        ));
+    }
+    let s =
+        repflow_sim::Summary::from_columns(&size, &fct, &slowdown, flow_bytes, extra_copy_bytes);
+    serde_json::to_string(&s).map_err(config_err)
+}
+
 /// Built-in workloads as `(name, file name)` pairs.
 #[pyfunction]
 fn builtin_workloads() -> Vec<(&'static str, &'static str)> {
@@ -329,6 +349,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_config, m)?)?;
     m.add_function(wrap_pyfunction!(scheme_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
+    m.add_function(wrap_pyfunction!(summarize, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_workloads, m)?)?;
     m.add_function(wrap_pyfunction!(workload_text, m)?)?;
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +21,6 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
-
-#: Flows up to this size are "short" in summaries (the papers' bin).
-SHORT_FLOW_BYTES = 100_000
-MEDIUM_FLOW_BYTES = 10_000_000
 
 
 def _core() -> Any:
@@ -269,52 +264,44 @@ def load_records(
     return df[list(RECORD_COLUMNS)]
 
 
-def bin_summary(label: str, df: pd.DataFrame) -> dict[str, Any]:
-    """FCT and slowdown statistics of the flows in ``df``, with the simulator's keys."""
-    fct = df["fct"].to_numpy(dtype=float)
-    fct = np.sort(fct[np.isfinite(fct)])
-    sd = df["slowdown"].to_numpy(dtype=float)
-    sd = np.sort(sd[np.isfinite(sd)])
+def summarize(flows: pd.DataFrame, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run summary, computed by the simulator's own code (``repflow_sim::Summary``): its
+    bins, percentiles and keys. ``overhead`` = extra copy bytes / application bytes, the
+    planned copies' application bytes as the simulator counts them; without those counters
+    they are taken from the records (``size`` × (``copies`` − 1))."""
+    import json
 
-    def pct(v: np.ndarray, q: float) -> float:
-        return float(np.percentile(v, q)) if len(v) else math.nan
+    c = dict(counters or {})
+    size = flows["size"].to_numpy(dtype=np.int64)
+    if "flow_bytes" not in c:
+        copies = flows["copies"].to_numpy(dtype=np.int64) if "copies" in flows else 1
+        c["flow_bytes"] = int(size.sum())
+        c["extra_copy_bytes"] = int((size * np.maximum(copies - 1, 0)).sum())
+    text = _core_sim().summarize(
+        [int(x) for x in size],
+        [float(x) for x in flows["fct"].to_numpy(dtype=float)],
+        [float(x) for x in flows["slowdown"].to_numpy(dtype=float)],
+        int(c.get("flow_bytes", 0)),
+        int(c.get("extra_copy_bytes", 0)),
+    )
+    from repflow.api import normalize_summary
 
-    return {
-        "bin": label, "count": int(len(df)), "finished": int(len(fct)),
-        "fct_mean": float(fct.mean()) if len(fct) else math.nan,
-        "fct_p50": pct(fct, 50), "fct_p99": pct(fct, 99), "fct_p999": pct(fct, 99.9),
-        "slowdown_mean": float(sd.mean()) if len(sd) else math.nan,
-        "slowdown_p50": pct(sd, 50), "slowdown_p99": pct(sd, 99), "slowdown_p999": pct(sd, 99.9),
-    }  # fmt: skip
+    return normalize_summary(json.loads(text))
 
 
 def size_bins(flows: pd.DataFrame) -> list[dict[str, Any]]:
-    """:func:`bin_summary` of the simulator's bins: (0, 100KB], (100KB, 10MB], (10MB, inf), all."""
-    size = flows["size"]
-    medium = (size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)
-    return [
-        bin_summary("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
-        bin_summary("(100KB, 10MB]", flows[medium]),
-        bin_summary("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
-        bin_summary("all", flows),
-    ]
+    """The simulator's bins of ``flows``: (0, 100KB], (100KB, 10MB], (10MB, inf), all."""
+    return summarize(flows, {"flow_bytes": 0, "extra_copy_bytes": 0})["bins"]
 
 
-def summarize(flows: pd.DataFrame, counters: Mapping[str, Any]) -> dict[str, Any]:
-    """Summary with the simulator's bins and keys; ``overhead`` = extra copy bytes /
-    application bytes (planned copies, as the simulator counts it)."""
-    bins = size_bins(flows)
-    fb = float(counters.get("flow_bytes", 0))
-    return {
-        "bins": bins,
-        "overhead": float(counters.get("extra_copy_bytes", 0)) / fb if fb else 0.0,
-        "unfinished": int((~np.isfinite(flows["fct"].to_numpy(dtype=float))).sum()),
-    }
+def _core_sim() -> Any:
+    from repflow.errors import require_core
+
+    return require_core()
 
 
 __all__ = [
     "Client",
-    "bin_summary",
     "size_bins",
     "Incoming",
     "Schedule",
