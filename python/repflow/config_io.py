@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import re
 import tomllib
@@ -20,8 +21,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
-
-import tomli_w
 
 from repflow.errors import UserError, require_core
 
@@ -95,42 +94,67 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
+def _toml_key(key: str) -> str:
+    if key and all(c.isalnum() or c in "_-" for c in key):
+        return key
+    return json.dumps(key)
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        # JSON string escapes (\" \\ \n \t \uXXXX) are all valid in TOML basic strings.
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    raise TypeError(f"{where}: cannot write {type(value).__name__} to TOML")
+
+
 def dumps_toml(config: Mapping[str, Any]) -> str:
-    """Writes a configuration as TOML text (with ``tomli-w``) that means the same
-    configuration.
+    """Writes a configuration as TOML text that means the same configuration.
 
     TOML has no null: an unset optional field (``None``) is left out when its default is
     unset too, and written as ``"none"`` when the default is a value (``tcp.max_window``).
-    Tables are written in schema order; lists of tables (``workload.trace``) as arrays of
-    tables.
     """
     try:
         defaults = default_config()
     except UserError:  # pragma: no cover - no core
         defaults = {}
+    lines: list[str] = []
+    scalars = [(k, v) for k, v in config.items() if not isinstance(v, Mapping)]
+    tables = [(k, v) for k, v in config.items() if isinstance(v, Mapping)]
 
-    def without_nulls(table: Mapping[str, Any], section_defaults: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in table.items():
-            if v is None:
-                if isinstance(section_defaults, dict) and section_defaults.get(k) is not None:
-                    out[k] = "none"
-            elif isinstance(v, Mapping):
-                out[k] = without_nulls(v, None)
-            else:
-                out[k] = v
-        return out
+    def unset_value(section: str, key: str) -> str | None:
+        d = defaults.get(section) if section else defaults
+        has_default = isinstance(d, dict) and d.get(key) is not None
+        return '"none"' if has_default else None
 
+    for k, v in scalars:
+        text = _toml_value(v, k) if v is not None else unset_value("", k)
+        if text is not None:
+            lines.append(f"{_toml_key(k)} = {text}")
     order = {name: i for i, name in enumerate(SECTIONS)}
-    scalars = {k: v for k, v in config.items() if not isinstance(v, Mapping)}
-    doc = without_nulls(scalars, defaults)
-    tables = sorted(
-        ((k, v) for k, v in config.items() if isinstance(v, Mapping)),
-        key=lambda kv: order.get(kv[0], len(order)),
-    )
+    tables.sort(key=lambda kv: order.get(kv[0], len(order)))
     for name, table in tables:
-        doc[name] = without_nulls(table, defaults.get(name))
-    return tomli_w.dumps(doc)
+        if lines:
+            lines.append("")
+        lines.append(f"[{_toml_key(name)}]")
+        for k, v in table.items():
+            if isinstance(v, Mapping):
+                raise TypeError(f"{name}.{k}: nested tables deeper than one level")
+            text = _toml_value(v, f"{name}.{k}") if v is not None else unset_value(name, k)
+            if text is not None:
+                lines.append(f"{_toml_key(k)} = {text}")
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------------------------

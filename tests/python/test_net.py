@@ -192,32 +192,11 @@ def test_smartrep_table_follows_repnumassign():
 
 
 # ------------------------------------------------------------------ schedule & records
-def test_the_load_generator_is_the_simulators_incast_arrival_process():
-    """The library's open-loop schedule is the simulator's arrival process, not a copy: a
-    simulated incast on a star of peers + 1 hosts at load / (peers + 1) with the same seed
-    starts the same flows (size, time, source = peer + 1)."""
-    from repflow import _core, api
-
-    text = _core.workload_text("websearch")
-    cdf = _core.parse_cdf(text)
-    peers, load, rate, seed = 3, 0.4, 1e9, 11
-    sched = net.make_schedule(cdf, load=load, link_rate_bps=rate, duration=0.5, peers=peers,
-                              seed=seed)  # fmt: skip
-    assert len(sched.at) > 5
-    res = api.simulate({
-        "seed": seed,
-        "topology": {"kind": "star", "hosts": peers + 1, "link_rate": "1Gbps"},
-        "workload": {"cdf": "websearch", "load": load / (peers + 1), "pairs": "incast",
-                     "duration": "500ms", "max_flows": len(sched.at)},
-    })  # fmt: skip
-    flows = res.flows.sort_values("id")
-    assert flows["size"].tolist() == sched.size.tolist()
-    assert flows["src"].tolist() == (sched.peer + 1).tolist()
-    assert np.allclose(flows["start"].to_numpy(), sched.at, rtol=0, atol=1e-12)
-    # Sizes at given probabilities come from the same sampler.
-    u = np.array([0.0, 0.5, 0.999])
-    assert net.sample_sizes(cdf, u).tolist() == net.sample_sizes(text, u).tolist()
-    assert net.sample_sizes(cdf, u)[0] >= 1
+def test_sample_sizes_interpolates_like_the_simulator():
+    cdf = {"points": [(1.0, 0.0), (1.0, 0.5), (11.0, 1.0)], "unit_bytes": 1460, "mean_bytes": 0}
+    u = np.array([0.0, 0.25, 0.5, 0.52, 0.75, 1.0])
+    # u ≤ 0.5 → the point mass at 1 packet; 0.52 → ceil(1.4) = 2; 0.75 → 6; 1.0 → 11.
+    assert net.sample_sizes(cdf, u).tolist() == [1460, 1460, 1460, 2920, 8760, 16060]
 
 
 def test_schedule_is_seeded_and_at_the_requested_load():

@@ -53,42 +53,6 @@ fn scheme_defaults() -> PyResult<String> {
     serde_json::to_string(&all).map_err(config_err)
 }
 
-/// Parses a quantity as the configuration does: `kind` is `duration` (returns seconds),
-/// `rate` (bits per second) or `size` (bytes). Raises `ConfigError` with the reason.
-#[pyfunction]
-fn parse_quantity(kind: &str, text: &str) -> PyResult<f64> {
-    use repflow_sim::units::{Bytes, Duration, Rate};
-    match kind {
-        "duration" => Duration::parse(text).map(|d| d.secs()),
-        "rate" => Rate::parse(text).map(|r| r.bps() as f64),
-        "size" => Bytes::parse(text).map(|b| b.0 as f64),
-        _ => Err(format!(
-            "unknown quantity kind '{kind}' (duration, rate or size)"
-        )),
-    }
-    .map_err(config_err)
-}
-
-/// The run summary (the simulator's bins, percentiles and overhead) of flows given as
-/// columns; returns it as JSON text.
-#[pyfunction]
-fn summarize(
-    size: Vec<u64>,
-    fct: Vec<f64>,
-    slowdown: Vec<f64>,
-    flow_bytes: u64,
-    extra_copy_bytes: u64,
-) -> PyResult<String> {
-    if fct.len() != size.len() || slowdown.len() != size.len() {
-        return Err(config_err(
-            "summarize: size, fct and slowdown differ in length",
-        ));
-    }
-    let s =
-        repflow_sim::Summary::from_columns(&size, &fct, &slowdown, flow_bytes, extra_copy_bytes);
-    serde_json::to_string(&s).map_err(config_err)
-}
-
 /// Built-in workloads as `(name, file name)` pairs.
 #[pyfunction]
 fn builtin_workloads() -> Vec<(&'static str, &'static str)> {
@@ -123,37 +87,7 @@ fn parse_cdf<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
         },
     )?;
     d.set_item("mean_bytes", cdf.mean_bytes())?;
-    d.set_item("text", text)?;
     Ok(d)
-}
-
-/// Flow sizes in bytes at cumulative probabilities `u`, as the simulator samples them from
-/// the CDF text (interpolated, rounded up to a whole unit, at least one unit).
-#[pyfunction]
-fn cdf_sizes(text: &str, u: Vec<f64>) -> PyResult<Vec<u64>> {
-    let cdf = Cdf::parse(text).map_err(config_err)?;
-    Ok(u.into_iter().map(|x| cdf.bytes_at(x)).collect())
-}
-
-/// One host's open-loop schedule (`repflow_sim::workload::host_schedule`): returns
-/// `(start seconds, peer index, size bytes)` lists.
-#[pyfunction]
-fn host_schedule(
-    text: &str,
-    load: f64,
-    link_rate_bps: f64,
-    duration_s: f64,
-    peers: u32,
-    seed: u64,
-) -> PyResult<(Vec<f64>, Vec<u32>, Vec<u64>)> {
-    let cdf = Cdf::parse(text).map_err(config_err)?;
-    let flows =
-        repflow_sim::workload::host_schedule(&cdf, load, link_rate_bps, duration_s, peers, seed);
-    Ok((
-        flows.iter().map(|f| f.at_s).collect(),
-        flows.iter().map(|f| f.peer).collect(),
-        flows.iter().map(|f| f.size).collect(),
-    ))
 }
 
 /// Runs one simulation.
@@ -348,13 +282,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_config, m)?)?;
     m.add_function(wrap_pyfunction!(default_config, m)?)?;
     m.add_function(wrap_pyfunction!(scheme_defaults, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
-    m.add_function(wrap_pyfunction!(summarize, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_workloads, m)?)?;
     m.add_function(wrap_pyfunction!(workload_text, m)?)?;
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
-    m.add_function(wrap_pyfunction!(cdf_sizes, m)?)?;
-    m.add_function(wrap_pyfunction!(host_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;

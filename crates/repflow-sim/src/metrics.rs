@@ -151,18 +151,16 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
 }
 
-/// Statistics of the flows `idx` of a run whose FCTs and slowdowns are `fct` and `sd` (NaN
-/// for an unfinished flow).
-fn bin_stats(label: &str, idx: &[usize], fct_all: &[f64], sd_all: &[f64]) -> BinStats {
-    let mut fct: Vec<f64> = idx
+fn bin_stats(label: &str, flows: &[&FlowRecord]) -> BinStats {
+    let mut fct: Vec<f64> = flows
         .iter()
-        .map(|&i| fct_all[i])
-        .filter(|v| v.is_finite())
+        .filter(|f| f.fct.is_finite())
+        .map(|f| f.fct)
         .collect();
-    let mut sd: Vec<f64> = idx
+    let mut sd: Vec<f64> = flows
         .iter()
-        .map(|&i| sd_all[i])
-        .filter(|v| v.is_finite())
+        .filter(|f| f.slowdown.is_finite())
+        .map(|f| f.slowdown)
         .collect();
     fct.sort_by(f64::total_cmp);
     sd.sort_by(f64::total_cmp);
@@ -175,7 +173,7 @@ fn bin_stats(label: &str, idx: &[usize], fct_all: &[f64], sd_all: &[f64]) -> Bin
     };
     BinStats {
         bin: label.to_string(),
-        count: idx.len() as u64,
+        count: flows.len() as u64,
         finished: fct.len() as u64,
         fct_mean: mean(&fct),
         fct_p50: percentile(&fct, 50.0),
@@ -191,49 +189,32 @@ fn bin_stats(label: &str, idx: &[usize], fct_all: &[f64], sd_all: &[f64]) -> Bin
 impl Summary {
     /// Computes the summary of `records`.
     pub fn from_records(records: &[FlowRecord], counters: &Counters) -> Summary {
-        let size: Vec<u64> = records.iter().map(|r| r.size).collect();
-        let fct: Vec<f64> = records.iter().map(|r| r.fct).collect();
-        let sd: Vec<f64> = records.iter().map(|r| r.slowdown).collect();
-        Summary::from_columns(
-            &size,
-            &fct,
-            &sd,
-            counters.flow_bytes,
-            counters.extra_copy_bytes,
-        )
-    }
-
-    /// Computes the summary of flows given as columns (the simulator's records, or the real
-    /// network's: the library and the testbed summarize with this too). `overhead` is
-    /// `extra_copy_bytes / flow_bytes`: the application bytes of the planned extra copies
-    /// over all application bytes.
-    pub fn from_columns(
-        size: &[u64],
-        fct: &[f64],
-        slowdown: &[f64],
-        flow_bytes: u64,
-        extra_copy_bytes: u64,
-    ) -> Summary {
-        let pick = |f: &dyn Fn(u64) -> bool| -> Vec<usize> {
-            (0..size.len()).filter(|&i| f(size[i])).collect()
-        };
-        let short = pick(&|s| s <= SHORT_FLOW_BYTES);
-        let medium = pick(&|s| s > SHORT_FLOW_BYTES && s <= MEDIUM_FLOW_BYTES);
-        let large = pick(&|s| s > MEDIUM_FLOW_BYTES);
-        let all: Vec<usize> = (0..size.len()).collect();
+        let short: Vec<&FlowRecord> = records
+            .iter()
+            .filter(|r| r.size <= SHORT_FLOW_BYTES)
+            .collect();
+        let medium: Vec<&FlowRecord> = records
+            .iter()
+            .filter(|r| r.size > SHORT_FLOW_BYTES && r.size <= MEDIUM_FLOW_BYTES)
+            .collect();
+        let large: Vec<&FlowRecord> = records
+            .iter()
+            .filter(|r| r.size > MEDIUM_FLOW_BYTES)
+            .collect();
+        let all: Vec<&FlowRecord> = records.iter().collect();
         Summary {
             bins: vec![
-                bin_stats("(0, 100KB]", &short, fct, slowdown),
-                bin_stats("(100KB, 10MB]", &medium, fct, slowdown),
-                bin_stats("(10MB, inf)", &large, fct, slowdown),
-                bin_stats("all", &all, fct, slowdown),
+                bin_stats("(0, 100KB]", &short),
+                bin_stats("(100KB, 10MB]", &medium),
+                bin_stats("(10MB, inf)", &large),
+                bin_stats("all", &all),
             ],
-            overhead: if flow_bytes > 0 {
-                extra_copy_bytes as f64 / flow_bytes as f64
+            overhead: if counters.flow_bytes > 0 {
+                counters.extra_copy_bytes as f64 / counters.flow_bytes as f64
             } else {
                 0.0
             },
-            unfinished: fct.iter().filter(|v| !v.is_finite()).count() as u64,
+            unfinished: records.iter().filter(|r| !r.fct.is_finite()).count() as u64,
         }
     }
 }

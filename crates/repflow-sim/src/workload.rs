@@ -250,13 +250,7 @@ impl Cdf {
 
     /// Draws one flow size in bytes.
     pub fn sample(&self, rng: &mut Rng) -> u64 {
-        self.bytes_at(rng.next_f64())
-    }
-
-    /// The flow size in bytes at cumulative probability `u` (what [`Cdf::sample`] returns
-    /// for a uniform draw `u`).
-    pub fn bytes_at(&self, u: f64) -> u64 {
-        self.to_bytes(self.quantile_units(u))
+        self.to_bytes(self.quantile_units(rng.next_f64()))
     }
 
     /// Exact mean of [`Cdf::sample`] in bytes.
@@ -480,51 +474,6 @@ impl PoissonArrivals {
             size,
         }
     }
-}
-
-/// One flow of a single host's open-loop schedule (see [`host_schedule`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct HostFlow {
-    /// Start, seconds from the schedule's start.
-    pub at_s: f64,
-    /// Destination, an index into the host's peers.
-    pub peer: u32,
-    /// Bytes.
-    pub size: u64,
-}
-
-/// The flows one host starts in `duration_s` seconds at `load` × `link_rate_bps`, sizes from
-/// `cdf`, each to one of `peers` peers uniformly, seeded by `seed`: the real-network load
-/// generator's schedule. It is the simulator's incast arrival process on a star of
-/// `peers + 1` hosts (a run with `seed`, `pairs = "incast"` and load `load / (peers + 1)`
-/// starts the same flows at the same times, from host `peer + 1`).
-pub fn host_schedule(
-    cdf: &Cdf,
-    load: f64,
-    link_rate_bps: f64,
-    duration_s: f64,
-    peers: u32,
-    seed: u64,
-) -> Vec<HostFlow> {
-    let hosts = peers.max(1) as usize + 1;
-    let mut arrivals = PoissonArrivals::new(
-        cdf.clone(),
-        load / hosts as f64,
-        link_rate_bps * hosts as f64,
-        vec![0; hosts],
-        false,
-        Rng::new(seed, 1),
-    )
-    .to_first(true);
-    let end = (duration_s * crate::units::PS_PER_SEC as f64).round() as u64;
-    std::iter::from_fn(|| Some(arrivals.next_arrival()))
-        .take_while(|a| a.time < end)
-        .map(|a| HostFlow {
-            at_s: a.time as f64 / crate::units::PS_PER_SEC as f64,
-            peer: a.src - 1,
-            size: a.size,
-        })
-        .collect()
 }
 
 #[cfg(test)]

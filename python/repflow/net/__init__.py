@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,10 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
+
+#: Flows up to this size are "short" in summaries (the papers' bin).
+SHORT_FLOW_BYTES = 100_000
+MEDIUM_FLOW_BYTES = 10_000_000
 
 
 def _core() -> Any:
@@ -168,21 +173,22 @@ def _seconds(report: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ open-loop generator
-def _cdf_text(cdf: Mapping[str, Any] | str) -> str:
-    """The text of a CDF given as text or as ``repflow._core.parse_cdf``'s dict."""
-    if isinstance(cdf, str):
-        return cdf
-    text = cdf.get("text")
-    if not isinstance(text, str):
-        raise UserError("--workload: the CDF carries no text (parse it with repflow._core)")
-    return text
-
-
-def sample_sizes(cdf: Mapping[str, Any] | str, u: np.ndarray) -> np.ndarray:
-    """Flow sizes (bytes) at cumulative probabilities ``u``: the simulator's sampler (the
-    Rust core's), not a copy of it."""
-    sizes = _core().cdf_sizes(_cdf_text(cdf), [float(x) for x in np.asarray(u).ravel()])
-    return np.asarray(sizes, dtype=np.int64)
+def sample_sizes(cdf: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
+    """Flow sizes (bytes) at cumulative probabilities ``u``, as the simulator samples them:
+    linear interpolation between CDF points, rounded up to a whole unit, at least one unit.
+    """
+    pts = np.asarray(cdf["points"], dtype=float)
+    xs, cs = pts[:, 0], pts[:, 1]
+    idx = np.searchsorted(cs, u, side="left")  # first point with cum >= u
+    lo = np.clip(idx - 1, 0, len(cs) - 1)
+    hi = np.clip(idx, 0, len(cs) - 1)
+    x0, x1, c0, c1 = xs[lo], xs[hi], cs[lo], cs[hi]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(c1 > c0, x0 + (x1 - x0) * (u - c0) / (c1 - c0), x1)
+    v = np.where(idx == 0, xs[0], v)
+    v = np.where(idx >= len(cs), xs[-1], v)
+    units = np.maximum(np.ceil(v), 1.0)
+    return (units * int(cdf["unit_bytes"])).astype(np.int64)
 
 
 @dataclass
@@ -210,14 +216,19 @@ def make_schedule(
     if peers < 1:
         raise UserError("--peers: give at least one ADDR:PORT")
     rate = load * link_rate_bps / 8.0 / float(cdf["mean_bytes"])
-    # The Rust core's arrival process: the simulator's incast arrivals on a star of
-    # peers + 1 hosts (same seed, same flows).
-    at, peer, size = _core().host_schedule(
-        _cdf_text(cdf), load, float(link_rate_bps), float(duration), peers, seed
-    )
-    at = np.asarray(at, dtype=float)
-    peer = np.asarray(peer, dtype=np.int64)
-    size = np.asarray(size, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    gaps: list[np.ndarray] = []
+    total = 0.0
+    chunk = max(16, int(rate * duration * 1.1) + 16)
+    while total < duration:
+        g = rng.exponential(1.0 / rate, chunk)
+        gaps.append(g)
+        total += float(g.sum())
+    at = np.cumsum(np.concatenate(gaps))
+    at = at[at < duration]
+    n = len(at)
+    size = sample_sizes(cdf, rng.random(n))
+    peer = rng.integers(0, peers, n)
     return Schedule(at=at, peer=peer, size=size, rate=rate)
 
 
@@ -264,44 +275,52 @@ def load_records(
     return df[list(RECORD_COLUMNS)]
 
 
-def summarize(flows: pd.DataFrame, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The run summary, computed by the simulator's own code (``repflow_sim::Summary``): its
-    bins, percentiles and keys. ``overhead`` = extra copy bytes / application bytes, the
-    planned copies' application bytes as the simulator counts them; without those counters
-    they are taken from the records (``size`` × (``copies`` − 1))."""
-    import json
+def bin_summary(label: str, df: pd.DataFrame) -> dict[str, Any]:
+    """FCT and slowdown statistics of the flows in ``df``, with the simulator's keys."""
+    fct = df["fct"].to_numpy(dtype=float)
+    fct = np.sort(fct[np.isfinite(fct)])
+    sd = df["slowdown"].to_numpy(dtype=float)
+    sd = np.sort(sd[np.isfinite(sd)])
 
-    c = dict(counters or {})
-    size = flows["size"].to_numpy(dtype=np.int64)
-    if "flow_bytes" not in c:
-        copies = flows["copies"].to_numpy(dtype=np.int64) if "copies" in flows else 1
-        c["flow_bytes"] = int(size.sum())
-        c["extra_copy_bytes"] = int((size * np.maximum(copies - 1, 0)).sum())
-    text = _core_sim().summarize(
-        [int(x) for x in size],
-        [float(x) for x in flows["fct"].to_numpy(dtype=float)],
-        [float(x) for x in flows["slowdown"].to_numpy(dtype=float)],
-        int(c.get("flow_bytes", 0)),
-        int(c.get("extra_copy_bytes", 0)),
-    )
-    from repflow.api import normalize_summary
+    def pct(v: np.ndarray, q: float) -> float:
+        return float(np.percentile(v, q)) if len(v) else math.nan
 
-    return normalize_summary(json.loads(text))
+    return {
+        "bin": label, "count": int(len(df)), "finished": int(len(fct)),
+        "fct_mean": float(fct.mean()) if len(fct) else math.nan,
+        "fct_p50": pct(fct, 50), "fct_p99": pct(fct, 99), "fct_p999": pct(fct, 99.9),
+        "slowdown_mean": float(sd.mean()) if len(sd) else math.nan,
+        "slowdown_p50": pct(sd, 50), "slowdown_p99": pct(sd, 99), "slowdown_p999": pct(sd, 99.9),
+    }  # fmt: skip
 
 
 def size_bins(flows: pd.DataFrame) -> list[dict[str, Any]]:
-    """The simulator's bins of ``flows``: (0, 100KB], (100KB, 10MB], (10MB, inf), all."""
-    return summarize(flows, {"flow_bytes": 0, "extra_copy_bytes": 0})["bins"]
+    """:func:`bin_summary` of the simulator's bins: (0, 100KB], (100KB, 10MB], (10MB, inf), all."""
+    size = flows["size"]
+    medium = (size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)
+    return [
+        bin_summary("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
+        bin_summary("(100KB, 10MB]", flows[medium]),
+        bin_summary("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
+        bin_summary("all", flows),
+    ]
 
 
-def _core_sim() -> Any:
-    from repflow.errors import require_core
-
-    return require_core()
+def summarize(flows: pd.DataFrame, counters: Mapping[str, Any]) -> dict[str, Any]:
+    """Summary with the simulator's bins and keys; ``overhead`` = extra copy bytes /
+    application bytes (planned copies, as the simulator counts it)."""
+    bins = size_bins(flows)
+    fb = float(counters.get("flow_bytes", 0))
+    return {
+        "bins": bins,
+        "overhead": float(counters.get("extra_copy_bytes", 0)) / fb if fb else 0.0,
+        "unfinished": int((~np.isfinite(flows["fct"].to_numpy(dtype=float))).sum()),
+    }
 
 
 __all__ = [
     "Client",
+    "bin_summary",
     "size_bins",
     "Incoming",
     "Schedule",
