@@ -6,7 +6,8 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBool, PyDict, PyList, PyString};
+use repflow_sim::units::{Bytes, Duration, Rate};
 use repflow_sim::workload::{Cdf, SizeUnit, BUILTIN};
 use repflow_sim::{Config, Progress, SimError};
 
@@ -252,6 +253,50 @@ fn sim_collisions(config_json: &str, samples: u64) -> PyResult<(u64, u64, u64)> 
     Ok((c.flows, c.inter_tor, c.collisions))
 }
 
+/// The text of a quantity given as a string (`"50ms"`) or as a number in base units (read as
+/// its Python text, so `0.05` and `"0.05"` mean the same). Booleans are refused.
+fn quantity_text(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyValueError::new_err(format!("{value} is not {what}")));
+    }
+    if let Ok(s) = value.downcast::<PyString>() {
+        return Ok(s.to_cow()?.into_owned());
+    }
+    match value.extract::<f64>() {
+        Ok(_) => Ok(value.str()?.to_cow()?.into_owned()),
+        Err(_) => Err(PyValueError::new_err(format!(
+            "{} is not {what} (give a string such as \"50ms\" or a number)",
+            value.repr()?
+        ))),
+    }
+}
+
+/// Seconds in a duration: `"50ms"`, `"2us"`, `"2min"`, or a number of seconds (the grammar of
+/// `repflow_sim::units`). Raises `ValueError` naming the value and the accepted forms.
+#[pyfunction]
+fn parse_duration(value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let text = quantity_text(value, "a duration")?;
+    Ok(Duration::parse(&text)
+        .map_err(PyValueError::new_err)?
+        .secs())
+}
+
+/// Bits per second in a rate: `"10Gbps"`, `"10Gb/s"`, `"50Mbit"`, `"1G"`, or a number.
+/// Raises `ValueError` naming the value and the accepted forms.
+#[pyfunction]
+fn parse_rate(value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let text = quantity_text(value, "a rate")?;
+    Ok(Rate::parse(&text).map_err(PyValueError::new_err)?.bps())
+}
+
+/// Bytes in a size: `"100KB"` (powers of 1000), `"64KiB"` (powers of 1024), or a number.
+/// Raises `ValueError` naming the value and the accepted forms.
+#[pyfunction]
+fn parse_bytes(value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let text = quantity_text(value, "a size")?;
+    Ok(Bytes::parse(&text).map_err(PyValueError::new_err)?.0)
+}
+
 /// The Rust core's version.
 #[pyfunction]
 fn core_version() -> &'static str {
@@ -269,6 +314,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;
     m.add_function(wrap_pyfunction!(sim_disjoint_paths, m)?)?;
     m.add_function(wrap_pyfunction!(sim_collisions, m)?)?;
