@@ -1,15 +1,23 @@
 //! `repflow._core`: the PyO3 module behind the `repflow` Python package.
 //!
-//! Thin conversions only: configurations cross as JSON text, records as a dict of column
-//! lists, counters and summaries as JSON text. All logic lives in the Rust crates.
+//! Thin conversions only: configurations cross as JSON text, records as Arrow (the C data
+//! interface's PyCapsules), counters and summaries as JSON text. All logic lives in the Rust
+//! crates.
 
+use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, StructArray};
+use arrow_schema::{DataType, Field, Fields};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString};
+use pyo3::types::{PyBool, PyCapsule, PyDict, PyList, PyString};
+use repflow_sim::metrics::{record_columns, Column, FlowRecord};
 use repflow_sim::units::{Bytes, Duration, Rate};
 use repflow_sim::workload::{Cdf, SizeUnit, BUILTIN};
 use repflow_sim::{Config, Progress, SimError};
+
+use std::ffi::CString;
+use std::sync::Arc;
 
 mod net;
 
@@ -74,11 +82,80 @@ fn parse_cdf<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
+/// A batch of records in Arrow's memory layout, handed to Python through the Arrow PyCapsule
+/// interface: `pyarrow.record_batch(obj)` (or any Arrow library) imports it without copying.
+#[pyclass(frozen, module = "repflow._core")]
+struct ArrowBatch {
+    data: StructArray,
+}
+
+impl ArrowBatch {
+    /// The batch of `records`, with the columns and types of `repflow_sim::metrics`.
+    fn from_records(records: &[FlowRecord]) -> ArrowBatch {
+        let mut fields = Vec::new();
+        let mut arrays: Vec<ArrayRef> = Vec::new();
+        for (name, col) in record_columns(records) {
+            let (ty, array): (DataType, ArrayRef) = match col {
+                Column::Int64(v) => (DataType::Int64, Arc::new(Int64Array::from(v))),
+                Column::Float64(v) => (DataType::Float64, Arc::new(Float64Array::from(v))),
+            };
+            // Nullable as pyarrow makes fields by default, so files keep their schema; no
+            // value is ever null (unfinished flows have NaN times, winner −1).
+            fields.push(Field::new(name, ty, true));
+            arrays.push(array);
+        }
+        let data = StructArray::new(Fields::from(fields), arrays, None);
+        ArrowBatch { data }
+    }
+}
+
+fn capsule_name(name: &str) -> CString {
+    CString::new(name).expect("capsule names have no NUL")
+}
+
+#[pymethods]
+impl ArrowBatch {
+    /// The schema (a struct type) as an `arrow_schema` PyCapsule.
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+        let schema = FFI_ArrowSchema::try_from(self.data.data_type())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        PyCapsule::new(py, schema, Some(capsule_name("arrow_schema")))
+    }
+
+    /// The schema and the data as `arrow_schema` and `arrow_array` PyCapsules. A requested
+    /// schema is ignored: the batch has one layout.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+        let _ = requested_schema;
+        let array = FFI_ArrowArray::new(&self.data.to_data());
+        Ok((
+            self.__arrow_c_schema__(py)?,
+            PyCapsule::new(py, array, Some(capsule_name("arrow_array")))?,
+        ))
+    }
+
+    /// Number of records.
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The record schema as an empty [`ArrowBatch`]: `pyarrow.record_batch(record_schema()).schema`
+/// gives the column names and types every `flows.parquet` has.
+#[pyfunction]
+fn record_schema() -> ArrowBatch {
+    ArrowBatch::from_records(&[])
+}
+
 /// Runs one simulation.
 ///
 /// `progress`, if given, is called as `progress(sim_time, duration, flows_started,
 /// flows_finished, events)` now and then; if it returns `False` the run stops. Returns a dict
-/// with `records` (column name → list), `counters`, `summary` and `config` (JSON texts).
+/// with `records` (an [`ArrowBatch`]), `counters`, `summary` and `config` (JSON texts).
 #[pyfunction]
 #[pyo3(signature = (config_json, progress=None))]
 fn simulate<'py>(
@@ -130,29 +207,8 @@ fn simulate<'py>(
         }
         Err(e) => return Err(PyValueError::new_err(e.to_string())),
     };
-    let r = &out.records;
-    let cols = PyDict::new(py);
-    macro_rules! col {
-        ($name:literal, $field:ident) => {
-            cols.set_item($name, PyList::new(py, r.iter().map(|x| x.$field))?)?;
-        };
-    }
-    col!("id", id);
-    col!("src", src);
-    col!("dst", dst);
-    col!("size", size);
-    col!("start", start);
-    col!("finish", finish);
-    col!("fct", fct);
-    col!("ideal_fct", ideal_fct);
-    col!("slowdown", slowdown);
-    col!("copies", copies);
-    col!("winner", winner);
-    col!("bytes_sent", bytes_sent);
-    col!("retransmissions", retransmissions);
-    col!("timeouts", timeouts);
     let d = PyDict::new(py);
-    d.set_item("records", cols)?;
+    d.set_item("records", ArrowBatch::from_records(&out.records))?;
     d.set_item(
         "counters",
         serde_json::to_string(&out.counters).map_err(config_err)?,
@@ -317,6 +373,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(record_schema, m)?)?;
+    m.add_class::<ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;
     m.add_function(wrap_pyfunction!(sim_disjoint_paths, m)?)?;
     m.add_function(wrap_pyfunction!(sim_collisions, m)?)?;

@@ -41,6 +41,68 @@ pub struct FlowRecord {
     pub timeouts: u64,
 }
 
+/// The type of one record column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnType {
+    /// Signed 64-bit integers (ids, host indices, sizes, counts; −1 for "none").
+    Int64,
+    /// 64-bit floats (times in seconds and ratios; NaN when unfinished).
+    Float64,
+}
+
+/// One column of per-flow records.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    /// An integer column.
+    Int64(Vec<i64>),
+    /// A float column.
+    Float64(Vec<f64>),
+}
+
+impl Column {
+    /// The column's type.
+    pub fn column_type(&self) -> ColumnType {
+        match self {
+            Column::Int64(_) => ColumnType::Int64,
+            Column::Float64(_) => ColumnType::Float64,
+        }
+    }
+}
+
+/// Per-flow records as named columns, in schema order.
+///
+/// This is the one definition of the record schema: the Python module hands records across
+/// as these columns and reads the schema ([`record_schema`]) from here, and every
+/// `flows.parquet` (simulated, testbed or library runs) has these columns and types.
+pub fn record_columns(records: &[FlowRecord]) -> Vec<(&'static str, Column)> {
+    let int = |f: fn(&FlowRecord) -> i64| Column::Int64(records.iter().map(f).collect());
+    let float = |f: fn(&FlowRecord) -> f64| Column::Float64(records.iter().map(f).collect());
+    vec![
+        ("id", int(|r| r.id as i64)),
+        ("src", int(|r| i64::from(r.src))),
+        ("dst", int(|r| i64::from(r.dst))),
+        ("size", int(|r| r.size as i64)),
+        ("start", float(|r| r.start)),
+        ("finish", float(|r| r.finish)),
+        ("fct", float(|r| r.fct)),
+        ("ideal_fct", float(|r| r.ideal_fct)),
+        ("slowdown", float(|r| r.slowdown)),
+        ("copies", int(|r| i64::from(r.copies))),
+        ("winner", int(|r| i64::from(r.winner))),
+        ("bytes_sent", int(|r| r.bytes_sent as i64)),
+        ("retransmissions", int(|r| r.retransmissions as i64)),
+        ("timeouts", int(|r| r.timeouts as i64)),
+    ]
+}
+
+/// Names and types of the record columns ([`record_columns`] of no records).
+pub fn record_schema() -> Vec<(&'static str, ColumnType)> {
+    record_columns(&[])
+        .iter()
+        .map(|(name, col)| (*name, col.column_type()))
+        .collect()
+}
+
 /// Counters of one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
@@ -222,6 +284,36 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_columns_follow_the_schema() {
+        let r = FlowRecord {
+            id: 7,
+            src: 1,
+            dst: 2,
+            size: 1460,
+            start: 0.5,
+            finish: f64::NAN,
+            fct: f64::NAN,
+            ideal_fct: 1e-5,
+            slowdown: f64::NAN,
+            copies: 2,
+            winner: -1,
+            bytes_sent: 3000,
+            retransmissions: 1,
+            timeouts: 0,
+        };
+        let cols = record_columns(std::slice::from_ref(&r));
+        let schema = record_schema();
+        assert_eq!(cols.len(), schema.len());
+        for ((name, col), (sname, ty)) in cols.iter().zip(&schema) {
+            assert_eq!((name, col.column_type()), (sname, *ty));
+        }
+        let get = |n: &str| cols.iter().find(|(c, _)| *c == n).map(|(_, c)| c.clone());
+        assert_eq!(get("winner"), Some(Column::Int64(vec![-1])));
+        assert_eq!(get("size"), Some(Column::Int64(vec![1460])));
+        assert!(matches!(get("fct"), Some(Column::Float64(v)) if v[0].is_nan()));
+    }
 
     #[test]
     fn percentile_matches_numpy_linear() {
