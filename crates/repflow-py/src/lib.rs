@@ -92,9 +92,14 @@ struct ArrowBatch {
 impl ArrowBatch {
     /// The batch of `records`, with the columns and types of `repflow_sim::metrics`.
     fn from_records(records: &[FlowRecord]) -> ArrowBatch {
+        ArrowBatch::from_columns(record_columns(records))
+    }
+
+    /// A batch of named columns of equal length.
+    fn from_columns(columns: Vec<(&str, Column)>) -> ArrowBatch {
         let mut fields = Vec::new();
         let mut arrays: Vec<ArrayRef> = Vec::new();
-        for (name, col) in record_columns(records) {
+        for (name, col) in columns {
             let (ty, array): (DataType, ArrayRef) = match col {
                 Column::Int64(v) => (DataType::Int64, Arc::new(Int64Array::from(v))),
                 Column::Float64(v) => (DataType::Float64, Arc::new(Float64Array::from(v))),
@@ -149,6 +154,86 @@ impl ArrowBatch {
 #[pyfunction]
 fn record_schema() -> ArrowBatch {
     ArrowBatch::from_records(&[])
+}
+
+/// The CDF of `parse_cdf`'s `points` and `unit`, checked by the one CDF parser.
+fn cdf_of(points: Vec<(f64, f64)>, unit: &str) -> PyResult<Cdf> {
+    let packets = match unit {
+        "bytes" => false,
+        "packets" => true,
+        _ => {
+            return Err(config_err(format!(
+                "cdf unit: '{unit}' is not 'bytes' or 'packets'"
+            )))
+        }
+    };
+    // Rust prints a float with the fewest digits that read back to the same value, so the
+    // text round trip keeps every point exactly.
+    let text: String = points
+        .iter()
+        .map(|(x, c)| {
+            if packets {
+                format!("{x} 1 {c}\n")
+            } else {
+                format!("{x} {c}\n")
+            }
+        })
+        .collect();
+    Cdf::parse(&text).map_err(config_err)
+}
+
+/// `n` flow sizes (bytes) drawn from a CDF (`parse_cdf`'s `points` and `unit`) by the
+/// simulator's sampler, with random stream 0 of `seed`; a batch with one column `size`.
+#[pyfunction]
+fn sample_sizes(points: Vec<(f64, f64)>, unit: &str, n: usize, seed: u64) -> PyResult<ArrowBatch> {
+    let cdf = cdf_of(points, unit)?;
+    let mut rng = repflow_sim::engine::Rng::new(seed, 0);
+    let sizes = (0..n).map(|_| cdf.sample(&mut rng) as i64).collect();
+    Ok(ArrowBatch::from_columns(vec![(
+        "size",
+        Column::Int64(sizes),
+    )]))
+}
+
+/// One host's open-loop schedule (`repflow_sim::workload::host_schedule`): Poisson arrivals at
+/// `load` × `link_rate_bps` until `duration` seconds, sizes from the CDF, peers uniform over
+/// `0..peers`. A batch with columns `at` (seconds), `peer` and `size` (bytes).
+#[pyfunction]
+fn host_schedule(
+    points: Vec<(f64, f64)>,
+    unit: &str,
+    load: f64,
+    link_rate_bps: f64,
+    duration: f64,
+    peers: u32,
+    seed: u64,
+) -> PyResult<ArrowBatch> {
+    if !(load > 0.0 && load.is_finite()) {
+        return Err(config_err(format!("load: must be positive, got {load}")));
+    }
+    if !(link_rate_bps >= 1.0 && link_rate_bps.is_finite()) {
+        return Err(config_err(format!(
+            "link rate: must be at least 1 bps, got {link_rate_bps}"
+        )));
+    }
+    if !(duration >= 0.0 && duration.is_finite()) {
+        return Err(config_err(format!(
+            "duration: must be a non-negative number of seconds, got {duration}"
+        )));
+    }
+    let cdf = cdf_of(points, unit)?;
+    let until = Duration::from_secs(duration).ps();
+    let arrivals =
+        repflow_sim::workload::host_schedule(&cdf, load, link_rate_bps, peers, until, seed)
+            .ok_or_else(|| config_err("peers: give at least one peer"))?;
+    let at = arrivals.iter().map(|a| Duration(a.time).secs()).collect();
+    let peer = arrivals.iter().map(|a| i64::from(a.dst)).collect();
+    let size = arrivals.iter().map(|a| a.size as i64).collect();
+    Ok(ArrowBatch::from_columns(vec![
+        ("at", Column::Float64(at)),
+        ("peer", Column::Int64(peer)),
+        ("size", Column::Int64(size)),
+    ]))
 }
 
 /// Runs one simulation.
@@ -374,6 +459,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(record_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(sample_sizes, m)?)?;
+    m.add_function(wrap_pyfunction!(host_schedule, m)?)?;
     m.add_class::<ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;
     m.add_function(wrap_pyfunction!(sim_disjoint_paths, m)?)?;

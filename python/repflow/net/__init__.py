@@ -173,22 +173,25 @@ def _seconds(report: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ open-loop generator
-def sample_sizes(cdf: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
-    """Flow sizes (bytes) at cumulative probabilities ``u``, as the simulator samples them:
-    linear interpolation between CDF points, rounded up to a whole unit, at least one unit.
-    """
-    pts = np.asarray(cdf["points"], dtype=float)
-    xs, cs = pts[:, 0], pts[:, 1]
-    idx = np.searchsorted(cs, u, side="left")  # first point with cum >= u
-    lo = np.clip(idx - 1, 0, len(cs) - 1)
-    hi = np.clip(idx, 0, len(cs) - 1)
-    x0, x1, c0, c1 = xs[lo], xs[hi], cs[lo], cs[hi]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = np.where(c1 > c0, x0 + (x1 - x0) * (u - c0) / (c1 - c0), x1)
-    v = np.where(idx == 0, xs[0], v)
-    v = np.where(idx >= len(cs), xs[-1], v)
-    units = np.maximum(np.ceil(v), 1.0)
-    return (units * int(cdf["unit_bytes"])).astype(np.int64)
+def _columns(batch: Any) -> dict[str, np.ndarray]:
+    """The columns of an Arrow batch from ``repflow._core`` as numpy arrays."""
+    import pyarrow as pa
+
+    rb = pa.record_batch(batch)
+    return {name: rb.column(name).to_numpy() for name in rb.schema.names}
+
+
+def sample_sizes(cdf: Mapping[str, Any], n: int, *, seed: int) -> np.ndarray:
+    """``n`` flow sizes (bytes) drawn from ``cdf`` (``repflow._core.parse_cdf``'s dict) by the
+    simulator's own sampler (linear interpolation between CDF points, rounded up to a whole
+    unit, at least one unit). Same ``seed`` → same sizes."""
+    from repflow import _core as core
+
+    try:
+        batch = core.sample_sizes(list(cdf["points"]), str(cdf["unit"]), int(n), int(seed))
+    except core.ConfigError as exc:
+        raise UserError(f"cdf: {exc}") from None
+    return _columns(batch)["size"]
 
 
 @dataclass
@@ -212,24 +215,24 @@ def make_schedule(
 ) -> Schedule:
     """Poisson arrivals at ``load`` × the host link rate, sizes from ``cdf``, destinations
     uniform over ``peers``. Same arguments → same schedule.
+
+    The schedule is drawn by the simulator's arrival process
+    (``repflow_sim::workload::host_schedule``): a simulated incast onto one host with the same
+    seed, CDF and flow-byte rate has the same arrival times and sizes.
     """
+    from repflow import _core as core
+
     if peers < 1:
         raise UserError("--peers: give at least one ADDR:PORT")
+    try:
+        batch = core.host_schedule(list(cdf["points"]), str(cdf["unit"]), float(load),
+                                   float(link_rate_bps), float(duration), int(peers),
+                                   int(seed))  # fmt: skip
+    except core.ConfigError as exc:
+        raise UserError(f"load schedule: {exc}") from None
+    cols = _columns(batch)
     rate = load * link_rate_bps / 8.0 / float(cdf["mean_bytes"])
-    rng = np.random.default_rng(seed)
-    gaps: list[np.ndarray] = []
-    total = 0.0
-    chunk = max(16, int(rate * duration * 1.1) + 16)
-    while total < duration:
-        g = rng.exponential(1.0 / rate, chunk)
-        gaps.append(g)
-        total += float(g.sum())
-    at = np.cumsum(np.concatenate(gaps))
-    at = at[at < duration]
-    n = len(at)
-    size = sample_sizes(cdf, rng.random(n))
-    peer = rng.integers(0, peers, n)
-    return Schedule(at=at, peer=peer, size=size, rate=rate)
+    return Schedule(at=cols["at"], peer=cols["peer"], size=cols["size"], rate=rate)
 
 
 def load_records(
