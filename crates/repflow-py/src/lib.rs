@@ -7,11 +7,12 @@
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, StructArray};
 use arrow_schema::{DataType, Field, Fields};
+use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyCapsule, PyDict, PyList, PyString};
-use repflow_sim::metrics::{record_columns, Column, FlowRecord};
+use repflow_sim::metrics::{record_columns, BinStats, Column, Counters, FlowRecord, Summary};
 use repflow_sim::units::{Bytes, Duration, Rate};
 use repflow_sim::workload::{Cdf, SizeUnit, BUILTIN};
 use repflow_sim::{Config, Progress, SimError};
@@ -234,6 +235,69 @@ fn host_schedule(
         ("peer", Column::Int64(peer)),
         ("size", Column::Int64(size)),
     ]))
+}
+
+/// The values of a one-dimensional buffer (e.g. a numpy array) of int64 that must not be
+/// negative, as `u64`.
+fn non_negative(buf: &PyBuffer<i64>, py: Python<'_>, what: &str) -> PyResult<Vec<u64>> {
+    buf.to_vec(py)?
+        .into_iter()
+        .map(|v| {
+            u64::try_from(v).map_err(|_| PyValueError::new_err(format!("{what}: {v} is negative")))
+        })
+        .collect()
+}
+
+/// The summary of flows given as columns (`repflow_sim::metrics::Summary::from_columns`):
+/// int64 `size` and `copies`, float64 `fct` and `slowdown` (NaN when unfinished), as buffers
+/// (numpy arrays). The overhead is `extra_copy_bytes / flow_bytes`; when the counters are not
+/// given they are counted from the sizes and copies as the simulator counts them. Returns
+/// the summary as JSON text (NaN as null), like `simulate`.
+#[pyfunction]
+#[pyo3(signature = (size, fct, slowdown, copies, flow_bytes=None, extra_copy_bytes=None))]
+fn summarize(
+    py: Python<'_>,
+    size: PyBuffer<i64>,
+    fct: PyBuffer<f64>,
+    slowdown: PyBuffer<f64>,
+    copies: PyBuffer<i64>,
+    flow_bytes: Option<u64>,
+    extra_copy_bytes: Option<u64>,
+) -> PyResult<String> {
+    let size = non_negative(&size, py, "size")?;
+    let copies = non_negative(&copies, py, "copies")?;
+    let (fct, slowdown) = (fct.to_vec(py)?, slowdown.to_vec(py)?);
+    if [copies.len(), fct.len(), slowdown.len()] != [size.len(); 3] {
+        return Err(PyValueError::new_err(
+            "size, fct, slowdown and copies must have the same length",
+        ));
+    }
+    let mut counters = Counters::of_copies(&size, &copies);
+    if let Some(b) = flow_bytes {
+        counters.flow_bytes = b;
+    }
+    if let Some(b) = extra_copy_bytes {
+        counters.extra_copy_bytes = b;
+    }
+    let summary = Summary::from_columns(&size, &fct, &slowdown, &counters);
+    serde_json::to_string(&summary).map_err(config_err)
+}
+
+/// FCT and slowdown statistics of one group of flows (`BinStats::of`) as JSON text.
+#[pyfunction]
+fn bin_stats(
+    py: Python<'_>,
+    label: &str,
+    fct: PyBuffer<f64>,
+    slowdown: PyBuffer<f64>,
+) -> PyResult<String> {
+    let (fct, slowdown) = (fct.to_vec(py)?, slowdown.to_vec(py)?);
+    if fct.len() != slowdown.len() {
+        return Err(PyValueError::new_err(
+            "fct and slowdown must have the same length",
+        ));
+    }
+    serde_json::to_string(&BinStats::of(label, &fct, &slowdown)).map_err(config_err)
 }
 
 /// Runs one simulation.
@@ -461,6 +525,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(record_schema, m)?)?;
     m.add_function(wrap_pyfunction!(sample_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(host_schedule, m)?)?;
+    m.add_function(wrap_pyfunction!(summarize, m)?)?;
+    m.add_function(wrap_pyfunction!(bin_stats, m)?)?;
     m.add_class::<ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;
     m.add_function(wrap_pyfunction!(sim_disjoint_paths, m)?)?;

@@ -213,70 +213,92 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
 }
 
-fn bin_stats(label: &str, flows: &[&FlowRecord]) -> BinStats {
-    let mut fct: Vec<f64> = flows
-        .iter()
-        .filter(|f| f.fct.is_finite())
-        .map(|f| f.fct)
-        .collect();
-    let mut sd: Vec<f64> = flows
-        .iter()
-        .filter(|f| f.slowdown.is_finite())
-        .map(|f| f.slowdown)
-        .collect();
-    fct.sort_by(f64::total_cmp);
-    sd.sort_by(f64::total_cmp);
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
+impl BinStats {
+    /// Statistics of the flows whose FCTs and slowdowns these are (NaN for a flow that did
+    /// not finish: counted, left out of the statistics).
+    pub fn of(label: &str, fct: &[f64], slowdown: &[f64]) -> BinStats {
+        let mut fin: Vec<f64> = fct.iter().copied().filter(|v| v.is_finite()).collect();
+        let mut sd: Vec<f64> = slowdown.iter().copied().filter(|v| v.is_finite()).collect();
+        fin.sort_by(f64::total_cmp);
+        sd.sort_by(f64::total_cmp);
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        BinStats {
+            bin: label.to_string(),
+            count: fct.len() as u64,
+            finished: fin.len() as u64,
+            fct_mean: mean(&fin),
+            fct_p50: percentile(&fin, 50.0),
+            fct_p99: percentile(&fin, 99.0),
+            fct_p999: percentile(&fin, 99.9),
+            slowdown_mean: mean(&sd),
+            slowdown_p50: percentile(&sd, 50.0),
+            slowdown_p99: percentile(&sd, 99.0),
+            slowdown_p999: percentile(&sd, 99.9),
         }
-    };
-    BinStats {
-        bin: label.to_string(),
-        count: flows.len() as u64,
-        finished: fct.len() as u64,
-        fct_mean: mean(&fct),
-        fct_p50: percentile(&fct, 50.0),
-        fct_p99: percentile(&fct, 99.0),
-        fct_p999: percentile(&fct, 99.9),
-        slowdown_mean: mean(&sd),
-        slowdown_p50: percentile(&sd, 50.0),
-        slowdown_p99: percentile(&sd, 99.0),
-        slowdown_p999: percentile(&sd, 99.9),
+    }
+}
+
+impl Counters {
+    /// Counters holding only `flow_bytes` and `extra_copy_bytes`, counted from flows' sizes
+    /// and copies as the simulator counts them (each extra copy carries the flow's bytes).
+    pub fn of_copies(size: &[u64], copies: &[u64]) -> Counters {
+        Counters {
+            flow_bytes: size.iter().sum(),
+            extra_copy_bytes: size
+                .iter()
+                .zip(copies)
+                .map(|(s, c)| s * c.saturating_sub(1))
+                .sum(),
+            ..Counters::default()
+        }
     }
 }
 
 impl Summary {
     /// Computes the summary of `records`.
     pub fn from_records(records: &[FlowRecord], counters: &Counters) -> Summary {
-        let short: Vec<&FlowRecord> = records
-            .iter()
-            .filter(|r| r.size <= SHORT_FLOW_BYTES)
-            .collect();
-        let medium: Vec<&FlowRecord> = records
-            .iter()
-            .filter(|r| r.size > SHORT_FLOW_BYTES && r.size <= MEDIUM_FLOW_BYTES)
-            .collect();
-        let large: Vec<&FlowRecord> = records
-            .iter()
-            .filter(|r| r.size > MEDIUM_FLOW_BYTES)
-            .collect();
-        let all: Vec<&FlowRecord> = records.iter().collect();
+        let size: Vec<u64> = records.iter().map(|r| r.size).collect();
+        let fct: Vec<f64> = records.iter().map(|r| r.fct).collect();
+        let slowdown: Vec<f64> = records.iter().map(|r| r.slowdown).collect();
+        Summary::from_columns(&size, &fct, &slowdown, counters)
+    }
+
+    /// The summary of flows given as columns (sizes in bytes, FCTs and slowdowns with NaN for
+    /// unfinished flows), for records that are not [`FlowRecord`]s (real-network runs). The
+    /// overhead is `extra_copy_bytes / flow_bytes` of `counters` (0 without flow bytes).
+    pub fn from_columns(
+        size: &[u64],
+        fct: &[f64],
+        slowdown: &[f64],
+        counters: &Counters,
+    ) -> Summary {
+        let bin = |label: &str, keep: &dyn Fn(u64) -> bool| {
+            let idx: Vec<usize> = (0..size.len()).filter(|&i| keep(size[i])).collect();
+            let f: Vec<f64> = idx.iter().map(|&i| fct[i]).collect();
+            let s: Vec<f64> = idx.iter().map(|&i| slowdown[i]).collect();
+            BinStats::of(label, &f, &s)
+        };
         Summary {
             bins: vec![
-                bin_stats("(0, 100KB]", &short),
-                bin_stats("(100KB, 10MB]", &medium),
-                bin_stats("(10MB, inf)", &large),
-                bin_stats("all", &all),
+                bin("(0, 100KB]", &|s| s <= SHORT_FLOW_BYTES),
+                bin("(100KB, 10MB]", &|s| {
+                    s > SHORT_FLOW_BYTES && s <= MEDIUM_FLOW_BYTES
+                }),
+                bin("(10MB, inf)", &|s| s > MEDIUM_FLOW_BYTES),
+                BinStats::of("all", fct, slowdown),
             ],
             overhead: if counters.flow_bytes > 0 {
                 counters.extra_copy_bytes as f64 / counters.flow_bytes as f64
             } else {
                 0.0
             },
-            unfinished: records.iter().filter(|r| !r.fct.is_finite()).count() as u64,
+            unfinished: fct.iter().filter(|v| !v.is_finite()).count() as u64,
         }
     }
 }
@@ -313,6 +335,36 @@ mod tests {
         assert_eq!(get("winner"), Some(Column::Int64(vec![-1])));
         assert_eq!(get("size"), Some(Column::Int64(vec![1460])));
         assert!(matches!(get("fct"), Some(Column::Float64(v)) if v[0].is_nan()));
+    }
+
+    #[test]
+    fn summary_of_columns_bins_by_size_and_counts_unfinished() {
+        let nan = f64::NAN;
+        let size = [10_000, 50_000, 1_000_000, 20_000, 20_000_000];
+        let fct = [0.001, 0.003, 0.5, nan, 2.0];
+        let slowdown = [2.0, 3.0, 4.0, nan, 1.5];
+        let counters = Counters::of_copies(&size, &[2, 2, 1, 0, 1]);
+        assert_eq!(counters.flow_bytes, 21_080_000);
+        assert_eq!(counters.extra_copy_bytes, 60_000);
+        let s = Summary::from_columns(&size, &fct, &slowdown, &counters);
+        let labels: Vec<&str> = s.bins.iter().map(|b| b.bin.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["(0, 100KB]", "(100KB, 10MB]", "(10MB, inf)", "all"]
+        );
+        let short = &s.bins[0];
+        assert_eq!((short.count, short.finished), (3, 2));
+        assert_eq!(short.fct_mean, 0.002);
+        assert_eq!(short.fct_p50, 0.002);
+        assert_eq!(short.slowdown_p99, 2.0 + 0.99);
+        assert_eq!(
+            (s.bins[1].count, s.bins[2].count, s.bins[3].count),
+            (1, 1, 5)
+        );
+        assert_eq!(s.unfinished, 1);
+        assert_eq!(s.overhead, 60_000.0 / 21_080_000.0);
+        let none = Summary::from_columns(&[], &[], &[], &Counters::default());
+        assert!(none.bins[3].fct_mean.is_nan() && none.overhead == 0.0);
     }
 
     #[test]

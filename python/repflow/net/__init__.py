@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +21,6 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
-
-#: Flows up to this size are "short" in summaries (the papers' bin).
-SHORT_FLOW_BYTES = 100_000
-MEDIUM_FLOW_BYTES = 10_000_000
 
 
 def _core() -> Any:
@@ -278,47 +273,53 @@ def load_records(
     return df[list(RECORD_COLUMNS)]
 
 
+def _column(df: pd.DataFrame, name: str, dtype: type) -> np.ndarray:
+    return np.ascontiguousarray(df[name].to_numpy(dtype=dtype))
+
+
 def bin_summary(label: str, df: pd.DataFrame) -> dict[str, Any]:
-    """FCT and slowdown statistics of the flows in ``df``, with the simulator's keys."""
-    fct = df["fct"].to_numpy(dtype=float)
-    fct = np.sort(fct[np.isfinite(fct)])
-    sd = df["slowdown"].to_numpy(dtype=float)
-    sd = np.sort(sd[np.isfinite(sd)])
+    """FCT and slowdown statistics of the flows in ``df``, with the simulator's keys
+    (computed by the simulator's own code, ``repflow_sim::metrics::BinStats``)."""
+    from repflow import _core as core
+    from repflow.api import normalize_summary
 
-    def pct(v: np.ndarray, q: float) -> float:
-        return float(np.percentile(v, q)) if len(v) else math.nan
+    text = core.bin_stats(label, _column(df, "fct", np.float64),
+                          _column(df, "slowdown", np.float64))  # fmt: skip
+    return normalize_summary({"bins": [json.loads(text)]})["bins"][0]
 
-    return {
-        "bin": label, "count": int(len(df)), "finished": int(len(fct)),
-        "fct_mean": float(fct.mean()) if len(fct) else math.nan,
-        "fct_p50": pct(fct, 50), "fct_p99": pct(fct, 99), "fct_p999": pct(fct, 99.9),
-        "slowdown_mean": float(sd.mean()) if len(sd) else math.nan,
-        "slowdown_p50": pct(sd, 50), "slowdown_p99": pct(sd, 99), "slowdown_p999": pct(sd, 99.9),
-    }  # fmt: skip
+
+def _summary(flows: pd.DataFrame, counters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The simulator's summary (``repflow_sim::metrics::Summary``) of records ``flows``."""
+    from repflow import _core as core
+    from repflow.api import normalize_summary
+
+    c = counters or {}
+    fb = c.get("flow_bytes")
+    extra = c.get("extra_copy_bytes")
+    try:
+        text = core.summarize(
+            _column(flows, "size", np.int64), _column(flows, "fct", np.float64),
+            _column(flows, "slowdown", np.float64), _column(flows, "copies", np.int64),
+            None if fb is None else int(fb), None if extra is None else int(extra),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UserError(f"flow records: {exc}") from None
+    return normalize_summary(json.loads(text))
 
 
 def size_bins(flows: pd.DataFrame) -> list[dict[str, Any]]:
     """:func:`bin_summary` of the simulator's bins: (0, 100KB], (100KB, 10MB], (10MB, inf), all."""
-    size = flows["size"]
-    medium = (size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)
-    return [
-        bin_summary("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
-        bin_summary("(100KB, 10MB]", flows[medium]),
-        bin_summary("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
-        bin_summary("all", flows),
-    ]
+    return _summary(flows, None)["bins"]
 
 
 def summarize(flows: pd.DataFrame, counters: Mapping[str, Any]) -> dict[str, Any]:
-    """Summary with the simulator's bins and keys; ``overhead`` = extra copy bytes /
-    application bytes (planned copies, as the simulator counts it)."""
-    bins = size_bins(flows)
-    fb = float(counters.get("flow_bytes", 0))
-    return {
-        "bins": bins,
-        "overhead": float(counters.get("extra_copy_bytes", 0)) / fb if fb else 0.0,
-        "unfinished": int((~np.isfinite(flows["fct"].to_numpy(dtype=float))).sum()),
-    }
+    """Summary with the simulator's bins and keys, computed by the simulator's code.
+
+    ``overhead`` = extra copy bytes / application bytes (planned copies, as the simulator
+    counts it), from ``counters["flow_bytes"]`` and ``counters["extra_copy_bytes"]``; a
+    counter that is missing is counted from the records' sizes and copies.
+    """
+    return _summary(flows, counters)
 
 
 __all__ = [
