@@ -83,8 +83,9 @@ fn parse_cdf<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// A batch of records in Arrow's memory layout, handed to Python through the Arrow PyCapsule
-/// interface: `pyarrow.record_batch(obj)` (or any Arrow library) imports it without copying.
+/// Columns in Arrow's memory layout (flow records, schedules, sampled sizes), handed to Python
+/// through the Arrow PyCapsule interface: `pyarrow.record_batch(obj)` (or any Arrow library)
+/// imports it without copying.
 #[pyclass(frozen, module = "repflow._core")]
 struct ArrowBatch {
     data: StructArray,
