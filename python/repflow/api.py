@@ -14,6 +14,7 @@ wherever a configuration is expected.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -22,26 +23,53 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError, require_core
 
-#: Column order of the per-flow records (shared with real-network runs).
-RECORD_COLUMNS: tuple[str, ...] = (
-    "id", "src", "dst", "size", "start", "finish", "fct", "ideal_fct", "slowdown",
-    "copies", "winner", "bytes_sent", "retransmissions", "timeouts",
-)  # fmt: skip
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-#: dtype of every record column: sizes and counts int64, times (seconds) float64.
-#: Unfinished flows have NaN ``finish``, ``fct`` and ``slowdown`` and ``winner == -1``.
-RECORD_DTYPES: dict[str, str] = {
-    "id": "int64", "src": "int64", "dst": "int64", "size": "int64",
-    "start": "float64", "finish": "float64", "fct": "float64", "ideal_fct": "float64",
-    "slowdown": "float64", "copies": "int64", "winner": "int64", "bytes_sent": "int64",
-    "retransmissions": "int64", "timeouts": "int64",
-}  # fmt: skip
+# The record schema is defined once, in Rust (``repflow_sim::metrics::record_columns``);
+# RECORD_SCHEMA, RECORD_COLUMNS and RECORD_DTYPES below are read from the core on first use.
+
+
+@functools.cache
+def record_schema() -> pa.Schema:
+    """The Arrow schema of the per-flow records (every ``flows.parquet``), from the Rust core.
+
+    Sizes and counts are int64, times (seconds) float64. Unfinished flows have NaN
+    ``finish``, ``fct`` and ``slowdown`` and ``winner == -1``.
+    """
+    import pyarrow as pa
+
+    return pa.record_batch(_core().record_schema()).schema
+
+
+def record_columns() -> tuple[str, ...]:
+    """Column order of the per-flow records (shared with real-network runs)."""
+    return tuple(record_schema().names)
+
+
+def record_dtypes() -> dict[str, str]:
+    """pandas dtype of every record column: ``"int64"`` or ``"float64"``."""
+    return {f.name: np.dtype(f.type.to_pandas_dtype()).name for f in record_schema()}
+
+
+def __getattr__(name: str) -> Any:
+    # RECORD_SCHEMA / RECORD_COLUMNS / RECORD_DTYPES: constants in use, computed on first use
+    # so that importing this module does not need the Rust core.
+    if name == "RECORD_SCHEMA":
+        return record_schema()
+    if name == "RECORD_COLUMNS":
+        return record_columns()
+    if name == "RECORD_DTYPES":
+        return record_dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 
@@ -50,8 +78,8 @@ ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 class SimResult:
     """The outcome of one simulation run (or of a run directory read back)."""
 
-    #: One row per application flow (columns :data:`RECORD_COLUMNS`, dtypes
-    #: :data:`RECORD_DTYPES`), in id order.
+    #: One row per application flow (columns :func:`record_columns`, dtypes
+    #: :func:`record_dtypes`), in id order.
     flows: pd.DataFrame
     #: ``{"bins": [{"bin", "count", "finished", "fct_mean", "fct_p50", ...}], "overhead",
     #: "unfinished"}``; FCTs in seconds, NaN where a bin has no finished flow.
@@ -130,8 +158,17 @@ ProgressFn = Callable[[float, float, int, int, int], bool | None]
 
 
 def records_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
-    """Builds the records DataFrame (column order and dtypes fixed) from column lists."""
-    return pd.DataFrame({c: pd.Series(columns[c], dtype=RECORD_DTYPES[c]) for c in RECORD_COLUMNS})
+    """Builds the records DataFrame (column order and dtypes fixed) from column sequences."""
+    dtypes = record_dtypes()
+    return pd.DataFrame({c: pd.Series(columns[c], dtype=dtypes[c]) for c in record_columns()})
+
+
+def flows_frame(batch: Any) -> pd.DataFrame:
+    """The records DataFrame of an Arrow record batch (any object with ``__arrow_c_array__``,
+    such as the ``records`` the core's ``simulate`` returns)."""
+    import pyarrow as pa
+
+    return pa.record_batch(batch).to_pandas()
 
 
 def simulate(config: ConfigLike | None = None, progress: ProgressFn | None = None) -> SimResult:
@@ -149,7 +186,7 @@ def simulate(config: ConfigLike | None = None, progress: ProgressFn | None = Non
         out = core.simulate(json.dumps(cfg), progress)
     except core.ConfigError as exc:
         raise UserError(str(exc)) from None
-    flows = records_frame(out["records"])
+    flows = flows_frame(out["records"])
     metadata = {
         "version": __version__,
         "core_version": core.core_version(),

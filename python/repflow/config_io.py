@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import os
 import re
 import tomllib
@@ -94,67 +93,46 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _toml_key(key: str) -> str:
-    if key and all(c.isalnum() or c in "_-" for c in key):
-        return key
-    return json.dumps(key)
-
-
-def _toml_value(value: Any, where: str) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        # JSON string escapes (\" \\ \n \t \uXXXX) are all valid in TOML basic strings.
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
-    raise TypeError(f"{where}: cannot write {type(value).__name__} to TOML")
-
-
 def dumps_toml(config: Mapping[str, Any]) -> str:
-    """Writes a configuration as TOML text that means the same configuration.
+    """Writes a configuration as TOML text (with ``tomli-w``) that means the same configuration.
 
-    TOML has no null: an unset optional field (``None``) is left out when its default is
-    unset too, and written as ``"none"`` when the default is a value (``tcp.max_window``).
+    Top-level values come first, then the sections in :data:`SECTIONS` order; tables nest to
+    any depth and lists of tables (``workload.trace``) become arrays of tables. TOML has no
+    null: an unset optional field (``None``) is left out when its default is unset too, and
+    written as ``"none"`` when the default is a value (``tcp.max_window``), which the schema
+    reads back as unset.
     """
+    import tomli_w
+
     try:
-        defaults = default_config()
+        defaults: Any = default_config()
     except UserError:  # pragma: no cover - no core
         defaults = {}
-    lines: list[str] = []
-    scalars = [(k, v) for k, v in config.items() if not isinstance(v, Mapping)]
-    tables = [(k, v) for k, v in config.items() if isinstance(v, Mapping)]
 
-    def unset_value(section: str, key: str) -> str | None:
-        d = defaults.get(section) if section else defaults
-        has_default = isinstance(d, dict) and d.get(key) is not None
-        return '"none"' if has_default else None
+    def clean(value: Any, default: Any, where: str) -> Any:
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                d = default.get(k) if isinstance(default, Mapping) else None
+                if v is None:
+                    if d is not None:
+                        out[str(k)] = "none"
+                    continue
+                out[str(k)] = clean(v, d, f"{where}.{k}" if where else str(k))
+            return out
+        if isinstance(value, list | tuple):
+            if any(v is None for v in value):
+                raise TypeError(f"{where}: a list holding null cannot be written to TOML")
+            return [clean(v, None, where) for v in value]
+        return value
 
-    for k, v in scalars:
-        text = _toml_value(v, k) if v is not None else unset_value("", k)
-        if text is not None:
-            lines.append(f"{_toml_key(k)} = {text}")
+    doc = clean(config, defaults, "")
     order = {name: i for i, name in enumerate(SECTIONS)}
-    tables.sort(key=lambda kv: order.get(kv[0], len(order)))
-    for name, table in tables:
-        if lines:
-            lines.append("")
-        lines.append(f"[{_toml_key(name)}]")
-        for k, v in table.items():
-            if isinstance(v, Mapping):
-                raise TypeError(f"{name}.{k}: nested tables deeper than one level")
-            text = _toml_value(v, f"{name}.{k}") if v is not None else unset_value(name, k)
-            if text is not None:
-                lines.append(f"{_toml_key(k)} = {text}")
-    return "\n".join(lines) + "\n"
+    tables = sorted((k for k, v in doc.items() if isinstance(v, dict)),
+                    key=lambda k: order.get(k, len(order)))  # fmt: skip
+    ordered = {k: v for k, v in doc.items() if not isinstance(v, dict)}
+    ordered.update((k, doc[k]) for k in tables)
+    return tomli_w.dumps(ordered)
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A run directory is the unit every part of RepFlow exchanges (simulator, real-network runs,
 the experiment store)::
 
-    DIR/flows.parquet   one row per application flow, columns RECORD_COLUMNS
+    DIR/flows.parquet   one row per application flow, columns repflow.api.RECORD_COLUMNS
     DIR/run.json        {"version", "config", "counters", "summary", ...}
 
 :func:`write_run` writes both files into a fresh temporary directory next to ``DIR`` and
@@ -28,7 +28,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from repflow.api import RECORD_COLUMNS, RECORD_DTYPES, SimResult, normalize_summary
+from repflow.api import (
+    SimResult,
+    normalize_summary,
+    record_columns,
+    record_dtypes,
+    record_schema,
+)
 from repflow.errors import UserError
 
 #: File names inside a run directory.
@@ -37,12 +43,9 @@ RUN_FILE = "run.json"
 #: Version of the run-directory format (bump on incompatible change).
 FORMAT_VERSION = 1
 
-_ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "float64": pa.float64()}
-
-
 def arrow_schema() -> pa.Schema:
-    """The Parquet schema of ``flows.parquet``."""
-    return pa.schema([(c, _ARROW_TYPES[RECORD_DTYPES[c]]) for c in RECORD_COLUMNS])
+    """The Parquet schema of ``flows.parquet`` (the record schema of the Rust core)."""
+    return record_schema()
 
 
 def check_out_dir(out: str | os.PathLike[str], force: bool = False) -> Path:
@@ -89,12 +92,11 @@ def _json_default(obj: Any) -> Any:
 
 def flows_table(flows: pd.DataFrame) -> pa.Table:
     """Converts a records DataFrame to an Arrow table with the run-directory schema."""
-    missing = [c for c in RECORD_COLUMNS if c not in flows.columns]
+    columns = list(record_columns())
+    missing = [c for c in columns if c not in flows.columns]
     if missing:
         raise ValueError(f"flow records lack columns {missing}")
-    return pa.Table.from_pandas(
-        flows[list(RECORD_COLUMNS)], schema=arrow_schema(), preserve_index=False
-    )
+    return pa.Table.from_pandas(flows[columns], schema=arrow_schema(), preserve_index=False)
 
 
 def write_run(
@@ -155,11 +157,12 @@ def read_flows(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise UserError(f"'{p}' does not exist") from None
     except (OSError, pa.ArrowException) as exc:
         raise UserError(f"'{p}' is not a readable Parquet file: {exc}") from None
-    missing = [c for c in RECORD_COLUMNS if c not in table.column_names]
+    columns = list(record_columns())
+    missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise UserError(f"'{p}': missing columns {', '.join(missing)}")
-    df = table.select(list(RECORD_COLUMNS)).to_pandas()
-    return df.astype(RECORD_DTYPES)
+    df = table.select(columns).to_pandas()
+    return df.astype(record_dtypes())
 
 
 def load_run(path: str | os.PathLike[str]) -> SimResult:

@@ -192,11 +192,46 @@ def test_smartrep_table_follows_repnumassign():
 
 
 # ------------------------------------------------------------------ schedule & records
-def test_sample_sizes_interpolates_like_the_simulator():
-    cdf = {"points": [(1.0, 0.0), (1.0, 0.5), (11.0, 1.0)], "unit_bytes": 1460, "mean_bytes": 0}
-    u = np.array([0.0, 0.25, 0.5, 0.52, 0.75, 1.0])
-    # u ≤ 0.5 → the point mass at 1 packet; 0.52 → ceil(1.4) = 2; 0.75 → 6; 1.0 → 11.
-    assert net.sample_sizes(cdf, u).tolist() == [1460, 1460, 1460, 2920, 8760, 16060]
+def test_sample_sizes_are_the_simulators_draws():
+    from repflow import _core
+
+    # Packets: half the mass on 1 packet, the rest uniform over (1, 11] rounded up to a packet.
+    cdf = _core.parse_cdf("1 1 0\n1 1 0.5\n11 1 1\n")
+    n = 100_000
+    sizes = net.sample_sizes(cdf, n, seed=3)
+    assert sizes.dtype == np.int64 and len(sizes) == n
+    assert np.array_equal(sizes, net.sample_sizes(cdf, n, seed=3))
+    assert not np.array_equal(sizes[:50], net.sample_sizes(cdf, 50, seed=4))
+    assert (sizes % 1460 == 0).all() and sizes.min() == 1460 and sizes.max() == 11 * 1460
+    share = float((sizes == 1460).mean())
+    assert abs(share - 0.5) < 4 * np.sqrt(0.25 / n)
+    # the sample mean agrees with the CDF's exact mean (4 standard errors)
+    for name in ("websearch", "google-rpc"):
+        cdf = _core.parse_cdf(_core.workload_text(name))
+        s = net.sample_sizes(cdf, n, seed=11).astype(float)
+        assert abs(s.mean() - cdf["mean_bytes"]) < 4 * s.std() / np.sqrt(n), name
+    with pytest.raises(UserError, match="cdf"):
+        net.sample_sizes({"points": [(5.0, 0.5), (1.0, 1.0)], "unit": "bytes"}, 3, seed=1)
+
+
+def test_schedule_is_the_simulators_arrival_process():
+    """A host's schedule equals the arrivals of a simulated incast onto one host: 4 hosts of
+    1 Gb/s at load 0.125 offer the same flow bytes per second as one 1 Gb/s link at 0.5."""
+    from repflow import _core, simulate
+
+    seed, duration = 17, 0.02
+    res = simulate({"seed": seed,
+                    "topology": {"kind": "star", "hosts": 4, "link_rate": "1Gbps"},
+                    "workload": {"cdf": "google-rpc", "load": 0.125, "duration": "20ms",
+                                 "pairs": "incast"}})  # fmt: skip
+    cdf = _core.parse_cdf(_core.workload_text("google-rpc"))
+    s = net.make_schedule(cdf, load=0.5, link_rate_bps=1e9, duration=duration, peers=3,
+                          seed=seed)  # fmt: skip
+    f = res.flows
+    assert len(f) > 100 and len(s.at) == len(f)
+    assert np.array_equal(s.at, f["start"].to_numpy())
+    assert np.array_equal(s.size, f["size"].to_numpy())
+    assert np.array_equal(s.peer, f["src"].to_numpy() - 1) and (f["dst"] == 0).all()
 
 
 def test_schedule_is_seeded_and_at_the_requested_load():

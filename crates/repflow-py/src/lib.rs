@@ -1,14 +1,24 @@
 //! `repflow._core`: the PyO3 module behind the `repflow` Python package.
 //!
-//! Thin conversions only: configurations cross as JSON text, records as a dict of column
-//! lists, counters and summaries as JSON text. All logic lives in the Rust crates.
+//! Thin conversions only: configurations cross as JSON text, records as Arrow (the C data
+//! interface's PyCapsules), counters and summaries as JSON text. All logic lives in the Rust
+//! crates.
 
+use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, StructArray};
+use arrow_schema::{DataType, Field, Fields};
+use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBool, PyCapsule, PyDict, PyList, PyString};
+use repflow_sim::metrics::{record_columns, BinStats, Column, Counters, FlowRecord, Summary};
+use repflow_sim::units::{Bytes, Duration, Rate};
 use repflow_sim::workload::{Cdf, SizeUnit, BUILTIN};
 use repflow_sim::{Config, Progress, SimError};
+
+use std::ffi::CString;
+use std::sync::Arc;
 
 mod net;
 
@@ -90,11 +100,229 @@ fn parse_cdf<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
+/// Columns in Arrow's memory layout (flow records, schedules, sampled sizes), handed to Python
+/// through the Arrow PyCapsule interface: `pyarrow.record_batch(obj)` (or any Arrow library)
+/// imports it without copying.
+#[pyclass(frozen, module = "repflow._core")]
+struct ArrowBatch {
+    data: StructArray,
+}
+
+impl ArrowBatch {
+    /// The batch of `records`, with the columns and types of `repflow_sim::metrics`.
+    fn from_records(records: &[FlowRecord]) -> ArrowBatch {
+        ArrowBatch::from_columns(record_columns(records))
+    }
+
+    /// A batch of named columns of equal length.
+    fn from_columns(columns: Vec<(&str, Column)>) -> ArrowBatch {
+        let mut fields = Vec::new();
+        let mut arrays: Vec<ArrayRef> = Vec::new();
+        for (name, col) in columns {
+            let (ty, array): (DataType, ArrayRef) = match col {
+                Column::Int64(v) => (DataType::Int64, Arc::new(Int64Array::from(v))),
+                Column::Float64(v) => (DataType::Float64, Arc::new(Float64Array::from(v))),
+            };
+            // Nullable as pyarrow makes fields by default, so files keep their schema; no
+            // value is ever null (unfinished flows have NaN times, winner −1).
+            fields.push(Field::new(name, ty, true));
+            arrays.push(array);
+        }
+        let data = StructArray::new(Fields::from(fields), arrays, None);
+        ArrowBatch { data }
+    }
+}
+
+fn capsule_name(name: &str) -> CString {
+    CString::new(name).expect("capsule names have no NUL")
+}
+
+#[pymethods]
+impl ArrowBatch {
+    /// The schema (a struct type) as an `arrow_schema` PyCapsule.
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+        let schema = FFI_ArrowSchema::try_from(self.data.data_type())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        PyCapsule::new(py, schema, Some(capsule_name("arrow_schema")))
+    }
+
+    /// The schema and the data as `arrow_schema` and `arrow_array` PyCapsules. A requested
+    /// schema is ignored: the batch has one layout.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+        let _ = requested_schema;
+        let array = FFI_ArrowArray::new(&self.data.to_data());
+        Ok((
+            self.__arrow_c_schema__(py)?,
+            PyCapsule::new(py, array, Some(capsule_name("arrow_array")))?,
+        ))
+    }
+
+    /// Number of records.
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The record schema as an empty [`ArrowBatch`]: `pyarrow.record_batch(record_schema()).schema`
+/// gives the column names and types every `flows.parquet` has.
+#[pyfunction]
+fn record_schema() -> ArrowBatch {
+    ArrowBatch::from_records(&[])
+}
+
+/// The CDF of `parse_cdf`'s `points` and `unit`, checked by the one CDF parser.
+fn cdf_of(points: Vec<(f64, f64)>, unit: &str) -> PyResult<Cdf> {
+    let packets = match unit {
+        "bytes" => false,
+        "packets" => true,
+        _ => {
+            return Err(config_err(format!(
+                "cdf unit: '{unit}' is not 'bytes' or 'packets'"
+            )))
+        }
+    };
+    // Rust prints a float with the fewest digits that read back to the same value, so the
+    // text round trip keeps every point exactly.
+    let text: String = points
+        .iter()
+        .map(|(x, c)| {
+            if packets {
+                format!("{x} 1 {c}\n")
+            } else {
+                format!("{x} {c}\n")
+            }
+        })
+        .collect();
+    Cdf::parse(&text).map_err(config_err)
+}
+
+/// `n` flow sizes (bytes) drawn from a CDF (`parse_cdf`'s `points` and `unit`) by the
+/// simulator's sampler, with random stream 0 of `seed`; a batch with one column `size`.
+#[pyfunction]
+fn sample_sizes(points: Vec<(f64, f64)>, unit: &str, n: usize, seed: u64) -> PyResult<ArrowBatch> {
+    let cdf = cdf_of(points, unit)?;
+    let mut rng = repflow_sim::engine::Rng::new(seed, 0);
+    let sizes = (0..n).map(|_| cdf.sample(&mut rng) as i64).collect();
+    Ok(ArrowBatch::from_columns(vec![(
+        "size",
+        Column::Int64(sizes),
+    )]))
+}
+
+/// One host's open-loop schedule (`repflow_sim::workload::host_schedule`): Poisson arrivals at
+/// `load` × `link_rate_bps` until `duration` seconds, sizes from the CDF, peers uniform over
+/// `0..peers`. A batch with columns `at` (seconds), `peer` and `size` (bytes).
+#[pyfunction]
+fn host_schedule(
+    points: Vec<(f64, f64)>,
+    unit: &str,
+    load: f64,
+    link_rate_bps: f64,
+    duration: f64,
+    peers: u32,
+    seed: u64,
+) -> PyResult<ArrowBatch> {
+    if !(load > 0.0 && load.is_finite()) {
+        return Err(config_err(format!("load: must be positive, got {load}")));
+    }
+    if !(link_rate_bps >= 1.0 && link_rate_bps.is_finite()) {
+        return Err(config_err(format!(
+            "link rate: must be at least 1 bps, got {link_rate_bps}"
+        )));
+    }
+    if !(duration >= 0.0 && duration.is_finite()) {
+        return Err(config_err(format!(
+            "duration: must be a non-negative number of seconds, got {duration}"
+        )));
+    }
+    let cdf = cdf_of(points, unit)?;
+    let until = Duration::from_secs(duration).ps();
+    let arrivals =
+        repflow_sim::workload::host_schedule(&cdf, load, link_rate_bps, peers, until, seed)
+            .ok_or_else(|| config_err("peers: give at least one peer"))?;
+    let at = arrivals.iter().map(|a| Duration(a.time).secs()).collect();
+    let peer = arrivals.iter().map(|a| i64::from(a.dst)).collect();
+    let size = arrivals.iter().map(|a| a.size as i64).collect();
+    Ok(ArrowBatch::from_columns(vec![
+        ("at", Column::Float64(at)),
+        ("peer", Column::Int64(peer)),
+        ("size", Column::Int64(size)),
+    ]))
+}
+
+/// The values of a one-dimensional buffer (e.g. a numpy array) of int64 that must not be
+/// negative, as `u64`.
+fn non_negative(buf: &PyBuffer<i64>, py: Python<'_>, what: &str) -> PyResult<Vec<u64>> {
+    buf.to_vec(py)?
+        .into_iter()
+        .map(|v| {
+            u64::try_from(v).map_err(|_| PyValueError::new_err(format!("{what}: {v} is negative")))
+        })
+        .collect()
+}
+
+/// The summary of flows given as columns (`repflow_sim::metrics::Summary::from_columns`):
+/// int64 `size` and `copies`, float64 `fct` and `slowdown` (NaN when unfinished), as buffers
+/// (numpy arrays). The overhead is `extra_copy_bytes / flow_bytes`; when the counters are not
+/// given they are counted from the sizes and copies as the simulator counts them. Returns
+/// the summary as JSON text (NaN as null), like `simulate`.
+#[pyfunction]
+#[pyo3(signature = (size, fct, slowdown, copies, flow_bytes=None, extra_copy_bytes=None))]
+fn summarize(
+    py: Python<'_>,
+    size: PyBuffer<i64>,
+    fct: PyBuffer<f64>,
+    slowdown: PyBuffer<f64>,
+    copies: PyBuffer<i64>,
+    flow_bytes: Option<u64>,
+    extra_copy_bytes: Option<u64>,
+) -> PyResult<String> {
+    let size = non_negative(&size, py, "size")?;
+    let copies = non_negative(&copies, py, "copies")?;
+    let (fct, slowdown) = (fct.to_vec(py)?, slowdown.to_vec(py)?);
+    if [copies.len(), fct.len(), slowdown.len()] != [size.len(); 3] {
+        return Err(PyValueError::new_err(
+            "size, fct, slowdown and copies must have the same length",
+        ));
+    }
+    let mut counters = Counters::of_copies(&size, &copies);
+    if let Some(b) = flow_bytes {
+        counters.flow_bytes = b;
+    }
+    if let Some(b) = extra_copy_bytes {
+        counters.extra_copy_bytes = b;
+    }
+    let summary = Summary::from_columns(&size, &fct, &slowdown, &counters);
+    serde_json::to_string(&summary).map_err(config_err)
+}
+
+/// FCT and slowdown statistics of one group of flows (`BinStats::of`) as JSON text.
+#[pyfunction]
+fn bin_stats(
+    py: Python<'_>,
+    label: &str,
+    fct: PyBuffer<f64>,
+    slowdown: PyBuffer<f64>,
+) -> PyResult<String> {
+    let (fct, slowdown) = (fct.to_vec(py)?, slowdown.to_vec(py)?);
+    if fct.len() != slowdown.len() {
+        return Err(PyValueError::new_err(
+            "fct and slowdown must have the same length",
+        ));
+    }
+    serde_json::to_string(&BinStats::of(label, &fct, &slowdown)).map_err(config_err)
+}
+
 /// Runs one simulation.
 ///
 /// `progress`, if given, is called as `progress(sim_time, duration, flows_started,
 /// flows_finished, events)` now and then; if it returns `False` the run stops. Returns a dict
-/// with `records` (column name → list), `counters`, `summary` and `config` (JSON texts).
+/// with `records` (an [`ArrowBatch`]), `counters`, `summary` and `config` (JSON texts).
 #[pyfunction]
 #[pyo3(signature = (config_json, progress=None))]
 fn simulate<'py>(
@@ -146,29 +374,8 @@ fn simulate<'py>(
         }
         Err(e) => return Err(PyValueError::new_err(e.to_string())),
     };
-    let r = &out.records;
-    let cols = PyDict::new(py);
-    macro_rules! col {
-        ($name:literal, $field:ident) => {
-            cols.set_item($name, PyList::new(py, r.iter().map(|x| x.$field))?)?;
-        };
-    }
-    col!("id", id);
-    col!("src", src);
-    col!("dst", dst);
-    col!("size", size);
-    col!("start", start);
-    col!("finish", finish);
-    col!("fct", fct);
-    col!("ideal_fct", ideal_fct);
-    col!("slowdown", slowdown);
-    col!("copies", copies);
-    col!("winner", winner);
-    col!("bytes_sent", bytes_sent);
-    col!("retransmissions", retransmissions);
-    col!("timeouts", timeouts);
     let d = PyDict::new(py);
-    d.set_item("records", cols)?;
+    d.set_item("records", ArrowBatch::from_records(&out.records))?;
     d.set_item(
         "counters",
         serde_json::to_string(&out.counters).map_err(config_err)?,
@@ -269,6 +476,50 @@ fn sim_collisions(config_json: &str, samples: u64) -> PyResult<(u64, u64, u64)> 
     Ok((c.flows, c.inter_tor, c.collisions))
 }
 
+/// The text of a quantity given as a string (`"50ms"`) or as a number in base units (read as
+/// its Python text, so `0.05` and `"0.05"` mean the same). Booleans are refused.
+fn quantity_text(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyValueError::new_err(format!("{value} is not {what}")));
+    }
+    if let Ok(s) = value.downcast::<PyString>() {
+        return Ok(s.to_cow()?.into_owned());
+    }
+    match value.extract::<f64>() {
+        Ok(_) => Ok(value.str()?.to_cow()?.into_owned()),
+        Err(_) => Err(PyValueError::new_err(format!(
+            "{} is not {what} (give a string such as \"50ms\" or a number)",
+            value.repr()?
+        ))),
+    }
+}
+
+/// Seconds in a duration: `"50ms"`, `"2us"`, `"2min"`, or a number of seconds (the grammar of
+/// `repflow_sim::units`). Raises `ValueError` naming the value and the accepted forms.
+#[pyfunction]
+fn parse_duration(value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let text = quantity_text(value, "a duration")?;
+    Ok(Duration::parse(&text)
+        .map_err(PyValueError::new_err)?
+        .secs())
+}
+
+/// Bits per second in a rate: `"10Gbps"`, `"10Gb/s"`, `"50Mbit"`, `"1G"`, or a number.
+/// Raises `ValueError` naming the value and the accepted forms.
+#[pyfunction]
+fn parse_rate(value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let text = quantity_text(value, "a rate")?;
+    Ok(Rate::parse(&text).map_err(PyValueError::new_err)?.bps())
+}
+
+/// Bytes in a size: `"100KB"` (powers of 1000), `"64KiB"` (powers of 1024), or a number.
+/// Raises `ValueError` naming the value and the accepted forms.
+#[pyfunction]
+fn parse_bytes(value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let text = quantity_text(value, "a size")?;
+    Ok(Bytes::parse(&text).map_err(PyValueError::new_err)?.0)
+}
+
 /// The Rust core's version.
 #[pyfunction]
 fn core_version() -> &'static str {
@@ -287,6 +538,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(record_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(sample_sizes, m)?)?;
+    m.add_function(wrap_pyfunction!(host_schedule, m)?)?;
+    m.add_function(wrap_pyfunction!(summarize, m)?)?;
+    m.add_function(wrap_pyfunction!(bin_stats, m)?)?;
+    m.add_class::<ArrowBatch>()?;
     m.add_function(wrap_pyfunction!(sim_smartrep_table, m)?)?;
     m.add_function(wrap_pyfunction!(sim_disjoint_paths, m)?)?;
     m.add_function(wrap_pyfunction!(sim_collisions, m)?)?;

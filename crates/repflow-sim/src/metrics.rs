@@ -41,6 +41,68 @@ pub struct FlowRecord {
     pub timeouts: u64,
 }
 
+/// The type of one record column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnType {
+    /// Signed 64-bit integers (ids, host indices, sizes, counts; −1 for "none").
+    Int64,
+    /// 64-bit floats (times in seconds and ratios; NaN when unfinished).
+    Float64,
+}
+
+/// One column of per-flow records.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    /// An integer column.
+    Int64(Vec<i64>),
+    /// A float column.
+    Float64(Vec<f64>),
+}
+
+impl Column {
+    /// The column's type.
+    pub fn column_type(&self) -> ColumnType {
+        match self {
+            Column::Int64(_) => ColumnType::Int64,
+            Column::Float64(_) => ColumnType::Float64,
+        }
+    }
+}
+
+/// Per-flow records as named columns, in schema order.
+///
+/// This is the one definition of the record schema: the Python module hands records across
+/// as these columns and reads the schema ([`record_schema`]) from here, and every
+/// `flows.parquet` (simulated, testbed or library runs) has these columns and types.
+pub fn record_columns(records: &[FlowRecord]) -> Vec<(&'static str, Column)> {
+    let int = |f: fn(&FlowRecord) -> i64| Column::Int64(records.iter().map(f).collect());
+    let float = |f: fn(&FlowRecord) -> f64| Column::Float64(records.iter().map(f).collect());
+    vec![
+        ("id", int(|r| r.id as i64)),
+        ("src", int(|r| i64::from(r.src))),
+        ("dst", int(|r| i64::from(r.dst))),
+        ("size", int(|r| r.size as i64)),
+        ("start", float(|r| r.start)),
+        ("finish", float(|r| r.finish)),
+        ("fct", float(|r| r.fct)),
+        ("ideal_fct", float(|r| r.ideal_fct)),
+        ("slowdown", float(|r| r.slowdown)),
+        ("copies", int(|r| i64::from(r.copies))),
+        ("winner", int(|r| i64::from(r.winner))),
+        ("bytes_sent", int(|r| r.bytes_sent as i64)),
+        ("retransmissions", int(|r| r.retransmissions as i64)),
+        ("timeouts", int(|r| r.timeouts as i64)),
+    ]
+}
+
+/// Names and types of the record columns ([`record_columns`] of no records).
+pub fn record_schema() -> Vec<(&'static str, ColumnType)> {
+    record_columns(&[])
+        .iter()
+        .map(|(name, col)| (*name, col.column_type()))
+        .collect()
+}
+
 /// Counters of one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
@@ -151,70 +213,92 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
 }
 
-fn bin_stats(label: &str, flows: &[&FlowRecord]) -> BinStats {
-    let mut fct: Vec<f64> = flows
-        .iter()
-        .filter(|f| f.fct.is_finite())
-        .map(|f| f.fct)
-        .collect();
-    let mut sd: Vec<f64> = flows
-        .iter()
-        .filter(|f| f.slowdown.is_finite())
-        .map(|f| f.slowdown)
-        .collect();
-    fct.sort_by(f64::total_cmp);
-    sd.sort_by(f64::total_cmp);
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
+impl BinStats {
+    /// Statistics of the flows whose FCTs and slowdowns these are (NaN for a flow that did
+    /// not finish: counted, left out of the statistics).
+    pub fn of(label: &str, fct: &[f64], slowdown: &[f64]) -> BinStats {
+        let mut fin: Vec<f64> = fct.iter().copied().filter(|v| v.is_finite()).collect();
+        let mut sd: Vec<f64> = slowdown.iter().copied().filter(|v| v.is_finite()).collect();
+        fin.sort_by(f64::total_cmp);
+        sd.sort_by(f64::total_cmp);
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        BinStats {
+            bin: label.to_string(),
+            count: fct.len() as u64,
+            finished: fin.len() as u64,
+            fct_mean: mean(&fin),
+            fct_p50: percentile(&fin, 50.0),
+            fct_p99: percentile(&fin, 99.0),
+            fct_p999: percentile(&fin, 99.9),
+            slowdown_mean: mean(&sd),
+            slowdown_p50: percentile(&sd, 50.0),
+            slowdown_p99: percentile(&sd, 99.0),
+            slowdown_p999: percentile(&sd, 99.9),
         }
-    };
-    BinStats {
-        bin: label.to_string(),
-        count: flows.len() as u64,
-        finished: fct.len() as u64,
-        fct_mean: mean(&fct),
-        fct_p50: percentile(&fct, 50.0),
-        fct_p99: percentile(&fct, 99.0),
-        fct_p999: percentile(&fct, 99.9),
-        slowdown_mean: mean(&sd),
-        slowdown_p50: percentile(&sd, 50.0),
-        slowdown_p99: percentile(&sd, 99.0),
-        slowdown_p999: percentile(&sd, 99.9),
+    }
+}
+
+impl Counters {
+    /// Counters holding only `flow_bytes` and `extra_copy_bytes`, counted from flows' sizes
+    /// and copies as the simulator counts them (each extra copy carries the flow's bytes).
+    pub fn of_copies(size: &[u64], copies: &[u64]) -> Counters {
+        Counters {
+            flow_bytes: size.iter().sum(),
+            extra_copy_bytes: size
+                .iter()
+                .zip(copies)
+                .map(|(s, c)| s * c.saturating_sub(1))
+                .sum(),
+            ..Counters::default()
+        }
     }
 }
 
 impl Summary {
     /// Computes the summary of `records`.
     pub fn from_records(records: &[FlowRecord], counters: &Counters) -> Summary {
-        let short: Vec<&FlowRecord> = records
-            .iter()
-            .filter(|r| r.size <= SHORT_FLOW_BYTES)
-            .collect();
-        let medium: Vec<&FlowRecord> = records
-            .iter()
-            .filter(|r| r.size > SHORT_FLOW_BYTES && r.size <= MEDIUM_FLOW_BYTES)
-            .collect();
-        let large: Vec<&FlowRecord> = records
-            .iter()
-            .filter(|r| r.size > MEDIUM_FLOW_BYTES)
-            .collect();
-        let all: Vec<&FlowRecord> = records.iter().collect();
+        let size: Vec<u64> = records.iter().map(|r| r.size).collect();
+        let fct: Vec<f64> = records.iter().map(|r| r.fct).collect();
+        let slowdown: Vec<f64> = records.iter().map(|r| r.slowdown).collect();
+        Summary::from_columns(&size, &fct, &slowdown, counters)
+    }
+
+    /// The summary of flows given as columns (sizes in bytes, FCTs and slowdowns with NaN for
+    /// unfinished flows), for records that are not [`FlowRecord`]s (real-network runs). The
+    /// overhead is `extra_copy_bytes / flow_bytes` of `counters` (0 without flow bytes).
+    pub fn from_columns(
+        size: &[u64],
+        fct: &[f64],
+        slowdown: &[f64],
+        counters: &Counters,
+    ) -> Summary {
+        let bin = |label: &str, keep: &dyn Fn(u64) -> bool| {
+            let idx: Vec<usize> = (0..size.len()).filter(|&i| keep(size[i])).collect();
+            let f: Vec<f64> = idx.iter().map(|&i| fct[i]).collect();
+            let s: Vec<f64> = idx.iter().map(|&i| slowdown[i]).collect();
+            BinStats::of(label, &f, &s)
+        };
         Summary {
             bins: vec![
-                bin_stats("(0, 100KB]", &short),
-                bin_stats("(100KB, 10MB]", &medium),
-                bin_stats("(10MB, inf)", &large),
-                bin_stats("all", &all),
+                bin("(0, 100KB]", &|s| s <= SHORT_FLOW_BYTES),
+                bin("(100KB, 10MB]", &|s| {
+                    s > SHORT_FLOW_BYTES && s <= MEDIUM_FLOW_BYTES
+                }),
+                bin("(10MB, inf)", &|s| s > MEDIUM_FLOW_BYTES),
+                BinStats::of("all", fct, slowdown),
             ],
             overhead: if counters.flow_bytes > 0 {
                 counters.extra_copy_bytes as f64 / counters.flow_bytes as f64
             } else {
                 0.0
             },
-            unfinished: records.iter().filter(|r| !r.fct.is_finite()).count() as u64,
+            unfinished: fct.iter().filter(|v| !v.is_finite()).count() as u64,
         }
     }
 }
@@ -222,6 +306,66 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_columns_follow_the_schema() {
+        let r = FlowRecord {
+            id: 7,
+            src: 1,
+            dst: 2,
+            size: 1460,
+            start: 0.5,
+            finish: f64::NAN,
+            fct: f64::NAN,
+            ideal_fct: 1e-5,
+            slowdown: f64::NAN,
+            copies: 2,
+            winner: -1,
+            bytes_sent: 3000,
+            retransmissions: 1,
+            timeouts: 0,
+        };
+        let cols = record_columns(std::slice::from_ref(&r));
+        let schema = record_schema();
+        assert_eq!(cols.len(), schema.len());
+        for ((name, col), (sname, ty)) in cols.iter().zip(&schema) {
+            assert_eq!((name, col.column_type()), (sname, *ty));
+        }
+        let get = |n: &str| cols.iter().find(|(c, _)| *c == n).map(|(_, c)| c.clone());
+        assert_eq!(get("winner"), Some(Column::Int64(vec![-1])));
+        assert_eq!(get("size"), Some(Column::Int64(vec![1460])));
+        assert!(matches!(get("fct"), Some(Column::Float64(v)) if v[0].is_nan()));
+    }
+
+    #[test]
+    fn summary_of_columns_bins_by_size_and_counts_unfinished() {
+        let nan = f64::NAN;
+        let size = [10_000, 50_000, 1_000_000, 20_000, 20_000_000];
+        let fct = [0.001, 0.003, 0.5, nan, 2.0];
+        let slowdown = [2.0, 3.0, 4.0, nan, 1.5];
+        let counters = Counters::of_copies(&size, &[2, 2, 1, 0, 1]);
+        assert_eq!(counters.flow_bytes, 21_080_000);
+        assert_eq!(counters.extra_copy_bytes, 60_000);
+        let s = Summary::from_columns(&size, &fct, &slowdown, &counters);
+        let labels: Vec<&str> = s.bins.iter().map(|b| b.bin.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["(0, 100KB]", "(100KB, 10MB]", "(10MB, inf)", "all"]
+        );
+        let short = &s.bins[0];
+        assert_eq!((short.count, short.finished), (3, 2));
+        assert_eq!(short.fct_mean, 0.002);
+        assert_eq!(short.fct_p50, 0.002);
+        assert_eq!(short.slowdown_p99, 2.0 + 0.99);
+        assert_eq!(
+            (s.bins[1].count, s.bins[2].count, s.bins[3].count),
+            (1, 1, 5)
+        );
+        assert_eq!(s.unfinished, 1);
+        assert_eq!(s.overhead, 60_000.0 / 21_080_000.0);
+        let none = Summary::from_columns(&[], &[], &[], &Counters::default());
+        assert!(none.bins[3].fct_mean.is_nan() && none.overhead == 0.0);
+    }
 
     #[test]
     fn percentile_matches_numpy_linear() {

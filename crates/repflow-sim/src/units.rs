@@ -3,6 +3,17 @@
 //! Configuration files and the command line write quantities as strings with a unit
 //! (`"10ms"`, `"1Gbps"`, `"100KB"`) or as bare numbers in base units (seconds, bits per
 //! second, bytes). Internally time is an integer number of picoseconds.
+//!
+//! This is the one grammar of quantities in RepFlow: the Python package (sweep specs, the
+//! testbed, the library's command line) parses through these functions too.
+//!
+//! - durations: `s`, `ms`, `us` (or `µs`), `ns`, `ps`, `min`; case matters. A lone `m` is
+//!   refused as ambiguous (minutes or milliseconds?).
+//! - rates (bits per second): an optional prefix `k`, `M`, `G`, `T` (powers of 1000) followed
+//!   by nothing, `bps`, `b/s`, `bit` or `bit/s`; case does not matter, except that a capital
+//!   `B` (bytes) is refused.
+//! - sizes (bytes): `B`, `KB`, `MB`, `GB`, `TB` (powers of 1000; the `B` may be left out),
+//!   `KiB`, `MiB`, `GiB` (powers of 1024); case does not matter.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -27,22 +38,29 @@ impl Duration {
     pub fn from_secs(s: f64) -> Duration {
         Duration((s * PS_PER_SEC as f64).round() as u64)
     }
-    /// Parses `"50ms"`, `"1.5us"`, `"2s"`, `"500ns"`, `"10ps"`; a bare number is seconds.
+    /// Parses `"50ms"`, `"1.5us"`, `"2s"`, `"500ns"`, `"10ps"`, `"2min"`; a bare number is
+    /// seconds. `"2m"` is refused (minutes or milliseconds?) with a message saying so.
     pub fn parse(s: &str) -> Result<Duration, String> {
         let t = s.trim();
         let (num, unit) = split_unit(t);
-        let v: f64 = num
-            .parse()
-            .map_err(|_| format!("'{s}' is not a duration (e.g. \"50ms\", \"1us\", \"2s\")"))?;
+        let v: f64 = num.parse().map_err(|_| {
+            format!("'{s}' is not a duration (e.g. \"50ms\", \"1us\", \"2s\", \"2min\")")
+        })?;
         let mult = match unit {
             "" | "s" => PS_PER_SEC as f64,
             "ms" => 1e9,
             "us" | "µs" => 1e6,
             "ns" => 1e3,
             "ps" => 1.0,
+            "min" => 60.0 * PS_PER_SEC as f64,
+            "m" => {
+                return Err(format!(
+                    "'{s}' is ambiguous: write '{num}min' for minutes or '{num}ms' for milliseconds"
+                ))
+            }
             _ => {
                 return Err(format!(
-                    "'{s}' has unknown time unit '{unit}' (accepted: s, ms, us, ns, ps)"
+                    "'{s}' has unknown time unit '{unit}' (accepted: s, ms, us, ns, ps, min)"
                 ))
             }
         };
@@ -86,24 +104,39 @@ impl Rate {
         let bits = bytes as u128 * 8 * PS_PER_SEC as u128;
         bits.div_ceil(self.0 as u128) as u64
     }
-    /// Parses `"1Gbps"`, `"10Gbps"`, `"50Mbps"`, `"100kbps"`; a bare number is bits per second.
+    /// Parses `"1Gbps"`, `"10Gb/s"`, `"50Mbit"`, `"100kbit/s"`, `"1G"`; a bare number is bits
+    /// per second. A capital `B` (`"1GBps"`, bytes per second) is refused.
     pub fn parse(s: &str) -> Result<Rate, String> {
         let t = s.trim();
         let (num, unit) = split_unit(t);
         let v: f64 = num
             .parse()
-            .map_err(|_| format!("'{s}' is not a rate (e.g. \"1Gbps\", \"10Gbps\", \"50Mbps\")"))?;
-        let mult = match unit.to_ascii_lowercase().as_str() {
-            "" | "bps" | "b/s" => 1.0,
-            "kbps" | "kb/s" | "k" => 1e3,
-            "mbps" | "mb/s" | "m" => 1e6,
-            "gbps" | "gb/s" | "g" => 1e9,
-            "tbps" | "tb/s" | "t" => 1e12,
-            _ => {
-                return Err(format!(
-                    "'{s}' has unknown rate unit '{unit}' (accepted: bps, kbps, Mbps, Gbps, Tbps)"
-                ))
-            }
+            .map_err(|_| format!("'{s}' is not a rate (e.g. \"1Gbps\", \"10Gb/s\", \"50Mbit\")"))?;
+        let unknown = || {
+            format!(
+                "'{s}' has unknown rate unit '{unit}' (accepted: bps, kbps, Mbps, Gbps, Tbps; \
+                 also written b/s, bit or bit/s, e.g. 10Gb/s, 50Mbit, or the prefix alone, e.g. 1G)"
+            )
+        };
+        if unit.contains('B') {
+            return Err(format!(
+                "'{s}': rates are in bits per second and 'B' means bytes; write e.g. 10Gbps"
+            ));
+        }
+        let lower = unit.to_ascii_lowercase();
+        let (prefix, rest) = match lower.chars().next() {
+            Some(c @ ('k' | 'm' | 'g' | 't')) => (Some(c), &lower[1..]),
+            _ => (None, lower.as_str()),
+        };
+        if !matches!(rest, "" | "bps" | "b/s" | "bit" | "bit/s") {
+            return Err(unknown());
+        }
+        let mult = match prefix {
+            None => 1.0,
+            Some('k') => 1e3,
+            Some('m') => 1e6,
+            Some('g') => 1e9,
+            _ => 1e12,
         };
         let bps = v * mult;
         if !bps.is_finite() || bps < 1.0 {
@@ -133,24 +166,27 @@ impl fmt::Display for Rate {
 pub struct Bytes(pub u64);
 
 impl Bytes {
-    /// Parses `"100KB"`, `"36KB"`, `"1MB"`, `"64KiB"`, `"1460B"`; a bare number is bytes.
+    /// Parses `"100KB"`, `"36kb"`, `"1MB"`, `"1M"`, `"64KiB"`, `"1460B"`; a bare number is
+    /// bytes. Case does not matter: sizes are always bytes.
     pub fn parse(s: &str) -> Result<Bytes, String> {
         let t = s.trim();
         let (num, unit) = split_unit(t);
         let v: f64 = num
             .parse()
             .map_err(|_| format!("'{s}' is not a size (e.g. \"100KB\", \"1MB\", \"1460\")"))?;
-        let mult = match unit {
-            "" | "B" | "b" => 1.0,
-            "KB" | "kB" | "kb" | "K" => 1e3,
-            "MB" | "mb" | "M" => 1e6,
-            "GB" | "gb" | "G" => 1e9,
-            "KiB" => 1024.0,
-            "MiB" => 1024.0 * 1024.0,
-            "GiB" => 1024.0 * 1024.0 * 1024.0,
+        let mult = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "kb" | "k" => 1e3,
+            "mb" | "m" => 1e6,
+            "gb" | "g" => 1e9,
+            "tb" | "t" => 1e12,
+            "kib" => 1024.0,
+            "mib" => 1024.0 * 1024.0,
+            "gib" => 1024.0 * 1024.0 * 1024.0,
             _ => {
                 return Err(format!(
-                    "'{s}' has unknown size unit '{unit}' (accepted: B, KB, MB, GB, KiB, MiB, GiB)"
+                    "'{s}' has unknown size unit '{unit}' (accepted: B, KB, MB, GB, TB, KiB, MiB, \
+                     GiB; the B may be left out, e.g. 64K)"
                 ))
             }
         };
@@ -257,6 +293,33 @@ mod tests {
         assert_eq!(Bytes::parse("100KB").unwrap().0, 100_000);
         assert_eq!(Bytes::parse("64KiB").unwrap().0, 65_536);
         assert!(Bytes::parse("12 furlongs").is_err());
+    }
+
+    #[test]
+    fn one_grammar_for_every_front_end() {
+        // Minutes are `min`; a lone `m` is refused and the message offers both readings.
+        assert_eq!(Duration::parse("2min").unwrap().secs(), 120.0);
+        let e = Duration::parse("2m").unwrap_err();
+        assert!(e.contains("2min") && e.contains("2ms"), "{e}");
+        assert_eq!(Duration::parse("1.5 ms").unwrap().ps(), 1_500_000_000);
+        // Rates: bits per second in every spelling the testbed and sweep specs used.
+        for text in ["10Gbps", "10Gb/s", "10gbit", "10Gbit/s", "10G", "10000Mbps"] {
+            assert_eq!(Rate::parse(text).unwrap().bps(), 10_000_000_000, "{text}");
+        }
+        assert_eq!(Rate::parse("100kbit").unwrap().bps(), 100_000);
+        assert_eq!(Rate::parse("1500").unwrap().bps(), 1500);
+        let e = Rate::parse("1GBps").unwrap_err();
+        assert!(e.contains("bytes"), "{e}");
+        assert!(Rate::parse("10Gbs").is_err());
+        assert!(Rate::parse("10 furlongs").is_err());
+        // Sizes are bytes whatever the case; KiB and friends are binary.
+        for text in ["20KB", "20kb", "20kB", "20K", "20k", "20000", "20000B"] {
+            assert_eq!(Bytes::parse(text).unwrap().0, 20_000, "{text}");
+        }
+        assert_eq!(Bytes::parse("1.5MiB").unwrap().0, 1_572_864);
+        assert_eq!(Bytes::parse("1mib").unwrap().0, 1_048_576);
+        assert_eq!(Bytes::parse("2TB").unwrap().0, 2_000_000_000_000);
+        assert!(Bytes::parse("20Kbit").is_err());
     }
 
     #[test]

@@ -552,3 +552,85 @@ mod arrival_tests {
         }
     }
 }
+
+/// The random stream (of the run's seed) that draws the simulator's Poisson arrivals.
+pub const ARRIVAL_STREAM: u64 = 1;
+
+/// The flows one host sends in an open-loop load generator (`repflow load`): Poisson arrivals
+/// at `load` × `link_rate_bps` of flow bytes, sizes from `cdf`, each to a peer drawn uniformly
+/// from `0..peers`, until `until_ps`. Each [`Arrival`] has `src` 0 (this host) and `dst` the
+/// peer's index. `None` when there is no peer.
+///
+/// This is the simulator's own arrival process, not a second one: [`PoissonArrivals`] over
+/// `peers + 1` hosts whose links add up to `link_rate_bps`, with every flow going to host 0
+/// (the incast pattern) and the random stream [`ARRIVAL_STREAM`] of `seed`, read in the other
+/// direction (the source `s` it draws among hosts `1..=peers` is the peer `s − 1`). A simulated
+/// incast with the same seed, CDF and flow-byte rate has the same arrival times and sizes.
+pub fn host_schedule(
+    cdf: &Cdf,
+    load: f64,
+    link_rate_bps: f64,
+    peers: u32,
+    until_ps: u64,
+    seed: u64,
+) -> Option<Vec<Arrival>> {
+    if peers == 0 {
+        return None;
+    }
+    let hosts = vec![0; peers as usize + 1];
+    let mut arrivals = PoissonArrivals::new(
+        cdf.clone(),
+        load,
+        link_rate_bps,
+        hosts,
+        false,
+        Rng::new(seed, ARRIVAL_STREAM),
+    )
+    .to_first(true);
+    let mut out = Vec::new();
+    loop {
+        let a = arrivals.next_arrival();
+        if a.time >= until_ps {
+            return Some(out);
+        }
+        out.push(Arrival {
+            time: a.time,
+            src: 0,
+            dst: a.src - 1,
+            size: a.size,
+        });
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+
+    #[test]
+    fn a_host_schedule_is_the_incast_process_reversed() {
+        let cdf = Cdf::parse(builtin_text("google-rpc").unwrap()).unwrap();
+        let until = 20_000_000_000; // 20 ms
+        let s = host_schedule(&cdf, 0.5, 1e9, 3, until, 9).unwrap();
+        // the simulator's process: 4 hosts of 250 Mb/s each, every flow to host 0
+        let mut sim = PoissonArrivals::new(
+            cdf.clone(),
+            0.5,
+            1e9,
+            vec![0; 4],
+            false,
+            Rng::new(9, ARRIVAL_STREAM),
+        )
+        .to_first(true);
+        assert!(s.len() > 20, "{} flows", s.len());
+        for a in &s {
+            let b = sim.next_arrival();
+            assert_eq!(
+                (a.time, a.size, a.dst + 1, a.src),
+                (b.time, b.size, b.src, 0)
+            );
+        }
+        assert!(sim.next_arrival().time >= until);
+        assert!(s.iter().all(|a| a.dst < 3 && a.time < until));
+        assert!(host_schedule(&cdf, 0.5, 1e9, 0, until, 9).is_none());
+    }
+}

@@ -160,7 +160,7 @@ def _child() -> None:
     ticks1 = cpu_ticks(cpu) if cpu is not None else None
     peak = _peak_rss_bytes()
     print(json.dumps({
-        "flows": len(out["records"]["id"]),
+        "flows": len(out["records"]),
         "counters": json.loads(out["counters"]),
         "summary": json.loads(out["summary"]),
         "call_seconds": elapsed,

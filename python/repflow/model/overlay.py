@@ -19,29 +19,21 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from repflow.errors import UserError
+from repflow.errors import UserError, require_core
 from repflow.model.sizes import DEFAULT_MSS, SizeDistribution, load_cdf, parse_cdf_text
 from repflow.model.table import DEFAULT_K, fct_table
 
 #: Schemes the model describes, and the model's column prefix for each.
 MODELLED = {"tcp": "tcp", "repflow": "repflow"}
 
-_SIZE_UNITS = {
-    "": 1, "B": 1, "KB": 1e3, "kB": 1e3, "kb": 1e3, "K": 1e3, "MB": 1e6, "M": 1e6,
-    "GB": 1e9, "G": 1e9, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
-}  # fmt: skip
-
-
 def parse_size(value: Any, field: str) -> float:
-    """Bytes from a number or a string such as ``"100KB"`` (KB = 1000 B, KiB = 1024 B)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(value))
-    if not m or m.group(2) not in _SIZE_UNITS:
-        raise UserError(
-            f"{field}: '{value}' is not a size (accepted: a number of bytes or e.g. 100KB, 64KiB)"
-        )
-    return float(m.group(1)) * _SIZE_UNITS[m.group(2)]
+    """Bytes from a number or a string such as ``"100KB"`` (KB = 1000 B, KiB = 1024 B), read
+    by the Rust core's grammar (``docs/configuration.md``)."""
+    core = require_core()
+    try:
+        return float(core.parse_bytes(value))
+    except ValueError as exc:
+        raise UserError(f"{field}: {exc}") from None
 
 
 def find_runs(root: Path) -> list[Path]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +21,6 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
-
-#: Flows up to this size are "short" in summaries (the papers' bin).
-SHORT_FLOW_BYTES = 100_000
-MEDIUM_FLOW_BYTES = 10_000_000
 
 
 def _core() -> Any:
@@ -173,22 +168,25 @@ def _seconds(report: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ open-loop generator
-def sample_sizes(cdf: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
-    """Flow sizes (bytes) at cumulative probabilities ``u``, as the simulator samples them:
-    linear interpolation between CDF points, rounded up to a whole unit, at least one unit.
-    """
-    pts = np.asarray(cdf["points"], dtype=float)
-    xs, cs = pts[:, 0], pts[:, 1]
-    idx = np.searchsorted(cs, u, side="left")  # first point with cum >= u
-    lo = np.clip(idx - 1, 0, len(cs) - 1)
-    hi = np.clip(idx, 0, len(cs) - 1)
-    x0, x1, c0, c1 = xs[lo], xs[hi], cs[lo], cs[hi]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = np.where(c1 > c0, x0 + (x1 - x0) * (u - c0) / (c1 - c0), x1)
-    v = np.where(idx == 0, xs[0], v)
-    v = np.where(idx >= len(cs), xs[-1], v)
-    units = np.maximum(np.ceil(v), 1.0)
-    return (units * int(cdf["unit_bytes"])).astype(np.int64)
+def _columns(batch: Any) -> dict[str, np.ndarray]:
+    """The columns of an Arrow batch from ``repflow._core`` as numpy arrays."""
+    import pyarrow as pa
+
+    rb = pa.record_batch(batch)
+    return {name: rb.column(name).to_numpy() for name in rb.schema.names}
+
+
+def sample_sizes(cdf: Mapping[str, Any], n: int, *, seed: int) -> np.ndarray:
+    """``n`` flow sizes (bytes) drawn from ``cdf`` (``repflow._core.parse_cdf``'s dict) by the
+    simulator's own sampler (linear interpolation between CDF points, rounded up to a whole
+    unit, at least one unit). Same ``seed`` → same sizes."""
+    from repflow import _core as core
+
+    try:
+        batch = core.sample_sizes(list(cdf["points"]), str(cdf["unit"]), int(n), int(seed))
+    except core.ConfigError as exc:
+        raise UserError(f"cdf: {exc}") from None
+    return _columns(batch)["size"]
 
 
 @dataclass
@@ -212,24 +210,24 @@ def make_schedule(
 ) -> Schedule:
     """Poisson arrivals at ``load`` × the host link rate, sizes from ``cdf``, destinations
     uniform over ``peers``. Same arguments → same schedule.
+
+    The schedule is drawn by the simulator's arrival process
+    (``repflow_sim::workload::host_schedule``): a simulated incast onto one host with the same
+    seed, CDF and flow-byte rate has the same arrival times and sizes.
     """
+    from repflow import _core as core
+
     if peers < 1:
         raise UserError("--peers: give at least one ADDR:PORT")
+    try:
+        batch = core.host_schedule(list(cdf["points"]), str(cdf["unit"]), float(load),
+                                   float(link_rate_bps), float(duration), int(peers),
+                                   int(seed))  # fmt: skip
+    except core.ConfigError as exc:
+        raise UserError(f"load schedule: {exc}") from None
+    cols = _columns(batch)
     rate = load * link_rate_bps / 8.0 / float(cdf["mean_bytes"])
-    rng = np.random.default_rng(seed)
-    gaps: list[np.ndarray] = []
-    total = 0.0
-    chunk = max(16, int(rate * duration * 1.1) + 16)
-    while total < duration:
-        g = rng.exponential(1.0 / rate, chunk)
-        gaps.append(g)
-        total += float(g.sum())
-    at = np.cumsum(np.concatenate(gaps))
-    at = at[at < duration]
-    n = len(at)
-    size = sample_sizes(cdf, rng.random(n))
-    peer = rng.integers(0, peers, n)
-    return Schedule(at=at, peer=peer, size=size, rate=rate)
+    return Schedule(at=cols["at"], peer=cols["peer"], size=cols["size"], rate=rate)
 
 
 def load_records(
@@ -275,47 +273,53 @@ def load_records(
     return df[list(RECORD_COLUMNS)]
 
 
+def _column(df: pd.DataFrame, name: str, dtype: type) -> np.ndarray:
+    return np.ascontiguousarray(df[name].to_numpy(dtype=dtype))
+
+
 def bin_summary(label: str, df: pd.DataFrame) -> dict[str, Any]:
-    """FCT and slowdown statistics of the flows in ``df``, with the simulator's keys."""
-    fct = df["fct"].to_numpy(dtype=float)
-    fct = np.sort(fct[np.isfinite(fct)])
-    sd = df["slowdown"].to_numpy(dtype=float)
-    sd = np.sort(sd[np.isfinite(sd)])
+    """FCT and slowdown statistics of the flows in ``df``, with the simulator's keys
+    (computed by the simulator's own code, ``repflow_sim::metrics::BinStats``)."""
+    from repflow import _core as core
+    from repflow.api import normalize_summary
 
-    def pct(v: np.ndarray, q: float) -> float:
-        return float(np.percentile(v, q)) if len(v) else math.nan
+    text = core.bin_stats(label, _column(df, "fct", np.float64),
+                          _column(df, "slowdown", np.float64))  # fmt: skip
+    return normalize_summary({"bins": [json.loads(text)]})["bins"][0]
 
-    return {
-        "bin": label, "count": int(len(df)), "finished": int(len(fct)),
-        "fct_mean": float(fct.mean()) if len(fct) else math.nan,
-        "fct_p50": pct(fct, 50), "fct_p99": pct(fct, 99), "fct_p999": pct(fct, 99.9),
-        "slowdown_mean": float(sd.mean()) if len(sd) else math.nan,
-        "slowdown_p50": pct(sd, 50), "slowdown_p99": pct(sd, 99), "slowdown_p999": pct(sd, 99.9),
-    }  # fmt: skip
+
+def _summary(flows: pd.DataFrame, counters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The simulator's summary (``repflow_sim::metrics::Summary``) of records ``flows``."""
+    from repflow import _core as core
+    from repflow.api import normalize_summary
+
+    c = counters or {}
+    fb = c.get("flow_bytes")
+    extra = c.get("extra_copy_bytes")
+    try:
+        text = core.summarize(
+            _column(flows, "size", np.int64), _column(flows, "fct", np.float64),
+            _column(flows, "slowdown", np.float64), _column(flows, "copies", np.int64),
+            None if fb is None else int(fb), None if extra is None else int(extra),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UserError(f"flow records: {exc}") from None
+    return normalize_summary(json.loads(text))
 
 
 def size_bins(flows: pd.DataFrame) -> list[dict[str, Any]]:
     """:func:`bin_summary` of the simulator's bins: (0, 100KB], (100KB, 10MB], (10MB, inf), all."""
-    size = flows["size"]
-    medium = (size > SHORT_FLOW_BYTES) & (size <= MEDIUM_FLOW_BYTES)
-    return [
-        bin_summary("(0, 100KB]", flows[size <= SHORT_FLOW_BYTES]),
-        bin_summary("(100KB, 10MB]", flows[medium]),
-        bin_summary("(10MB, inf)", flows[size > MEDIUM_FLOW_BYTES]),
-        bin_summary("all", flows),
-    ]
+    return _summary(flows, None)["bins"]
 
 
 def summarize(flows: pd.DataFrame, counters: Mapping[str, Any]) -> dict[str, Any]:
-    """Summary with the simulator's bins and keys; ``overhead`` = extra copy bytes /
-    application bytes (planned copies, as the simulator counts it)."""
-    bins = size_bins(flows)
-    fb = float(counters.get("flow_bytes", 0))
-    return {
-        "bins": bins,
-        "overhead": float(counters.get("extra_copy_bytes", 0)) / fb if fb else 0.0,
-        "unfinished": int((~np.isfinite(flows["fct"].to_numpy(dtype=float))).sum()),
-    }
+    """Summary with the simulator's bins and keys, computed by the simulator's code.
+
+    ``overhead`` = extra copy bytes / application bytes (planned copies, as the simulator
+    counts it), from ``counters["flow_bytes"]`` and ``counters["extra_copy_bytes"]``; a
+    counter that is missing is counted from the records' sizes and copies.
+    """
+    return _summary(flows, counters)
 
 
 __all__ = [

@@ -1,23 +1,26 @@
-"""Parsing of the testbed's rate, size and duration arguments."""
+"""The testbed's rate, size and duration arguments, read with the simulator's grammar.
+
+Parsing is done once, in Rust (``repflow_sim::units`` through ``repflow._core``); these wrappers
+add the flag name to the message and the testbed's own bounds (durations above zero, rates of
+at least 100 kbit/s). The grammar is documented in ``docs/configuration.md``.
+"""
 
 from __future__ import annotations
 
-import re
+from repflow.errors import UserError, require_core
 
-from repflow.errors import UserError
 
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bps|bit|b/s|bit/s)?\s*$", re.IGNORECASE)
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmg]?)(i?b)?\s*$", re.IGNORECASE)
-_TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|m|min)?\s*$", re.IGNORECASE)
-_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+def _parse(kind: str, text: object, field: str) -> float:
+    core = require_core()
+    try:
+        return getattr(core, kind)(text)
+    except ValueError as exc:
+        raise UserError(f"{field}: {exc}") from None
 
 
 def parse_rate(text: str, field: str = "--link-rate") -> int:
-    """``20Mbps`` / ``50mbit`` / ``1G`` → bits per second."""
-    m = _RATE.match(str(text))
-    if not m:
-        raise UserError(f"{field}: cannot read {text!r} as a rate; use e.g. 20Mbps, 50mbit, 1Gbps")
-    bps = int(float(m.group(1)) * _SCALE[m.group(2).lower()])
+    """``20Mbps`` / ``50Mbit`` / ``10Gb/s`` / ``1G`` → bits per second (at least 100 kbit/s)."""
+    bps = int(_parse("parse_rate", text, field))
     if bps < 100_000:
         raise UserError(f"{field}: {text!r} is below 100 kbit/s; use e.g. 20Mbps")
     return bps
@@ -25,26 +28,12 @@ def parse_rate(text: str, field: str = "--link-rate") -> int:
 
 def parse_size(text: str, field: str = "--size") -> int:
     """``20KB`` / ``1.5MB`` / ``14600`` → bytes (decimal units; ``KiB`` is binary)."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise UserError(f"{field}: cannot read {text!r} as a size; use e.g. 14600, 20KB, 1MB")
-    binary = (m.group(3) or "").lower() == "ib"
-    scale = (
-        {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[m.group(2).lower()]
-        if binary
-        else (_SCALE[m.group(2).lower()])
-    )
-    return int(float(m.group(1)) * scale)
+    return int(_parse("parse_bytes", text, field))
 
 
 def parse_duration(text: str, field: str = "--duration") -> float:
-    """``60s`` / ``500ms`` / ``2min`` / ``10`` → seconds."""
-    m = _TIME.match(str(text))
-    if not m:
-        raise UserError(f"{field}: cannot read {text!r} as a duration; use e.g. 60s, 500ms, 2min")
-    unit = (m.group(2) or "s").lower()
-    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}[unit]
-    value = float(m.group(1)) * scale
+    """``60s`` / ``500ms`` / ``2min`` / ``10`` → seconds (``2m`` is refused as ambiguous)."""
+    value = float(_parse("parse_duration", text, field))
     if value <= 0:
         raise UserError(f"{field}: must be positive, got {text!r}")
     return value

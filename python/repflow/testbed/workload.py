@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
-from repflow.net import size_bins
+from repflow.net import summarize as net_summarize
 from repflow.testbed import netns
 from repflow.testbed.netns import Testbed, run, stop_processes
 from repflow.testbed.units import format_rate, parse_duration
@@ -51,20 +51,10 @@ SERVE_PORTS = 4
 
 # --------------------------------------------------------------------------------- summary
 def summarize(flows: pd.DataFrame, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The run summary (same bins and keys as the simulator's) computed from flow records."""
-    bins = size_bins(flows)
-    c = counters or {}
-    if c.get("flow_bytes"):
-        overhead = float(c.get("extra_copy_bytes", 0)) / float(c["flow_bytes"])
-    else:
-        app = float(flows["size"].sum())
-        sent = float(flows["bytes_sent"].sum())
-        overhead = max(0.0, sent - app) / app if app > 0 else 0.0
-    return {
-        "bins": bins,
-        "overhead": overhead,
-        "unfinished": int((~np.isfinite(flows["fct"])).sum()),
-    }
+    """The run summary (same bins, keys and overhead as the simulator's, computed by its code)
+    from flow records; without ``flow_bytes``/``extra_copy_bytes`` counters the overhead is
+    counted from the records' sizes and copies."""
+    return net_summarize(flows, counters or {})
 
 
 #: written by :mod:`.hostcmd` into each host's run directory: why each unsuccessful flow ended
