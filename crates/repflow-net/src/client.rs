@@ -592,7 +592,7 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<crate::wire::ReadFrame, String> {
         let cfg = &self.inner.cfg;
-        let f = read_frame(rd, cfg.key.as_deref(), cfg.max_response, wait, wait)
+        let f = read_frame(rd, cfg.key.as_deref(), cfg.max_response, wait, wait, None)
             .await
             .map_err(|e| match e {
                 ReadError::Eof => "connection closed before the reply".to_string(),

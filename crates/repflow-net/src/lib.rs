@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod dedup;
 pub mod frame;
 pub mod load;
 pub mod paths;
