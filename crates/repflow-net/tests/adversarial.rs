@@ -300,3 +300,40 @@ async fn copies_one_then_two_is_delivered_once() {
         "copies=1 then copies=2 of one flow: delivered {n} times"
     );
 }
+
+/// `run_schedule` under more load than the client keeps up with: no flow starts after
+/// `duration`, and every flow the client counted as completed is recorded as completed
+/// (the drain ends while many are in flight).
+#[tokio::test(flavor = "current_thread")]
+async fn load_records_agree_with_counters_and_stop_on_time() {
+    use repflow_net::load::{run_schedule, ScheduledFlow};
+    let (mut srv, addr) = bind(|_| {}).await;
+    let sink = tokio::spawn(async move { while srv.next().await.is_some() {} });
+    let client = Client::new(ClientConfig::new(PolicyConfig::repflow(1)));
+    let duration = Duration::from_millis(30);
+    let flows: Vec<ScheduledFlow> = (0..3000u64)
+        .map(|i| ScheduledFlow {
+            at: duration * (i as u32) / 3000,
+            dst: addr,
+            size: 1000,
+        })
+        .collect();
+    let out = run_schedule(&client, &flows, duration, Duration::from_millis(20)).await;
+    let late = out.iter().filter(|o| o.started > duration).count();
+    let ok = out
+        .iter()
+        .filter(|o| matches!(o.result, Some(Ok(_))))
+        .count() as u64;
+    let counted = client.counters().flows;
+    sink.abort();
+    assert_eq!(
+        late,
+        0,
+        "{late} of {} flows started after the duration",
+        out.len()
+    );
+    assert_eq!(
+        ok, counted,
+        "records say {ok} completed, the client counted {counted}"
+    );
+}
