@@ -23,6 +23,7 @@ pub mod client;
 mod dedup;
 pub mod frame;
 pub mod load;
+pub mod logging;
 pub mod paths;
 pub mod policy;
 pub mod probe;

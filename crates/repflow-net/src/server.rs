@@ -722,7 +722,14 @@ async fn serve_conn(
             }
             Err(ReadError::Timeout) => {
                 inc(&c.timeouts, 1);
-                debug!("closing idle connection");
+                if first || !rd.buffered().is_empty() {
+                    frame_log(
+                        &format!("{peer}"),
+                        "frame did not arrive within the header/idle timeout; closing",
+                    );
+                } else {
+                    debug!("closing idle connection");
+                }
                 break;
             }
             Err(ReadError::Io(e)) => {
