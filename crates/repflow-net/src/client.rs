@@ -228,7 +228,8 @@ struct Inner {
     /// Serializes opening pooled connections (lookups do not wait for it).
     connecting: tokio::sync::Mutex<()>,
     counters: Arc<AtomicCounters>,
-    id_base: u64,
+    /// Secret key of the flow-id function (see [`FlowIds`]).
+    ids: FlowIds,
     next_seq: AtomicU64,
     epoch: Instant,
 }
@@ -248,17 +249,20 @@ impl std::fmt::Debug for Client {
     }
 }
 
-fn random_base() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    h.finish() << 32
+/// Flow ids that another client cannot guess: SipHash-1-3 (std's `RandomState`, whose
+/// 128-bit key comes from the operating system's random source) of a per-client counter. A
+/// counter behind a random prefix, as before, let anyone who saw one id predict the next.
+struct FlowIds(std::collections::hash_map::RandomState);
+
+impl FlowIds {
+    fn new() -> Self {
+        FlowIds(std::collections::hash_map::RandomState::new())
+    }
+
+    fn id(&self, seq: u64) -> u64 {
+        use std::hash::BuildHasher;
+        self.0.hash_one(seq)
+    }
 }
 
 struct BusyGuard<'a> {
@@ -308,7 +312,7 @@ impl Client {
                 pools: Mutex::new(HashMap::new()),
                 connecting: tokio::sync::Mutex::new(()),
                 counters: Arc::new(AtomicCounters::default()),
-                id_base: random_base(),
+                ids: FlowIds::new(),
                 next_seq: AtomicU64::new(0),
                 epoch: Instant::now(),
                 cfg,
@@ -781,8 +785,7 @@ impl Client {
             return Err(NetError::TooLarge(size));
         }
         let inner = &self.inner;
-        let flow_id =
-            inner.id_base | (inner.next_seq.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff);
+        let flow_id = inner.ids.id(inner.next_seq.fetch_add(1, Ordering::Relaxed));
         let span = tracing::debug_span!("flow", flow_id, size, call);
         async move {
             self.observe(size);

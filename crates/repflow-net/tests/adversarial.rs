@@ -337,3 +337,35 @@ async fn load_records_agree_with_counters_and_stop_on_time() {
         "records say {ok} completed, the client counted {counted}"
     );
 }
+
+/// Flow-id injection: another client on the same host sees one of the victim's flow ids and
+/// sends its own data under the next ids it predicts (id + 1, + 2, …) before the victim's
+/// next flows. The victim's flows must be delivered with the victim's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessed_flow_ids_cannot_inject() {
+    let (mut srv, addr) = bind(|_| {}).await;
+    let victim = Client::new(ClientConfig::new(PolicyConfig::repflow(2)));
+    let first = victim.send(addr, b"victim-0".to_vec()).await.unwrap();
+    for k in 1..=8u64 {
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let f = frame(first.flow_id.wrapping_add(k), 0, 2, false, b"forged", None);
+        a.write_all(&f).await.unwrap();
+        reply(&mut a, false).await;
+    }
+    for i in 1..=8u8 {
+        victim
+            .send(addr, format!("victim-{i}").into_bytes())
+            .await
+            .unwrap();
+    }
+    let mut victims = 0;
+    while let Ok(Some(inc)) = tokio::time::timeout(Duration::from_millis(300), srv.next()).await {
+        if inc.data.starts_with(b"victim-") {
+            victims += 1;
+        }
+    }
+    assert_eq!(
+        victims, 9,
+        "only {victims} of the victim's 9 flows delivered its own data"
+    );
+}
