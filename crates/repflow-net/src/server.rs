@@ -553,7 +553,30 @@ impl ConnWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let r = bounded(self.limit, &self.shared, self.half.write_all(&self.buf)).await;
+        // Most writes are accepted at once: try without arming a timer first.
+        let mut done = 0;
+        while done < self.buf.len() {
+            match self.half.try_write(&self.buf[done..]) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.buf.clear();
+                    return Err(e);
+                }
+            }
+        }
+        let r = if done < self.buf.len() {
+            bounded(
+                self.limit,
+                &self.shared,
+                self.half.write_all(&self.buf[done..]),
+            )
+            .await
+        } else {
+            Ok(())
+        };
         self.buf.clear();
         r
     }
