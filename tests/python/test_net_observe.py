@@ -46,7 +46,7 @@ def test_serve_logs_refusals_and_prints_stats():
         time.sleep(0.2)
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
         for s in held[:3]:
-            s.sendall(b"XX" + b"\0" * 30)  # bad magic: malformed
+            s.sendall(b"XX" + b"\0" * 40)  # bad magic: malformed
         time.sleep(1.5)
         for s in held:
             s.close()
@@ -84,7 +84,12 @@ def test_server_limits_are_configurable_and_counted():
         port = int(srv.addrs[0].rsplit(":", 1)[1])
         conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
         # A header announcing 1000 bytes, then nothing: the frame deadline closes it.
-        header = b"RF\x01\x00\x00\x01\x00\x00" + (5).to_bytes(8, "big") + (1000).to_bytes(4, "big")
+        header = (
+            b"RF\x02\x00\x00\x01\x00\x00"
+            + (5).to_bytes(8, "big")
+            + (1000).to_bytes(4, "big")
+            + bytes(16)  # timestamp, digest
+        )
         conns[0].sendall(header + b"x")
         deadline = time.time() + 5
         while time.time() < deadline:

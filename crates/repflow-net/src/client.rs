@@ -807,6 +807,8 @@ impl Client {
                 (0..n).map(|_| Arc::new(AtomicU64::new(0))).collect();
             let cancel = Arc::new(AtomicBool::new(false));
             let mut futs = FuturesUnordered::new();
+            // Every copy carries the same timestamp and digest (the receiver checks both).
+            let timestamp_ms = crate::frame::now_ms();
             for (i, r) in routes.iter().enumerate() {
                 let head = Header {
                     flags: if call { flags::CALL } else { 0 },
@@ -814,6 +816,8 @@ impl Client {
                     copies: n,
                     flow_id,
                     length: 0,
+                    timestamp_ms,
+                    digest: 0,
                 }
                 .encode(key, payload.as_slice());
                 let w = written[i].clone();
@@ -896,6 +900,8 @@ impl Client {
                 copies: 1,
                 flow_id,
                 length: 0,
+                timestamp_ms: 0,
+                digest: 0,
             }
             .wire_len() as u64
                 + size;

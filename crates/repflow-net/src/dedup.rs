@@ -29,6 +29,12 @@ pub(crate) enum Seen {
         /// The same copy index arrived before.
         repeat: bool,
     },
+    /// A frame of a remembered id whose payload digest differs from the first copy's:
+    /// refuse it (not delivered, not answered).
+    Conflict,
+    /// An id not remembered whose timestamp is not newer than an id the full table had to
+    /// forget (only checked when asked): it may be a replay, refuse it.
+    Stale,
 }
 
 #[derive(Debug)]
@@ -41,6 +47,8 @@ enum Resp<W> {
 #[derive(Debug)]
 struct Entry<W> {
     copies: u8,
+    digest: u64,
+    ts: u64,
     seen: [u64; 4],
     gen: u64,
     born: Instant,
@@ -71,6 +79,8 @@ pub(crate) struct DedupStats {
     pub calls_expired: u64,
     /// Frames whose copy index had already arrived for that id.
     pub repeats: u64,
+    /// Frames refused because their digest differs from the first copy's.
+    pub conflicts: u64,
 }
 
 /// The bounded duplicate filter. `K` identifies a flow (sender and flow id), `W` is what
@@ -83,6 +93,8 @@ pub(crate) struct Dedup<K, W> {
     ttl: Duration,
     next_gen: u64,
     stats: DedupStats,
+    /// Newest timestamp among ids forgotten because the table was full.
+    horizon: u64,
 }
 
 impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
@@ -95,6 +107,7 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
             ttl,
             next_gen: 0,
             stats: DedupStats::default(),
+            horizon: 0,
         }
     }
 
@@ -150,6 +163,7 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
             }
             if !old {
                 self.stats.capacity_evictions += 1;
+                self.horizon = self.horizon.max(e.ts);
             }
             if matches!(e.resp, Resp::Pending(_)) {
                 self.stats.calls_expired += 1;
@@ -157,8 +171,12 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
         }
     }
 
-    /// Registers a complete copy (`copy` of `copies`); `waiter` is who answers a call's
-    /// later copies (kept once per distinct copy index while the call is unanswered).
+    /// Registers a complete copy (`copy` of `copies`, payload digest `digest`, sender
+    /// timestamp `ts`); `waiter` is who answers a call's later copies (kept once per distinct
+    /// copy index while the call is unanswered). With `guard`, an unknown id whose timestamp
+    /// is not newer than the newest id forgotten for lack of room is refused
+    /// ([`Seen::Stale`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_copy(
         &mut self,
         key: K,
@@ -166,10 +184,15 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
         copies: u8,
         call: bool,
         waiter: Option<W>,
+        (digest, ts, guard): (u64, u64, bool),
         now: Instant,
     ) -> Seen {
         self.expire(now);
         if let Some(e) = self.map.get_mut(&key) {
+            if e.digest != digest {
+                self.stats.conflicts += 1;
+                return Seen::Conflict;
+            }
             let repeat = e.mark(copy);
             if repeat {
                 self.stats.repeats += 1;
@@ -186,6 +209,9 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
             };
             return Seen::Dup { cached, repeat };
         }
+        if guard && self.horizon > 0 && ts <= self.horizon {
+            return Seen::Stale;
+        }
         let resp = if call {
             Resp::Pending(waiter.into_iter().collect())
         } else {
@@ -194,6 +220,8 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
         let gen = self.push_order(key);
         let mut e = Entry {
             copies,
+            digest,
+            ts,
             seen: [0; 4],
             gen,
             born: now,
@@ -242,11 +270,14 @@ mod tests {
     fn repeated_index_is_not_a_new_copy() {
         let t = Instant::now();
         let mut d = D::new(16, S);
-        assert_eq!(d.on_copy(1, 0, 2, false, None, t), Seen::New);
-        assert_eq!(d.on_copy(1, 0, 2, false, None, t), dup(true));
-        assert_eq!(d.on_copy(1, 1, 2, false, None, t), dup(false));
+        assert_eq!(d.on_copy(1, 0, 2, false, None, (0, 0, false), t), Seen::New);
+        assert_eq!(d.on_copy(1, 0, 2, false, None, (0, 0, false), t), dup(true));
+        assert_eq!(
+            d.on_copy(1, 1, 2, false, None, (0, 0, false), t),
+            dup(false)
+        );
         // Every copy has arrived, yet the id stays remembered: a replay is still a duplicate.
-        assert_eq!(d.on_copy(1, 1, 2, false, None, t), dup(true));
+        assert_eq!(d.on_copy(1, 1, 2, false, None, (0, 0, false), t), dup(true));
         assert_eq!(d.stats().repeats, 2);
     }
 
@@ -254,23 +285,26 @@ mod tests {
     fn copy_count_change_is_a_duplicate() {
         let t = Instant::now();
         let mut d = D::new(16, S);
-        assert_eq!(d.on_copy(5, 0, 1, false, None, t), Seen::New);
-        assert_eq!(d.on_copy(5, 1, 2, false, None, t), dup(false));
+        assert_eq!(d.on_copy(5, 0, 1, false, None, (0, 0, false), t), Seen::New);
+        assert_eq!(
+            d.on_copy(5, 1, 2, false, None, (0, 0, false), t),
+            dup(false)
+        );
     }
 
     #[test]
     fn ttl_eviction_with_fake_clock() {
         let t = Instant::now();
         let mut d = D::new(16, S);
-        d.on_copy(1, 0, 2, false, None, t);
-        d.on_copy(2, 0, 2, false, None, t + S / 2);
-        d.on_copy(2, 1, 2, false, None, t + S / 2);
+        d.on_copy(1, 0, 2, false, None, (0, 0, false), t);
+        d.on_copy(2, 0, 2, false, None, (0, 0, false), t + S / 2);
+        d.on_copy(2, 1, 2, false, None, (0, 0, false), t + S / 2);
         d.expire(t + S + Duration::from_millis(1));
         assert_eq!(d.len(), 1);
         // Id 1 was forgotten with its copy 1 missing: counted; a late copy is new again.
         assert_eq!(d.stats().evictions, 1);
         assert_eq!(
-            d.on_copy(1, 1, 2, false, None, t + 2 * S),
+            d.on_copy(1, 1, 2, false, None, (0, 0, false), t + 2 * S),
             Seen::New,
             "after eviction a late copy is delivered again (documented limit)"
         );
@@ -285,12 +319,18 @@ mod tests {
         let t = Instant::now();
         let mut d = D::new(4, Duration::from_secs(3600));
         for id in 0..10u64 {
-            assert_eq!(d.on_copy(id, 0, 2, false, None, t), Seen::New);
+            assert_eq!(
+                d.on_copy(id, 0, 2, false, None, (0, 0, false), t),
+                Seen::New
+            );
             assert!(d.len() <= 4);
         }
         assert_eq!(d.stats().capacity_evictions, 6);
-        assert_eq!(d.on_copy(9, 1, 2, false, None, t), dup(false));
-        assert_eq!(d.on_copy(0, 1, 2, false, None, t), Seen::New);
+        assert_eq!(
+            d.on_copy(9, 1, 2, false, None, (0, 0, false), t),
+            dup(false)
+        );
+        assert_eq!(d.on_copy(0, 1, 2, false, None, (0, 0, false), t), Seen::New);
     }
 
     #[test]
@@ -298,7 +338,7 @@ mod tests {
         let t = Instant::now();
         let mut d = D::new(8, Duration::from_secs(3600));
         for id in 0..10_000u64 {
-            d.on_copy(id, 0, 1, true, Some(1), t);
+            d.on_copy(id, 0, 1, true, Some(1), (0, 0, false), t);
             d.complete(id, Arc::from(&b"r"[..]), t);
             assert!(d.order_len() <= 2 * 8 + 64 + 1, "{}", d.order_len());
         }
@@ -308,12 +348,21 @@ mod tests {
     fn call_waiters_once_per_index_and_cached_response() {
         let t = Instant::now();
         let mut d = D::new(16, S);
-        assert_eq!(d.on_copy(3, 0, 3, true, Some(10), t), Seen::New);
-        assert_eq!(d.on_copy(3, 1, 3, true, Some(11), t), dup(false));
-        assert_eq!(d.on_copy(3, 1, 3, true, Some(12), t), dup(true));
+        assert_eq!(
+            d.on_copy(3, 0, 3, true, Some(10), (0, 0, false), t),
+            Seen::New
+        );
+        assert_eq!(
+            d.on_copy(3, 1, 3, true, Some(11), (0, 0, false), t),
+            dup(false)
+        );
+        assert_eq!(
+            d.on_copy(3, 1, 3, true, Some(12), (0, 0, false), t),
+            dup(true)
+        );
         let w = d.complete(3, Arc::from(&b"ok"[..]), t);
         assert_eq!(w, vec![10, 11]);
-        match d.on_copy(3, 2, 3, true, Some(13), t) {
+        match d.on_copy(3, 2, 3, true, Some(13), (0, 0, false), t) {
             Seen::Dup {
                 cached: Some(b), ..
             } => assert_eq!(&b[..], b"ok"),
@@ -325,10 +374,49 @@ mod tests {
     fn unanswered_call_expires_and_is_counted() {
         let t = Instant::now();
         let mut d = D::new(16, S);
-        d.on_copy(4, 0, 1, true, Some(1), t);
+        d.on_copy(4, 0, 1, true, Some(1), (0, 0, false), t);
         d.expire(t + 2 * S);
         assert_eq!(d.stats().calls_expired, 1);
         assert!(d.complete(4, Arc::from(&b""[..]), t + 2 * S).is_empty());
+    }
+
+    #[test]
+    fn different_content_is_a_conflict() {
+        let t = Instant::now();
+        let mut d = D::new(16, S);
+        assert_eq!(d.on_copy(1, 0, 2, false, None, (7, 0, false), t), Seen::New);
+        assert_eq!(
+            d.on_copy(1, 1, 2, false, None, (8, 0, false), t),
+            Seen::Conflict
+        );
+        assert_eq!(
+            d.on_copy(1, 1, 2, false, None, (7, 0, false), t),
+            dup(false)
+        );
+        assert_eq!(d.stats().conflicts, 1);
+    }
+
+    #[test]
+    fn replay_after_capacity_eviction_is_stale() {
+        let t = Instant::now();
+        let mut d = D::new(1, Duration::from_secs(3600));
+        assert_eq!(
+            d.on_copy(1, 0, 1, false, None, (0, 100, true), t),
+            Seen::New
+        );
+        assert_eq!(
+            d.on_copy(2, 0, 1, false, None, (0, 101, true), t),
+            Seen::New
+        );
+        // Id 1 was pushed out; its replay (timestamp 100) is refused, newer ids are not.
+        assert_eq!(
+            d.on_copy(1, 0, 1, false, None, (0, 100, true), t),
+            Seen::Stale
+        );
+        assert_eq!(
+            d.on_copy(3, 0, 1, false, None, (0, 102, true), t),
+            Seen::New
+        );
     }
 
     /// Seeded random sequences against a model: at most one delivery per id among those
@@ -354,7 +442,7 @@ mod tests {
                 let copies = 1 + (next() % 4) as u8;
                 let copy = (next() % u64::from(copies)) as u8;
                 let call = next() % 3 == 0;
-                let seen = d.on_copy(id, copy, copies, call, Some(0), now);
+                let seen = d.on_copy(id, copy, copies, call, Some(0), (0, 0, false), now);
                 if seen == Seen::New {
                     if let Some(&at) = delivered.get(&id) {
                         // A second delivery only after the first was forgotten: by TTL or by

@@ -43,6 +43,10 @@ pub struct ServerConfig {
     /// Time allowed for every write (acknowledgements, responses) to be accepted by the
     /// socket; a peer that does not read has its connection closed when it runs out.
     pub write_timeout: Duration,
+    /// With a key: frames whose timestamp differs from this host's clock by more than this
+    /// are refused as possible replays (the duplicate filter then remembers ids at least
+    /// twice as long, so that a replay inside the window is always recognised).
+    pub replay_window: Duration,
     /// Flow ids remembered at most by the duplicate filter.
     pub dedup_capacity: usize,
     /// How long a flow id is remembered (unless all its copies arrived earlier).
@@ -67,6 +71,7 @@ impl ServerConfig {
             idle_timeout: Duration::from_secs(30),
             frame_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
+            replay_window: Duration::from_secs(30),
             dedup_capacity: 1 << 18,
             dedup_ttl: Duration::from_secs(60),
             queue: 1024,
@@ -201,6 +206,12 @@ pub struct ServerCounters {
     pub write_timeouts: u64,
     /// Call responses not queued for a connection (its queue of 256 was full or it closed).
     pub responses_dropped: u64,
+    /// Frames refused because their payload does not match their digest, or differs from an
+    /// earlier copy of the same flow (connection closed).
+    pub digest_mismatches: u64,
+    /// Frames refused as possible replays (with a key): timestamp outside the replay window,
+    /// or not newer than an id the full duplicate filter had to forget (connection closed).
+    pub replays_refused: u64,
     /// Bytes currently held in receive buffers of frames not yet complete (all connections).
     pub buffered_bytes: u64,
     /// Highest value `buffered_bytes` reached.
@@ -234,6 +245,8 @@ struct AtomicCounters {
     frame_timeouts: AtomicU64,
     write_timeouts: AtomicU64,
     responses_dropped: AtomicU64,
+    digest_mismatches: AtomicU64,
+    replays_refused: AtomicU64,
     buffer: Arc<crate::wire::BufferGauge>,
 }
 
@@ -288,7 +301,14 @@ impl Server {
             .collect::<Result<Vec<_>, _>>()?;
         let (tx, rx) = mpsc::channel(cfg.queue.max(1));
         let shared = Arc::new(Shared {
-            dedup: Mutex::new(Dedup::new(cfg.dedup_capacity, cfg.dedup_ttl)),
+            dedup: Mutex::new(Dedup::new(
+                cfg.dedup_capacity,
+                if cfg.key.is_some() {
+                    cfg.dedup_ttl.max(2 * cfg.replay_window)
+                } else {
+                    cfg.dedup_ttl
+                },
+            )),
             per_source: Mutex::new(HashMap::new()),
             counters: AtomicCounters::default(),
             cfg,
@@ -372,6 +392,8 @@ impl Shared {
             frame_timeouts: l(&c.frame_timeouts),
             write_timeouts: l(&c.write_timeouts),
             responses_dropped: l(&c.responses_dropped),
+            digest_mismatches: l(&c.digest_mismatches) + d.conflicts,
+            replays_refused: l(&c.replays_refused),
             buffered_bytes: c.buffer.current(),
             buffered_peak: c.buffer.peak(),
             dedup_evictions: d.evictions,
@@ -620,7 +642,7 @@ fn next_frame_buffered(buf: &[u8]) -> bool {
     if buf.len() < HEADER_LEN {
         return false;
     }
-    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("20 bytes");
+    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("header bytes");
     match Header::parse(fixed) {
         Ok(h) => buf.len() >= h.wire_len() + h.length as usize,
         // Malformed: the connection closes (and flushes) right after.
@@ -760,6 +782,14 @@ async fn serve_conn(
                 peer_gone = true;
                 break;
             }
+            Err(ReadError::Frame(e @ crate::FrameError::BadDigest { .. })) => {
+                inc(&c.digest_mismatches, 1);
+                frame_log(
+                    &format!("{peer}: {e}"),
+                    "rejected frame; closing connection",
+                );
+                break;
+            }
             Err(ReadError::Frame(e)) => {
                 if matches!(
                     e,
@@ -791,6 +821,17 @@ async fn serve_conn(
             );
             break;
         }
+        if key.is_some() {
+            let skew = crate::frame::now_ms().abs_diff(h.timestamp_ms);
+            if skew > cfg.replay_window.as_millis() as u64 {
+                inc(&c.replays_refused, 1);
+                frame_log(
+                    &format!("{peer}: timestamp {skew} ms away from this host's clock"),
+                    "frame outside the replay window; closing connection",
+                );
+                break;
+            }
+        }
         let len = f.payload.len() as u64;
         inc(&c.copies_received, 1);
         inc(&c.bytes_received, len);
@@ -811,6 +852,7 @@ async fn serve_conn(
                 h.copies,
                 call,
                 waiter.map(|tx| (tx, h)),
+                (h.digest, h.timestamp_ms, key.is_some()),
                 Instant::now(),
             )
         };
@@ -848,6 +890,21 @@ async fn serve_conn(
                     head: reply(false).encode(key, &[]),
                     body: None,
                 })
+            }
+            Seen::Conflict => {
+                frame_log(
+                    &format!("{peer}: flow {:#x} copy {}", h.flow_id, h.copy),
+                    "copy differs from the flow's first copy (digest); closing connection",
+                );
+                break;
+            }
+            Seen::Stale => {
+                inc(&c.replays_refused, 1);
+                frame_log(
+                    &format!("{peer}: flow {:#x}", h.flow_id),
+                    "possible replay (older than a forgotten id); closing connection",
+                );
+                break;
             }
             Seen::Dup { cached, .. } => {
                 inc(&c.duplicates, 1);

@@ -1,6 +1,6 @@
 //! Async frame reading and writing shared by the client and the server.
 
-use crate::frame::{check_auth, FrameError, Header, HEADER_LEN, TAG_LEN};
+use crate::frame::{check_auth, check_digest, FrameError, Header, HEADER_LEN, TAG_LEN};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -255,7 +255,7 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
             },
         }
     }
-    let fixed: &[u8; HEADER_LEN] = r.buffered()[..HEADER_LEN].try_into().expect("20 bytes");
+    let fixed: &[u8; HEADER_LEN] = r.buffered()[..HEADER_LEN].try_into().expect("header bytes");
     let header = Header::parse(fixed)?;
     header.check_length(max_len)?;
     let rest = async {
@@ -270,6 +270,7 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         r.pos += hl;
         let payload = r.payload(header.length as usize, idle).await?;
         check_auth(key, &header, &payload, header.has_tag().then_some(&tag[..]))?;
+        check_digest(&header, &payload)?;
         Ok(ReadFrame { header, payload })
     };
     match deadline {
@@ -358,6 +359,8 @@ mod tests {
             copies: 2,
             flow_id: id,
             length: 0,
+            timestamp_ms: 0,
+            digest: 0,
         };
         let payload: Vec<u8> = (0..len).map(|i| (i * 7 + id as usize) as u8).collect();
         encode_frame(h, key, &payload)

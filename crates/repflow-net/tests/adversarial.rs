@@ -44,6 +44,8 @@ fn frame(
         copies,
         flow_id,
         length: 0,
+        timestamp_ms: repflow_net::frame::now_ms(),
+        digest: 0,
     };
     encode_frame(h, key, data)
 }
@@ -86,6 +88,8 @@ async fn announced_size_is_not_allocated() {
             copies: 1,
             flow_id: i,
             length: (64 << 20) - 1,
+            timestamp_ms: 0,
+            digest: 0,
         }
         .to_bytes()
         .to_vec();
@@ -128,6 +132,8 @@ async fn trickled_frame_hits_its_deadline() {
         copies: 1,
         flow_id: 9,
         length: 1000,
+        timestamp_ms: 0,
+        digest: 0,
     };
     c.write_all(&h.to_bytes()).await.unwrap();
     let t = Instant::now();
@@ -368,4 +374,95 @@ async fn guessed_flow_ids_cannot_inject() {
         victims, 9,
         "only {victims} of the victim's 9 flows delivered its own data"
     );
+}
+
+/// With a key, a captured tagged frame replayed: delivered once while its id is remembered;
+/// after the full table forgot it, refused as older than what was forgotten; a frame whose
+/// timestamp is outside the replay window is refused whatever its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replayed_tagged_frames_are_refused() {
+    let key: &[u8] = b"secret";
+    let (mut srv, addr) = bind(|c| {
+        c.key = Some(key.to_vec());
+        c.dedup_capacity = 1;
+        c.replay_window = Duration::from_secs(5);
+    })
+    .await;
+    let captured = frame(500, 0, 1, false, b"pay me", Some(key));
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(&captured).await.unwrap();
+        let (h, _) = reply(&mut c, true).await;
+        assert_eq!(h.flow_id, 500);
+    }
+    // A newer flow pushes id 500 out of the one-entry table.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(501, 0, 1, false, b"other", Some(key)))
+        .await
+        .unwrap();
+    reply(&mut c, true).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&captured).await.unwrap();
+    let mut b = Vec::new();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "the replay after eviction was answered");
+    // Outside the window.
+    let old = encode_frame(
+        Header {
+            flags: 0,
+            copy: 0,
+            copies: 1,
+            flow_id: 502,
+            length: 0,
+            timestamp_ms: repflow_net::frame::now_ms() - 60_000,
+            digest: 0,
+        },
+        Some(key),
+        b"old",
+    );
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&old).await.unwrap();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "a frame a minute old was answered");
+    let mut n = Vec::new();
+    while let Ok(Some(inc)) = tokio::time::timeout(Duration::from_millis(300), srv.next()).await {
+        n.push(inc.flow_id);
+    }
+    assert_eq!(n, vec![500, 501], "deliveries");
+    assert_eq!(srv.counters().replays_refused, 2);
+}
+
+/// Two copies of one flow with different content: the second is refused and counted; a
+/// payload that does not match its header's digest is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_with_different_content_are_refused() {
+    let (mut srv, addr) = bind(|_| {}).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(600, 0, 2, false, b"real data", None))
+        .await
+        .unwrap();
+    reply(&mut c, false).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(600, 1, 2, false, b"fake data", None))
+        .await
+        .unwrap();
+    let mut b = Vec::new();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "a copy with other content was acknowledged");
+    let mut bad = frame(601, 0, 1, false, b"abc", None);
+    *bad.last_mut().unwrap() = b'x';
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&bad).await.unwrap();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "a corrupted payload was acknowledged");
+    let first = tokio::time::timeout(Duration::from_secs(1), srv.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.data, b"real data");
+    assert!(tokio::time::timeout(Duration::from_millis(300), srv.next())
+        .await
+        .is_err());
+    assert_eq!(srv.counters().digest_mismatches, 2);
 }
