@@ -117,7 +117,6 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
     }
 
     /// Entries of the insertion-order queue (bounded by `2 × capacity + 64`).
-    #[cfg(test)]
     pub(crate) fn order_len(&self) -> usize {
         self.order.len()
     }

@@ -22,6 +22,8 @@
 pub mod client;
 mod dedup;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod load;
 pub mod logging;
 pub mod paths;

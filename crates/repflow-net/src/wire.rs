@@ -220,6 +220,7 @@ async fn within<T>(
 }
 
 /// One frame read from a stream.
+#[derive(Debug)]
 pub(crate) struct ReadFrame {
     pub header: Header,
     pub payload: Vec<u8>,
