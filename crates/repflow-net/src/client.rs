@@ -157,6 +157,9 @@ pub struct ClientCounters {
     pub path_fallbacks: u64,
     /// Connections opened.
     pub connections: u64,
+    /// Pooled connections abandoned because a write made no progress within the flow
+    /// timeout (a peer that stopped reading); the next flow opens a new one.
+    pub pool_stalls: u64,
 }
 
 #[derive(Debug, Default)]
@@ -173,6 +176,7 @@ struct AtomicCounters {
     probes: AtomicU64,
     path_fallbacks: AtomicU64,
     connections: AtomicU64,
+    pool_stalls: AtomicU64,
 }
 
 fn inc(c: &AtomicU64, n: u64) {
@@ -200,8 +204,12 @@ struct OutFrame {
 
 type Pending = Arc<Mutex<HashMap<(u64, u8), oneshot::Sender<Result<Reply, String>>>>>;
 
+/// Frames queued at most per pooled connection; further senders wait (within their flow
+/// timeout) for room.
+const POOL_QUEUE: usize = 1024;
+
 struct PooledConn {
-    tx: mpsc::UnboundedSender<OutFrame>,
+    tx: mpsc::Sender<OutFrame>,
     /// When a frame was last queued (ms since the client's epoch).
     last_used: AtomicU64,
     pending: Pending,
@@ -351,6 +359,7 @@ impl Client {
             probes: l(&c.probes),
             path_fallbacks: l(&c.path_fallbacks),
             connections: l(&c.connections),
+            pool_stalls: l(&c.pool_stalls),
         }
     }
 
@@ -665,7 +674,8 @@ impl Client {
         let (rd, wr) = stream.into_split();
         let mut rd = FrameReader::new(rd, 16 * 1024);
         let mut wr = tokio::io::BufWriter::with_capacity(16 * 1024, wr);
-        let (tx, mut rx) = mpsc::unbounded_channel::<OutFrame>();
+        let (tx, mut rx) = mpsc::channel::<OutFrame>(POOL_QUEUE);
+        let stall = self.inner.cfg.flow_timeout;
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
         let fail_all = |pending: &Pending, why: &str| {
@@ -684,8 +694,17 @@ impl Client {
                     if f.cancel.load(Ordering::Relaxed) {
                         inc(&counters.frames_skipped, 1);
                     } else {
-                        res =
-                            write_counted(&mut wr, &f.head, f.payload.as_slice(), &f.written).await;
+                        let w = write_counted(&mut wr, &f.head, f.payload.as_slice(), &f.written);
+                        res = match tokio::time::timeout(stall, w).await {
+                            Ok(r) => r,
+                            Err(_) => {
+                                inc(&counters.pool_stalls, 1);
+                                Err(std::io::Error::new(
+                                    std::io::ErrorKind::TimedOut,
+                                    "no progress within the flow timeout (peer not reading)",
+                                ))
+                            }
+                        };
                         if res.is_err() {
                             break;
                         }
@@ -696,7 +715,13 @@ impl Client {
                     }
                 }
                 if res.is_ok() {
-                    res = wr.flush().await;
+                    res = match tokio::time::timeout(stall, wr.flush()).await {
+                        Ok(r) => r,
+                        Err(_) => {
+                            inc(&counters.pool_stalls, 1);
+                            Err(std::io::ErrorKind::TimedOut.into())
+                        }
+                    };
                 }
                 if let Err(e) = res {
                     a2.store(false, Ordering::Relaxed);
@@ -766,6 +791,7 @@ impl Client {
         };
         conn.tx
             .send(frame)
+            .await
             .map_err(|_| "pooled connection closed".to_string())?;
         match orx.await {
             Ok(r) => r,

@@ -466,3 +466,43 @@ async fn copies_with_different_content_are_refused() {
         .is_err());
     assert_eq!(srv.counters().digest_mismatches, 2);
 }
+
+/// A pooled client whose server stops reading: the stalled connection is abandoned within
+/// the flow timeout (counted) and the next flow opens a new connection, instead of queueing
+/// frames behind it without bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_client_replaces_a_stalled_connection() {
+    use repflow_net::ConnMode;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    // Accepts and never reads.
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    let mut cc = ClientConfig::new(PolicyConfig::repflow(1));
+    cc.mode = ConnMode::Pooled;
+    cc.flow_timeout = Duration::from_millis(500);
+    let client = Client::new(cc);
+    let mut flows = Vec::new();
+    for _ in 0..64 {
+        let c = client.clone();
+        flows.push(tokio::spawn(async move {
+            c.send(addr, vec![0u8; 256 << 10]).await
+        }));
+    }
+    for f in flows {
+        assert!(f.await.unwrap().is_err());
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let _ = client.send(addr, vec![0u8; 10]).await;
+    let c = client.counters();
+    hold.abort();
+    assert!(c.pool_stalls >= 1, "{c:?}");
+    assert!(
+        c.connections >= 2,
+        "the stalled connection was reused: {c:?}"
+    );
+}
