@@ -5,6 +5,7 @@ use crate::frame::{flags, Header};
 use crate::paths::{Fallback, PortSelector, Selection};
 use crate::policy::{DecisionReason, Policy, PolicyConfig, PortStrategy};
 use crate::probe::{probe_port, ProbeConfig};
+use crate::race::{Race, Step};
 use crate::wire::{read_frame, write_counted, FrameReader, ReadError, Unsent};
 use crate::{CopyFailure, NetError, Payload};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -873,53 +874,50 @@ impl Client {
                 });
             }
             inc(&inner.counters.copies_sent, u64::from(n));
-            let mut failed = Vec::new();
+            // The tokio layer only feeds the race (crate::race) with the copies' results.
+            let mut race = Race::new(n, start);
             let outcome = tokio::time::timeout(inner.cfg.flow_timeout, async {
                 while let Some((i, r)) = futs.next().await {
                     match r {
-                        Ok(reply) => return Some((i, reply)),
+                        Ok(reply) => {
+                            if let Step::Won { copy, fct } = race.on_reply(i, Instant::now()) {
+                                return Some((copy, fct, reply));
+                            }
+                        }
                         Err(e) => {
                             debug!(copy = i, error = %e, "copy failed");
-                            failed.push(CopyFailure { copy: i, error: e });
+                            if race.on_failure(i, e) == Step::AllFailed {
+                                return None;
+                            }
                         }
                     }
                 }
                 None
             })
             .await;
-            let fct = start.elapsed();
             cancel.store(true, Ordering::Relaxed);
             let still_running = futs.len() as u8;
             drop(futs);
-            let total: u64 = written.iter().map(|w| w.load(Ordering::Relaxed)).sum();
             let c = &inner.counters;
-            inc(&c.copies_failed, failed.len() as u64);
-            let (winner, reply) = match outcome {
+            let snapshot = |w: &[Arc<AtomicU64>]| -> Vec<u64> {
+                w.iter().map(|x| x.load(Ordering::Relaxed)).collect()
+            };
+            let (winner, fct, reply) = match outcome {
                 Ok(Some(x)) => x,
                 other => {
-                    inc(&c.flows_failed, 1);
-                    inc(&c.bytes_sent, total);
-                    inc(&c.bytes_wasted, total);
-                    inc(&c.copies_cancelled, u64::from(still_running));
                     if other.is_err() {
-                        for i in 0..n {
-                            if !failed.iter().any(|f| f.copy == i) {
-                                failed.push(CopyFailure {
-                                    copy: i,
-                                    error: format!(
-                                        "no reply within {:?} (stalled)",
-                                        inner.cfg.flow_timeout
-                                    ),
-                                });
-                            }
-                        }
+                        race.on_timeout(inner.cfg.flow_timeout);
                     }
-                    failed.sort_by_key(|f| f.copy);
+                    let acct = race.settle(&snapshot(&written), 0, still_running);
+                    let failed = race.take_failures();
+                    inc(&c.copies_failed, failed.len() as u64);
+                    inc(&c.flows_failed, 1);
+                    inc(&c.bytes_sent, acct.total);
+                    inc(&c.bytes_wasted, acct.wasted);
+                    inc(&c.copies_cancelled, u64::from(acct.cancelled));
                     return Err(NetError::AllCopiesFailed { flow_id, failed });
                 }
             };
-            // The winner's whole frame was received, so it was all written, even if its
-            // (pooled) writer has not yet counted the last bytes.
             let frame_len = Header {
                 flags: u8::from(key.is_some()),
                 copy: 0,
@@ -931,13 +929,14 @@ impl Client {
             }
             .wire_len() as u64
                 + size;
-            written[usize::from(winner)].fetch_max(frame_len, Ordering::Relaxed);
-            let total: u64 = written.iter().map(|w| w.load(Ordering::Relaxed)).sum();
-            let wasted = total - frame_len;
+            let acct = race.settle(&snapshot(&written), frame_len, still_running);
+            let failed = race.take_failures();
+            inc(&c.copies_failed, failed.len() as u64);
+            let (total, wasted) = (acct.total, acct.wasted);
             inc(&c.flows, 1);
             inc(&c.bytes_sent, total);
             inc(&c.bytes_wasted, wasted);
-            inc(&c.copies_cancelled, u64::from(still_running));
+            inc(&c.copies_cancelled, u64::from(acct.cancelled));
             if winner > 0 {
                 inc(&c.copies_won_by_replica, 1);
             }

@@ -29,6 +29,7 @@ pub mod logging;
 pub mod paths;
 pub mod policy;
 pub mod probe;
+mod race;
 pub mod server;
 mod wire;
 
