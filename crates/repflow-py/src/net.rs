@@ -100,7 +100,7 @@ impl NetServer {
     #[pyo3(signature = (listen, ports=4, key=None, max_flow_size=64<<20, max_connections=4096,
                         header_timeout=10.0, idle_timeout=30.0, sink=true,
                         max_connections_per_source=None, frame_timeout=60.0, write_timeout=10.0,
-                        dedup_capacity=1<<18, dedup_ttl=60.0))]
+                        dedup_capacity=1<<18, dedup_ttl=60.0, replay_window=30.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -117,6 +117,7 @@ impl NetServer {
         write_timeout: f64,
         dedup_capacity: usize,
         dedup_ttl: f64,
+        replay_window: f64,
     ) -> PyResult<Self> {
         let mut cfg = ServerConfig::ports(addr("--listen", listen)?, ports);
         cfg.key = key;
@@ -131,6 +132,7 @@ impl NetServer {
         cfg.write_timeout = secs("write_timeout", write_timeout)?;
         cfg.dedup_capacity = dedup_capacity.max(1);
         cfg.dedup_ttl = secs("dedup_ttl", dedup_ttl)?;
+        cfg.replay_window = secs("replay_window", replay_window)?;
         let server =
             wait(py, Server::bind(cfg))?.map_err(|e| PyConnectionError::new_err(e.to_string()))?;
         let stats = server.stats();
