@@ -60,11 +60,32 @@ def server():
 
 
 # ------------------------------------------------------------------------ wire interop
-def frame(flags: int, copy: int, copies: int, flow_id: int, payload: bytes, key=None) -> bytes:
-    """A frame built from docs/protocol.md alone."""
+_M64 = 2**64 - 1
+VECTOR_TS = 1_700_000_000_000
+
+
+def digest(p: bytes) -> int:
+    """The payload digest, from its specification in docs/protocol.md."""
+    h = 0x6A09E667F3BCC908 ^ len(p)
+    for i in range(0, len(p), 8):
+        w = int.from_bytes(p[i : i + 8].ljust(8, b"\0"), "little")
+        h = ((h ^ w) * 0x9E3779B97F4A7C15) & _M64
+        h ^= h >> 29
+    h ^= h >> 32
+    h = (h * 0xD6E8FEB86659FD93) & _M64
+    return h ^ (h >> 32)
+
+
+def frame(
+    flags: int, copy: int, copies: int, flow_id: int, payload: bytes, key=None, ts=None
+) -> bytes:
+    """A frame built from docs/protocol.md alone (timestamp: now unless given)."""
     if key is not None:
         flags |= 0x01
-    head = b"RF" + struct.pack(">BBBBHQI", 1, flags, copy, copies, 0, flow_id, len(payload))
+    ts = int(time.time() * 1000) if ts is None else ts
+    head = b"RF" + struct.pack(
+        ">BBBBHQIQQ", 2, flags, copy, copies, 0, flow_id, len(payload), ts, digest(payload)
+    )
     tag = b"" if key is None else hmac.new(key, head + payload, hashlib.sha256).digest()[:16]
     return head + tag + payload
 
@@ -78,23 +99,26 @@ def read_frame(sock: socket.socket, key=None) -> tuple[tuple, bytes]:
             buf += chunk
         return buf
 
-    head = exact(20)
+    head = exact(36)
     assert head[:2] == b"RF"
-    fields = struct.unpack(">BBBBHQI", head[2:])
+    fields = struct.unpack(">BBBBHQIQQ", head[2:])
     tag = exact(16) if fields[1] & 0x01 else b""
     body = exact(fields[6])
+    assert fields[8] == digest(body)
     if key is not None:
         assert tag == hmac.new(key, head + body, hashlib.sha256).digest()[:16]
-    return fields, body
+    return fields[:7], body
 
 
 def test_documented_vectors_match_the_protocol_doc():
     doc = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
-    v1 = frame(0, 0, 2, 0x0123456789ABCDEF, b"hello").hex()
-    v3 = frame(0x02, 1, 3, 7, b"ping", key=b"repflow-test-key").hex()
-    assert v1 in doc.replace(" ", "")
-    assert v3[:40] in doc.replace(" ", "")
-    assert v3[40:72] in doc.replace(" ", "")
+    flat = doc.replace(" ", "").replace("\n", "")
+    v1 = frame(0, 0, 2, 0x0123456789ABCDEF, b"hello", ts=VECTOR_TS).hex()
+    v2 = frame(0x0C, 1, 2, 42, b"", ts=VECTOR_TS).hex()
+    v3 = frame(0x02, 1, 3, 7, b"ping", key=b"repflow-test-key", ts=VECTOR_TS).hex()
+    assert v1 in flat and v2 in flat
+    assert v3[:72] in flat
+    assert v3[72:104] in flat
 
 
 def test_python_built_frames_interoperate_with_the_server():
@@ -137,7 +161,7 @@ def test_send_reports_add_up(server):
     reports = [cli.send(addr, size=20_000) for _ in range(50)]
     for r in reports:
         assert r["copies"] == 2 and r["winner"] in (0, 1) and r["fct"] > 0
-        assert r["bytes_sent"] - r["bytes_wasted"] == 20_020  # winner: 20 B header + payload
+        assert r["bytes_sent"] - r["bytes_wasted"] == 20_036  # winner: 36 B header + payload
         assert r["cancelled"] + len(r["failed"]) <= 1
     got = []
     while (x := srv.recv(0.2)) is not None:

@@ -1,15 +1,17 @@
 //! The wire format: one small, versioned header in front of every payload.
 //!
 //! ```text
-//!  0      2    3     4     5      6        8              16        20          36
-//!  +------+----+-----+-----+------+--------+--------------+---------+-----------+
-//!  | "RF" | v1 |flags|copy |copies|reserved|   flow id    | length  | tag (opt) |
-//!  +------+----+-----+-----+------+--------+--------------+---------+-----------+
+//!  0      2    3     4     5      6        8          16      20          28       36          52
+//!  +------+----+-----+-----+------+--------+----------+-------+-----------+--------+-----------+
+//!  | "RF" | v2 |flags|copy |copies|reserved| flow id  |length | timestamp | digest | tag (opt) |
+//!  +------+----+-----+-----+------+--------+----------+-------+-----------+--------+-----------+
 //! ```
 //!
-//! All integers are big-endian. The optional 16-byte tag is HMAC-SHA256 (truncated to its
-//! first 16 bytes) keyed with a pre-shared key over the 20 header bytes followed by the
-//! payload; it is present exactly when [`flags::TAG`] is set. `docs/protocol.md` is the
+//! All integers are big-endian. The timestamp is the sender's clock in milliseconds since the
+//! Unix epoch (checked against a replay window when a key is configured); the digest is
+//! [`payload_digest`] of the payload (copies of one flow must carry the same). The optional
+//! 16-byte tag is HMAC-SHA256 (truncated to its first 16 bytes) keyed with a pre-shared key
+//! over the 36 header bytes followed by the payload; it is present exactly when [`flags::TAG`] is set. `docs/protocol.md` is the
 //! normative description, with byte-exact test vectors that the tests below assert.
 
 use hmac::{Hmac, Mac};
@@ -19,9 +21,9 @@ use thiserror::Error;
 /// The two magic bytes that open every frame (`"RF"`).
 pub const MAGIC: [u8; 2] = *b"RF";
 /// The protocol version this crate speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the fixed header, without the optional tag.
-pub const HEADER_LEN: usize = 20;
+pub const HEADER_LEN: usize = 36;
 /// Length of the optional authentication tag.
 pub const TAG_LEN: usize = 16;
 
@@ -80,6 +82,14 @@ pub enum FrameError {
     /// The tag does not verify.
     #[error("authentication tag does not verify")]
     BadTag,
+    /// The payload does not match the header's digest.
+    #[error("payload digest {got:#018x} does not match the header's {want:#018x}")]
+    BadDigest {
+        /// Digest announced in the header.
+        want: u64,
+        /// Digest of the payload received.
+        got: u64,
+    },
 }
 
 /// The decoded fixed header.
@@ -95,6 +105,57 @@ pub struct Header {
     pub flow_id: u64,
     /// Payload length in bytes.
     pub length: u32,
+    /// Sender's clock when the frame was made, milliseconds since the Unix epoch (a reply
+    /// echoes its request's).
+    pub timestamp_ms: u64,
+    /// [`payload_digest`] of the payload (set by [`Header::encode`]).
+    pub digest: u64,
+}
+
+/// The payload digest of the header (version 2): a 64-bit hash, not cryptographic, that lets
+/// a receiver check that copies of one flow carry the same bytes. Specification: `h = 0x6a09
+/// e667f3bcc908 XOR len`; for each 8-byte little-endian word `w` of the payload (the last one
+/// zero-padded), `h = (h XOR w) × 0x9e3779b97f4a7c15 (mod 2⁶⁴)`, then `h ^= h >> 29`; finally
+/// `h ^= h >> 32; h ×= 0xd6e8feb86659fd93; h ^= h >> 32`.
+pub fn payload_digest(p: &[u8]) -> u64 {
+    let mut h = 0x6a09_e667_f3bc_c908u64 ^ p.len() as u64;
+    let mut words = p.chunks_exact(8);
+    let mut mix = |w: u64| {
+        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 29;
+    };
+    for c in &mut words {
+        mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        mix(u64::from_le_bytes(b));
+    }
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
+    h ^ (h >> 32)
+}
+
+/// Milliseconds since the Unix epoch on this host's clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Checks the payload against the header's digest.
+pub fn check_digest(header: &Header, payload: &[u8]) -> Result<(), FrameError> {
+    let got = payload_digest(payload);
+    if got == header.digest {
+        Ok(())
+    } else {
+        Err(FrameError::BadDigest {
+            want: header.digest,
+            got,
+        })
+    }
 }
 
 impl Header {
@@ -103,12 +164,12 @@ impl Header {
         self.flags & flags::TAG != 0
     }
 
-    /// Bytes of header on the wire: 20, or 36 with a tag.
+    /// Bytes of header on the wire: 36, or 52 with a tag.
     pub fn wire_len(&self) -> usize {
         HEADER_LEN + if self.has_tag() { TAG_LEN } else { 0 }
     }
 
-    /// The 20 fixed header bytes.
+    /// The 36 fixed header bytes.
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..2].copy_from_slice(&MAGIC);
@@ -119,10 +180,12 @@ impl Header {
         // b[6..8] reserved = 0
         b[8..16].copy_from_slice(&self.flow_id.to_be_bytes());
         b[16..20].copy_from_slice(&self.length.to_be_bytes());
+        b[20..28].copy_from_slice(&self.timestamp_ms.to_be_bytes());
+        b[28..36].copy_from_slice(&self.digest.to_be_bytes());
         b
     }
 
-    /// Parses and validates the 20 fixed header bytes (not the tag, not the length limit).
+    /// Parses and validates the 36 fixed header bytes (not the tag, not the length limit).
     pub fn parse(b: &[u8; HEADER_LEN]) -> Result<Header, FrameError> {
         if b[0..2] != MAGIC {
             return Err(FrameError::BadMagic([b[0], b[1]]));
@@ -144,6 +207,8 @@ impl Header {
             copies: b[5],
             flow_id: u64::from_be_bytes(b[8..16].try_into().expect("8 bytes")),
             length: u32::from_be_bytes(b[16..20].try_into().expect("4 bytes")),
+            timestamp_ms: u64::from_be_bytes(b[20..28].try_into().expect("8 bytes")),
+            digest: u64::from_be_bytes(b[28..36].try_into().expect("8 bytes")),
         };
         if h.copies == 0 || h.copy >= h.copies {
             return Err(FrameError::BadCopy {
@@ -167,12 +232,13 @@ impl Header {
     }
 
     /// Encodes the header (with a tag over `payload` when `key` is given, which also sets
-    /// [`flags::TAG`]); `length` is taken from `payload`.
+    /// [`flags::TAG`]); `length` and `digest` are taken from `payload`.
     ///
     /// # Panics
     /// If the payload is longer than `u32::MAX` bytes.
     pub fn encode(mut self, key: Option<&[u8]>, payload: &[u8]) -> Vec<u8> {
         self.length = u32::try_from(payload.len()).expect("payload longer than 4 GiB");
+        self.digest = payload_digest(payload);
         if key.is_some() {
             self.flags |= flags::TAG;
         } else {
@@ -252,7 +318,7 @@ pub fn decode_frame<'a>(
     if buf.len() < HEADER_LEN {
         return Ok(None);
     }
-    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("20 bytes");
+    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("36 bytes");
     let header = Header::parse(fixed)?;
     header.check_length(max_len)?;
     let hl = header.wire_len();
@@ -263,6 +329,7 @@ pub fn decode_frame<'a>(
     let tag = header.has_tag().then(|| &buf[HEADER_LEN..hl]);
     let payload = &buf[hl..total];
     check_auth(key, &header, payload, tag)?;
+    check_digest(&header, payload)?;
     Ok(Some(Frame {
         header,
         payload,
@@ -295,12 +362,17 @@ mod tests {
             copies: 2,
             flow_id: 0x0123_4567_89ab_cdef,
             length: 0,
+            timestamp_ms: VECTOR_TS,
+            digest: 0,
         };
         let f = encode_frame(h, None, b"hello");
         assert_eq!(
             hex(&f),
-            "524601000002000001234567 89abcdef0000000568656c6c6f".replace(' ', "")
+            "5246020000020000 0123456789abcdef 00000005 0000018bcfe56800 a9152d0fa10d6ba3 \
+             68656c6c6f"
+                .replace([' ', '\n'], "")
         );
+        assert_eq!(payload_digest(b"hello"), 0xa915_2d0f_a10d_6ba3);
     }
 
     #[test]
@@ -311,9 +383,14 @@ mod tests {
             copies: 2,
             flow_id: 42,
             length: 0,
+            timestamp_ms: VECTOR_TS,
+            digest: 0,
         };
         let f = encode_frame(h, None, b"");
-        assert_eq!(hex(&f), "5246010c01020000000000000000002a00000000");
+        assert_eq!(
+            hex(&f),
+            "5246020c01020000000000000000002a000000000000018bcfe5680013888b11190964ac"
+        );
     }
 
     #[test]
@@ -324,11 +401,14 @@ mod tests {
             copies: 3,
             flow_id: 7,
             length: 0,
+            timestamp_ms: VECTOR_TS,
+            digest: 0,
         };
         let f = encode_frame(h, Some(b"repflow-test-key"), b"ping");
         assert_eq!(
             hex(&f[..HEADER_LEN]),
-            "52460103010300000000000000000007 00000004".replace(' ', "")
+            "5246020301030000 0000000000000007 00000004 0000018bcfe56800 f5f9887fe9cbf04f"
+                .replace(' ', "")
         );
         assert_eq!(hex(&f[HEADER_LEN..HEADER_LEN + TAG_LEN]), VECTOR_3_TAG);
         assert_eq!(&f[HEADER_LEN + TAG_LEN..], b"ping");
@@ -346,7 +426,10 @@ mod tests {
 
     /// HMAC-SHA256("repflow-test-key", header ‖ "ping")[..16]; cross-checked with Python's
     /// `hmac` module (see docs/protocol.md).
-    const VECTOR_3_TAG: &str = "12aa49ffc72a640a7c5ee40f7ac04992";
+    const VECTOR_3_TAG: &str = "337be3c1bb0d9f144550eabab7bf540d";
+
+    /// The test vectors' timestamp: 2023-11-14 22:13:20 UTC in milliseconds.
+    const VECTOR_TS: u64 = 1_700_000_000_000;
 
     #[test]
     fn rejects_malformed() {
@@ -357,6 +440,8 @@ mod tests {
                 copies: 1,
                 flow_id: 1,
                 length: 0,
+                timestamp_ms: 0,
+                digest: 0,
             },
             None,
             b"x",
@@ -368,8 +453,14 @@ mod tests {
             Err(FrameError::BadMagic(_))
         ));
         let mut b = good.clone();
-        b[2] = 2;
-        assert_eq!(decode_frame(&b, None, 10), Err(FrameError::BadVersion(2)));
+        b[2] = 1;
+        assert_eq!(decode_frame(&b, None, 10), Err(FrameError::BadVersion(1)));
+        let mut b = good.clone();
+        *b.last_mut().unwrap() ^= 1;
+        assert!(matches!(
+            decode_frame(&b, None, 10),
+            Err(FrameError::BadDigest { .. })
+        ));
         let mut b = good.clone();
         b[3] = 0x40;
         assert_eq!(
@@ -403,11 +494,12 @@ mod tests {
                      keyed in any::<bool>()) {
             let copy = c % copies;
             let key: Option<&[u8]> = if keyed { Some(b"k3y") } else { None };
-            let h = Header { flags: fl, copy, copies, flow_id: id, length: 0 };
+            let h = Header { flags: fl, copy, copies, flow_id: id, length: 0, timestamp_ms: 0, digest: 0 };
             let mut f = encode_frame(h, key, &payload);
             f.extend_from_slice(b"trailing");
             let d = decode_frame(&f, key, 1000).unwrap().unwrap();
             prop_assert_eq!(d.header.copy, copy);
+            prop_assert_eq!(d.header.digest, payload_digest(&payload));
             prop_assert_eq!(d.header.copies, copies);
             prop_assert_eq!(d.header.flow_id, id);
             prop_assert_eq!(d.header.flags & !flags::TAG, fl & !flags::TAG);
@@ -417,7 +509,7 @@ mod tests {
         }
 
         #[test]
-        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64),
+        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..96),
                                        valid_prefix in any::<bool>()) {
             let mut b = b;
             if valid_prefix && b.len() >= 8 {
@@ -431,6 +523,8 @@ mod tests {
                 if b.len() >= HEADER_LEN {
                     let len = (b.len() - HEADER_LEN) as u32;
                     b[16..20].copy_from_slice(&len.to_be_bytes());
+                    let d = payload_digest(&b[HEADER_LEN..]);
+                    b[28..36].copy_from_slice(&d.to_be_bytes());
                 }
             }
             for key in [None, Some(&b"k"[..])] {

@@ -9,6 +9,10 @@
 //! - [`frame`]: the wire format (documented with test vectors in `docs/protocol.md`);
 //! - [`policy`]: threshold, copies per flow (fixed or SmartRep's RepNumAssign table), port
 //!   strategy, run-time overhead budget;
+//! - `dedup` (the receiver's delivery decision: distinct copy indices, bounded memory, digest
+//!   and replay checks) and `race` (the sender's copy race: winner, failures, timeout, byte
+//!   accounting): state machines with no I/O and no clock of their own, unit-tested with a
+//!   fake clock;
 //! - [`paths`]: path cache and SmartRep's hash-collision avoidance (HCA) port choice;
 //! - [`probe`]: hop-limited TCP SYN probes reading ICMP Time Exceeded via `IP_RECVERR`;
 //! - [`Client`] and [`Server`]: the tokio layer, per-flow or pooled connections;
@@ -20,11 +24,16 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod dedup;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod load;
+pub mod logging;
 pub mod paths;
 pub mod policy;
 pub mod probe;
+mod race;
 pub mod server;
 mod wire;
 

@@ -32,8 +32,11 @@ pub struct FlowOutcome {
 }
 
 /// Replays `flows` (sorted by `at`) with `client`. Flows scheduled at or after `duration`
-/// are not started; flows still running at `duration + drain` are cancelled and reported
-/// unfinished. Returns one outcome per started flow, in schedule order.
+/// are not started, nor any flow once `duration` has passed on the clock (a client that
+/// falls behind its schedule stops on time rather than starting late flows); flows still
+/// running at `duration + drain` are cancelled and reported unfinished. Every flow that
+/// completed before the cancellation is recorded as completed, so the outcomes agree with
+/// the client's counters. Returns one outcome per started flow, in schedule order.
 ///
 /// Cancel-safety: dropping the future cancels every flow in progress.
 pub async fn run_schedule(
@@ -61,8 +64,12 @@ pub async fn run_schedule(
                 Some(r) = set.join_next(), if !set.is_empty() => record(&mut done, r),
             }
         }
+        let now = t0.elapsed();
+        if now >= duration {
+            break;
+        }
         let k = started.len();
-        started.push((index, t0.elapsed()));
+        started.push((index, now));
         done.push(None);
         let (c, payload, dst) = (
             client.clone(),
@@ -78,6 +85,11 @@ pub async fn run_schedule(
     })
     .await;
     set.abort_all();
+    // Collect what completed before the abort took effect (aborted tasks end with a
+    // cancellation error and stay unfinished).
+    while let Some(r) = set.join_next().await {
+        record(&mut done, r);
+    }
     started
         .into_iter()
         .zip(done)

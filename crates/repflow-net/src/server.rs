@@ -2,10 +2,11 @@
 //! request to the application exactly once, acknowledges or answers every copy, and discards
 //! late duplicates.
 
+use crate::dedup::{Dedup, Seen};
 use crate::frame::{flags, Header, HEADER_LEN};
 use crate::wire::{read_frame, write_all, FrameReader, ReadError};
 use crate::NetError;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,13 +27,26 @@ pub struct ServerConfig {
     pub key: Option<Vec<u8>>,
     /// Largest accepted payload (bytes).
     pub max_flow_size: u32,
-    /// Largest number of connections served at once; more are closed at once.
+    /// Largest number of connections served at once; more are closed at once (reset).
     pub max_connections: usize,
+    /// Largest number of connections one source address may hold at once (a share of
+    /// `max_connections`, so that one host cannot take every slot); more are reset.
+    pub max_connections_per_source: usize,
     /// Time allowed for a new connection's first frame header to arrive.
     pub header_timeout: Duration,
     /// Time allowed between two reads (within a frame, or between frames on a pooled
     /// connection) before the connection is closed.
     pub idle_timeout: Duration,
+    /// Time allowed for the rest of a frame (tag and payload) once its header has arrived,
+    /// however steadily it trickles in; the connection is closed when it runs out.
+    pub frame_timeout: Duration,
+    /// Time allowed for every write (acknowledgements, responses) to be accepted by the
+    /// socket; a peer that does not read has its connection closed when it runs out.
+    pub write_timeout: Duration,
+    /// With a key: frames whose timestamp differs from this host's clock by more than this
+    /// are refused as possible replays (the duplicate filter then remembers ids at least
+    /// twice as long, so that a replay inside the window is always recognised).
+    pub replay_window: Duration,
     /// Flow ids remembered at most by the duplicate filter.
     pub dedup_capacity: usize,
     /// How long a flow id is remembered (unless all its copies arrived earlier).
@@ -52,8 +66,12 @@ impl ServerConfig {
             key: None,
             max_flow_size: 64 << 20,
             max_connections: 4096,
+            max_connections_per_source: 1024,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            frame_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(10),
+            replay_window: Duration::from_secs(30),
             dedup_capacity: 1 << 18,
             dedup_ttl: Duration::from_secs(60),
             queue: 1024,
@@ -125,7 +143,7 @@ impl Responder {
         let body: Arc<[u8]> = data.into();
         let waiters = {
             let mut d = self.shared.dedup.lock().expect("dedup lock");
-            d.complete(self.key, body.clone())
+            d.complete(self.key, body.clone(), Instant::now())
         };
         for (tx, h) in waiters {
             let head = Header {
@@ -133,10 +151,17 @@ impl Responder {
                 ..h
             }
             .encode(self.shared.cfg.key.as_deref(), &body);
-            let _ = tx.try_send(Out {
-                head,
-                body: Some(body.clone()),
-            });
+            if tx
+                .try_send(Out {
+                    head,
+                    body: Some(body.clone()),
+                })
+                .is_err()
+            {
+                // The connection's response queue is full (or it closed): counted.
+                inc(&self.shared.counters.responses_dropped, 1);
+                debug!(flow_id = h.flow_id, copy = h.copy, "response not queued");
+            }
         }
     }
 }
@@ -172,8 +197,35 @@ pub struct ServerCounters {
     pub auth_failures: u64,
     /// Connections closed by the header or idle timeout.
     pub timeouts: u64,
+    /// Connections refused because their source address held its share
+    /// (`max_connections_per_source`).
+    pub connections_rejected_source: u64,
+    /// Connections closed because a frame did not complete within `frame_timeout`.
+    pub frame_timeouts: u64,
+    /// Connections closed because a write was not accepted within `write_timeout`.
+    pub write_timeouts: u64,
+    /// Call responses not queued for a connection (its queue of 256 was full or it closed).
+    pub responses_dropped: u64,
+    /// Frames refused because their payload does not match their digest, or differs from an
+    /// earlier copy of the same flow (connection closed).
+    pub digest_mismatches: u64,
+    /// Frames refused as possible replays (with a key): timestamp outside the replay window,
+    /// or not newer than an id the full duplicate filter had to forget (connection closed).
+    pub replays_refused: u64,
+    /// Bytes currently held in receive buffers of frames not yet complete (all connections).
+    pub buffered_bytes: u64,
+    /// Highest value `buffered_bytes` reached.
+    pub buffered_peak: u64,
     /// Flow ids forgotten by the duplicate filter before all their copies arrived.
     pub dedup_evictions: u64,
+    /// Flow ids forgotten because the duplicate filter was full (before their TTL).
+    pub dedup_capacity_evictions: u64,
+    /// Calls forgotten by the duplicate filter before the application answered them.
+    pub calls_expired: u64,
+    /// Frames whose copy index had already arrived for their flow (repeats, not delivered).
+    pub repeated_copies: u64,
+    /// Flow ids the duplicate filter remembers now.
+    pub dedup_entries: u64,
 }
 
 #[derive(Debug, Default)]
@@ -189,6 +241,13 @@ struct AtomicCounters {
     malformed: AtomicU64,
     auth_failures: AtomicU64,
     timeouts: AtomicU64,
+    connections_rejected_source: AtomicU64,
+    frame_timeouts: AtomicU64,
+    write_timeouts: AtomicU64,
+    responses_dropped: AtomicU64,
+    digest_mismatches: AtomicU64,
+    replays_refused: AtomicU64,
+    buffer: Arc<crate::wire::BufferGauge>,
 }
 
 fn inc(c: &AtomicU64, n: u64) {
@@ -204,131 +263,15 @@ struct Out {
     body: Option<Arc<[u8]>>,
 }
 
-#[derive(Debug)]
-enum Resp {
-    /// A flow: nothing to answer beyond the acknowledgement.
-    Flow,
-    /// A call being processed; connections (and the header to answer with) waiting.
-    Pending(Vec<(mpsc::Sender<Out>, Header)>),
-    /// A call answered.
-    Done(Arc<[u8]>),
-}
-
-#[derive(Debug)]
-struct Entry {
-    copies: u8,
-    seen: u8,
-    born: Instant,
-    resp: Resp,
-}
-
-enum Seen {
-    New,
-    /// Duplicate; the cached response if the call was answered.
-    Dup(Option<Arc<[u8]>>),
-}
-
-/// Bounded duplicate filter keyed by (peer address, flow id).
-#[derive(Debug)]
-struct Dedup {
-    map: HashMap<DedupKey, Entry>,
-    order: VecDeque<(DedupKey, Instant)>,
-    cap: usize,
-    ttl: Duration,
-    evictions: u64,
-}
-
-impl Dedup {
-    fn expire(&mut self, now: Instant) {
-        while let Some(&(k, born)) = self.order.front() {
-            let old = now.duration_since(born) > self.ttl;
-            if !old && self.map.len() <= self.cap {
-                break;
-            }
-            self.order.pop_front();
-            if let Some(e) = self.map.get(&k) {
-                if e.born == born && !matches!(e.resp, Resp::Pending(_)) {
-                    if e.seen < e.copies {
-                        self.evictions += 1;
-                    }
-                    self.map.remove(&k);
-                }
-            }
-        }
-    }
-
-    /// Registers a complete copy; `waiter` is the connection to answer for calls.
-    fn on_copy(
-        &mut self,
-        key: DedupKey,
-        h: &Header,
-        call: bool,
-        waiter: Option<&mpsc::Sender<Out>>,
-        now: Instant,
-    ) -> Seen {
-        self.expire(now);
-        if let Some(e) = self.map.get_mut(&key) {
-            e.seen = e.seen.saturating_add(1);
-            let out = match &mut e.resp {
-                Resp::Flow => Seen::Dup(None),
-                Resp::Pending(w) => {
-                    if let Some(tx) = waiter {
-                        w.push((tx.clone(), *h));
-                    }
-                    Seen::Dup(None)
-                }
-                Resp::Done(b) => Seen::Dup(Some(b.clone())),
-            };
-            if e.seen >= e.copies && !matches!(e.resp, Resp::Pending(_)) {
-                self.map.remove(&key);
-            }
-            return out;
-        }
-        let resp = if call {
-            Resp::Pending(waiter.map(|tx| (tx.clone(), *h)).into_iter().collect())
-        } else {
-            Resp::Flow
-        };
-        if h.copies > 1 || call {
-            self.map.insert(
-                key,
-                Entry {
-                    copies: h.copies,
-                    seen: 1,
-                    born: now,
-                    resp,
-                },
-            );
-            self.order.push_back((key, now));
-        }
-        Seen::New
-    }
-
-    /// Records a call's response; returns the connections waiting for it.
-    fn complete(&mut self, key: DedupKey, body: Arc<[u8]>) -> Vec<(mpsc::Sender<Out>, Header)> {
-        let now = Instant::now();
-        let Some(e) = self.map.get_mut(&key) else {
-            return Vec::new();
-        };
-        let waiters = match std::mem::replace(&mut e.resp, Resp::Done(body)) {
-            Resp::Pending(w) => w,
-            _ => Vec::new(),
-        };
-        if e.seen >= e.copies {
-            self.map.remove(&key);
-        } else {
-            e.born = now;
-            self.order.push_back((key, now));
-        }
-        waiters
-    }
-}
+type Waiter = (mpsc::Sender<Out>, Header);
 
 #[derive(Debug)]
 struct Shared {
     cfg: ServerConfig,
     counters: AtomicCounters,
-    dedup: Mutex<Dedup>,
+    dedup: Mutex<Dedup<DedupKey, Waiter>>,
+    /// Connections held per source address (entries removed at zero).
+    per_source: Mutex<HashMap<IpAddr, usize>>,
 }
 
 /// A RepFlow server. Dropping it stops accepting and closes every connection.
@@ -358,13 +301,15 @@ impl Server {
             .collect::<Result<Vec<_>, _>>()?;
         let (tx, rx) = mpsc::channel(cfg.queue.max(1));
         let shared = Arc::new(Shared {
-            dedup: Mutex::new(Dedup {
-                map: HashMap::new(),
-                order: VecDeque::new(),
-                cap: cfg.dedup_capacity.max(1),
-                ttl: cfg.dedup_ttl,
-                evictions: 0,
-            }),
+            dedup: Mutex::new(Dedup::new(
+                cfg.dedup_capacity,
+                if cfg.key.is_some() {
+                    cfg.dedup_ttl.max(2 * cfg.replay_window)
+                } else {
+                    cfg.dedup_ttl
+                },
+            )),
+            per_source: Mutex::new(HashMap::new()),
             counters: AtomicCounters::default(),
             cfg,
         });
@@ -427,6 +372,10 @@ impl Shared {
     fn counters(&self) -> ServerCounters {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (d, dedup_entries) = {
+            let g = self.dedup.lock().expect("dedup lock");
+            (g.stats(), g.len() as u64)
+        };
         ServerCounters {
             connections: l(&c.connections),
             connections_rejected: l(&c.connections_rejected),
@@ -439,7 +388,19 @@ impl Shared {
             malformed: l(&c.malformed),
             auth_failures: l(&c.auth_failures),
             timeouts: l(&c.timeouts),
-            dedup_evictions: self.dedup.lock().expect("dedup lock").evictions,
+            connections_rejected_source: l(&c.connections_rejected_source),
+            frame_timeouts: l(&c.frame_timeouts),
+            write_timeouts: l(&c.write_timeouts),
+            responses_dropped: l(&c.responses_dropped),
+            digest_mismatches: l(&c.digest_mismatches) + d.conflicts,
+            replays_refused: l(&c.replays_refused),
+            buffered_bytes: c.buffer.current(),
+            buffered_peak: c.buffer.peak(),
+            dedup_evictions: d.evictions,
+            dedup_capacity_evictions: d.capacity_evictions,
+            calls_expired: d.calls_expired,
+            repeated_copies: d.repeats,
+            dedup_entries,
         }
     }
 }
@@ -473,6 +434,7 @@ async fn accept_loop(
     tx: mpsc::Sender<Incoming>,
     stop: watch::Receiver<bool>,
 ) {
+    let mut refuse = RateLimited::new();
     loop {
         let (stream, peer) = match l.accept().await {
             Ok(x) => x,
@@ -484,7 +446,16 @@ async fn accept_loop(
         };
         let Ok(permit) = sem.clone().try_acquire_owned() else {
             inc(&shared.counters.connections_rejected, 1);
-            warn!(%peer, "connection limit reached; closing");
+            refuse.log(&format!("{peer}"), "connection limit reached; resetting");
+            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+            continue;
+        };
+        let Some(share) = SourceShare::take(&shared, peer.ip()) else {
+            inc(&shared.counters.connections_rejected_source, 1);
+            refuse.log(
+                &format!("{peer}"),
+                "per-source connection share reached; resetting",
+            );
             let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
             continue;
         };
@@ -497,10 +468,76 @@ async fn accept_loop(
                     _ = serve_conn(stream, peer, &shared, &tx) => {}
                     _ = stop.changed() => {}
                 }
+                drop(share);
                 drop(permit);
             }
             .instrument(span),
         );
+    }
+}
+
+/// A warning logged at most once a second, with the number of occurrences it stands for.
+pub(crate) struct RateLimited {
+    last: Option<Instant>,
+    skipped: u64,
+}
+
+impl RateLimited {
+    pub(crate) fn new() -> Self {
+        RateLimited {
+            last: None,
+            skipped: 0,
+        }
+    }
+
+    pub(crate) fn log(&mut self, peer: &str, what: &str) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            self.skipped += 1;
+            return;
+        }
+        warn!(peer, also = self.skipped, "{what}");
+        self.last = Some(now);
+        self.skipped = 0;
+    }
+}
+
+/// One connection's place in its source address's share; released on drop.
+struct SourceShare {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+impl SourceShare {
+    fn take(shared: &Arc<Shared>, ip: IpAddr) -> Option<SourceShare> {
+        let mut m = shared.per_source.lock().expect("per-source lock");
+        let n = m.entry(ip).or_insert(0);
+        if *n >= shared.cfg.max_connections_per_source.max(1) {
+            if *n == 0 {
+                m.remove(&ip);
+            }
+            return None;
+        }
+        *n += 1;
+        Some(SourceShare {
+            shared: shared.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for SourceShare {
+    fn drop(&mut self) {
+        let mut m = self.shared.per_source.lock().expect("per-source lock");
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
     }
 }
 
@@ -514,6 +551,9 @@ const WRITE_BATCH: usize = 16 * 1024;
 struct ConnWriter {
     half: OwnedWriteHalf,
     buf: Vec<u8>,
+    /// Every write must be accepted within this time.
+    limit: Duration,
+    shared: Arc<Shared>,
 }
 
 impl ConnWriter {
@@ -522,7 +562,8 @@ impl ConnWriter {
         if self.buf.len() + n > WRITE_BATCH {
             self.flush().await?;
             if n > WRITE_BATCH {
-                return write_all(&mut self.half, head, body).await;
+                let w = write_all(&mut self.half, head, body);
+                return bounded(self.limit, &self.shared, w).await;
             }
         }
         self.buf.extend_from_slice(head);
@@ -534,20 +575,74 @@ impl ConnWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let r = self.half.write_all(&self.buf).await;
+        // Most writes are accepted at once: try without arming a timer first.
+        let mut done = 0;
+        while done < self.buf.len() {
+            match self.half.try_write(&self.buf[done..]) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.buf.clear();
+                    return Err(e);
+                }
+            }
+        }
+        let r = if done < self.buf.len() {
+            bounded(
+                self.limit,
+                &self.shared,
+                self.half.write_all(&self.buf[done..]),
+            )
+            .await
+        } else {
+            Ok(())
+        };
         self.buf.clear();
         r
     }
 }
 
+/// Awaits a write within `limit`; a timeout is counted and becomes an error.
+async fn bounded(
+    limit: Duration,
+    shared: &Shared,
+    w: impl std::future::Future<Output = std::io::Result<()>>,
+) -> std::io::Result<()> {
+    match tokio::time::timeout(limit, w).await {
+        Ok(r) => r,
+        Err(_) => {
+            inc(&shared.counters.write_timeouts, 1);
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "write not accepted within write_timeout (peer not reading)",
+            ))
+        }
+    }
+}
+
 type SharedWriter = Arc<tokio::sync::Mutex<ConnWriter>>;
+
+/// Responses queued at most per connection; more are counted in `responses_dropped`.
+const RESPONSE_QUEUE: usize = 256;
+
+/// Wakes the connection's reader when the response writer stops (write failed or timed
+/// out), so that the connection closes instead of waiting for its idle timeout.
+struct NotifyOnDrop(Arc<tokio::sync::Notify>);
+
+impl Drop for NotifyOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
 
 /// Whether `buf` already holds the whole next frame (then replies can wait to be coalesced).
 fn next_frame_buffered(buf: &[u8]) -> bool {
     if buf.len() < HEADER_LEN {
         return false;
     }
-    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("20 bytes");
+    let fixed: &[u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("header bytes");
     match Header::parse(fixed) {
         Ok(h) => buf.len() >= h.wire_len() + h.length as usize,
         // Malformed: the connection closes (and flushes) right after.
@@ -557,9 +652,13 @@ fn next_frame_buffered(buf: &[u8]) -> bool {
 
 /// Writer of call responses (which come from the application, at any time), started with the
 /// first call on a connection.
-fn spawn_response_writer(wr: SharedWriter) -> (mpsc::Sender<Out>, JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::channel::<Out>(256);
+fn spawn_response_writer(
+    wr: SharedWriter,
+    dead: Arc<tokio::sync::Notify>,
+) -> (mpsc::Sender<Out>, JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::channel::<Out>(RESPONSE_QUEUE);
     let h = tokio::spawn(async move {
+        let _dead = NotifyOnDrop(dead);
         while let Some(mut o) = rx.recv().await {
             let mut w = wr.lock().await;
             loop {
@@ -582,6 +681,13 @@ fn spawn_response_writer(wr: SharedWriter) -> (mpsc::Sender<Out>, JoinHandle<()>
     (tx, h)
 }
 
+/// Logs a refused frame, at most once a second for the whole server.
+fn frame_log(peer: &str, what: &str) {
+    static LIMIT: Mutex<Option<RateLimited>> = Mutex::new(None);
+    let mut g = LIMIT.lock().expect("log limiter");
+    g.get_or_insert_with(RateLimited::new).log(peer, what);
+}
+
 async fn serve_conn(
     stream: TcpStream,
     peer: SocketAddr,
@@ -595,13 +701,16 @@ async fn serve_conn(
     let (rd, wr) = stream.into_split();
     // A small read buffer for the one frame of a per-flow connection; a pooled connection's
     // grows to 16 KiB at its second frame.
-    let mut rd = FrameReader::new(rd, 2048);
+    let mut rd = FrameReader::new(rd, 2048).with_gauge(shared.counters.buffer.clone());
     // Acknowledgements are written inline by this task (the first copy's goes out at once);
     // on a pooled connection they are coalesced while further frames are already buffered.
     let wr: SharedWriter = Arc::new(tokio::sync::Mutex::new(ConnWriter {
         half: wr,
         buf: Vec::new(),
+        limit: shared.cfg.write_timeout,
+        shared: shared.clone(),
     }));
+    let dead = Arc::new(tokio::sync::Notify::new());
     let mut responses: Option<(mpsc::Sender<Out>, JoinHandle<()>)> = None;
     let mut unflushed = false;
     let cfg = &shared.cfg;
@@ -623,28 +732,62 @@ async fn serve_conn(
         } else {
             cfg.idle_timeout
         };
-        let f = match read_frame(
+        let read = read_frame(
             &mut rd,
             key,
             cfg.max_flow_size,
             Some(wait),
             Some(cfg.idle_timeout),
-        )
-        .await
-        {
+            Some(cfg.frame_timeout),
+        );
+        let got = if responses.is_some() {
+            tokio::select! {
+                r = read => r,
+                _ = dead.notified() => {
+                    debug!("response writer stopped; closing");
+                    break;
+                }
+            }
+        } else {
+            read.await
+        };
+        let f = match got {
             Ok(f) => f,
+            Err(ReadError::FrameTimeout) => {
+                inc(&c.frame_timeouts, 1);
+                frame_log(
+                    &format!("{peer}"),
+                    "frame not complete within frame_timeout; closing",
+                );
+                break;
+            }
             Err(ReadError::Eof) => {
                 peer_gone = true;
                 break;
             }
             Err(ReadError::Timeout) => {
                 inc(&c.timeouts, 1);
-                debug!("closing idle connection");
+                if first || !rd.buffered().is_empty() {
+                    frame_log(
+                        &format!("{peer}"),
+                        "frame did not arrive within the header/idle timeout; closing",
+                    );
+                } else {
+                    debug!("closing idle connection");
+                }
                 break;
             }
             Err(ReadError::Io(e)) => {
                 debug!(error = %e, "connection ended");
                 peer_gone = true;
+                break;
+            }
+            Err(ReadError::Frame(e @ crate::FrameError::BadDigest { .. })) => {
+                inc(&c.digest_mismatches, 1);
+                frame_log(
+                    &format!("{peer}: {e}"),
+                    "rejected frame; closing connection",
+                );
                 break;
             }
             Err(ReadError::Frame(e)) => {
@@ -658,7 +801,10 @@ async fn serve_conn(
                 } else {
                     inc(&c.malformed, 1);
                 }
-                warn!(%peer, error = %e, "rejected frame; closing connection");
+                frame_log(
+                    &format!("{peer}: {e}"),
+                    "rejected frame; closing connection",
+                );
                 break;
             }
         };
@@ -669,8 +815,22 @@ async fn serve_conn(
         let h = f.header;
         if h.flags & (flags::REPLY | flags::DUP) != 0 {
             inc(&c.malformed, 1);
-            warn!(%peer, "reply flags on a request; closing connection");
+            frame_log(
+                &format!("{peer}"),
+                "reply flags on a request; closing connection",
+            );
             break;
+        }
+        if key.is_some() {
+            let skew = crate::frame::now_ms().abs_diff(h.timestamp_ms);
+            if skew > cfg.replay_window.as_millis() as u64 {
+                inc(&c.replays_refused, 1);
+                frame_log(
+                    &format!("{peer}: timestamp {skew} ms away from this host's clock"),
+                    "frame outside the replay window; closing connection",
+                );
+                break;
+            }
         }
         let len = f.payload.len() as u64;
         inc(&c.copies_received, 1);
@@ -678,14 +838,23 @@ async fn serve_conn(
         let call = h.flags & flags::CALL != 0;
         let dkey = (peer.ip(), h.flow_id);
         let waiter = if call {
-            let (tx, _) = responses.get_or_insert_with(|| spawn_response_writer(wr.clone()));
+            let (tx, _) =
+                responses.get_or_insert_with(|| spawn_response_writer(wr.clone(), dead.clone()));
             Some(tx.clone())
         } else {
             None
         };
         let seen = {
             let mut d = shared.dedup.lock().expect("dedup lock");
-            d.on_copy(dkey, &h, call, waiter.as_ref(), Instant::now())
+            d.on_copy(
+                dkey,
+                h.copy,
+                h.copies,
+                call,
+                waiter.map(|tx| (tx, h)),
+                (h.digest, h.timestamp_ms, key.is_some()),
+                Instant::now(),
+            )
         };
         let reply = |dup: bool| Header {
             flags: flags::REPLY | if dup { flags::DUP } else { 0 },
@@ -722,7 +891,22 @@ async fn serve_conn(
                     body: None,
                 })
             }
-            Seen::Dup(cached) => {
+            Seen::Conflict => {
+                frame_log(
+                    &format!("{peer}: flow {:#x} copy {}", h.flow_id, h.copy),
+                    "copy differs from the flow's first copy (digest); closing connection",
+                );
+                break;
+            }
+            Seen::Stale => {
+                inc(&c.replays_refused, 1);
+                frame_log(
+                    &format!("{peer}: flow {:#x}", h.flow_id),
+                    "possible replay (older than a forgotten id); closing connection",
+                );
+                break;
+            }
+            Seen::Dup { cached, .. } => {
                 inc(&c.duplicates, 1);
                 inc(&c.duplicate_bytes, len);
                 debug!(

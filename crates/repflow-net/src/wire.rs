@@ -1,8 +1,9 @@
 //! Async frame reading and writing shared by the client and the server.
 
-use crate::frame::{check_auth, FrameError, Header, HEADER_LEN, TAG_LEN};
+use crate::frame::{check_auth, check_digest, FrameError, Header, HEADER_LEN, TAG_LEN};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::timeout;
@@ -16,6 +17,9 @@ pub(crate) enum ReadError {
     /// Nothing arrived within the allowed time.
     #[error("timed out waiting for data")]
     Timeout,
+    /// The frame did not complete within its deadline (however steadily bytes arrived).
+    #[error("frame not complete within its deadline")]
+    FrameTimeout,
     /// Socket error (reset, …).
     #[error("{0}")]
     Io(#[from] io::Error),
@@ -34,7 +38,72 @@ pub(crate) struct FrameReader<R> {
     buf: Vec<u8>,
     pos: usize,
     cap: usize,
+    gauge: Option<Arc<BufferGauge>>,
 }
+
+/// Bytes held by receive buffers of frames still being read, summed over readers (a gauge)
+/// and its peak: what peers can make a receiver hold before a frame completes.
+#[derive(Debug, Default)]
+pub(crate) struct BufferGauge {
+    now: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl BufferGauge {
+    fn add(&self, n: u64) {
+        let v = self.now.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak.fetch_max(v, Ordering::Relaxed);
+    }
+
+    fn sub(&self, n: u64) {
+        self.now.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Bytes held now.
+    pub(crate) fn current(&self) -> u64 {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    /// Highest value held.
+    pub(crate) fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+/// A payload being received: its capacity is added to the gauge as it grows and taken off
+/// when the frame is complete, fails or is cancelled.
+struct Growing<'g> {
+    out: Vec<u8>,
+    counted: usize,
+    gauge: Option<&'g BufferGauge>,
+}
+
+impl Growing<'_> {
+    fn account(&mut self) {
+        let c = self.out.capacity();
+        if let Some(g) = self.gauge {
+            if c > self.counted {
+                g.add((c - self.counted) as u64);
+            }
+        }
+        self.counted = c;
+    }
+
+    fn take(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+}
+
+impl Drop for Growing<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.gauge {
+            g.sub(self.counted as u64);
+        }
+    }
+}
+
+/// Largest step by which a payload buffer grows ahead of the bytes received.
+const GROW_STEP: usize = 64 * 1024;
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Reads from `inner` through a buffer of `cap` bytes.
@@ -44,7 +113,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             buf: Vec::new(),
             pos: 0,
             cap: cap.max(HEADER_LEN + TAG_LEN),
+            gauge: None,
         }
+    }
+
+    /// Counts payload buffers in `gauge` while they are being filled.
+    pub(crate) fn with_gauge(mut self, gauge: Arc<BufferGauge>) -> Self {
+        self.gauge = Some(gauge);
+        self
     }
 
     /// Changes the buffer size for the next reads (the buffer grows when next refilled).
@@ -88,22 +164,36 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(true)
     }
 
-    /// Reads exactly `len` bytes into a new vector, each read within `idle`.
+    /// Reads exactly `len` bytes into a new vector, each read within `idle`. The vector grows
+    /// with the bytes received (at most [`GROW_STEP`] ahead of them, doubling), never to the
+    /// announced `len` up front.
     async fn payload(&mut self, len: usize, idle: Option<Duration>) -> Result<Vec<u8>, ReadError> {
-        let mut out = Vec::with_capacity(len);
-        while out.len() < len {
+        let gauge = self.gauge.clone();
+        let mut g = Growing {
+            out: Vec::with_capacity(len.min(GROW_STEP)),
+            counted: 0,
+            gauge: gauge.as_deref(),
+        };
+        g.account();
+        while g.out.len() < len {
             let avail = self.buffered();
             if !avail.is_empty() {
-                let k = avail.len().min(len - out.len());
-                out.extend_from_slice(&avail[..k]);
+                let k = avail.len().min(len - g.out.len());
+                g.out.extend_from_slice(&avail[..k]);
                 self.pos += k;
+                g.account();
                 continue;
             }
-            let rest = len - out.len();
+            let rest = len - g.out.len();
             let n = if rest >= self.cap {
                 // Long payload: straight into its vector, no copy through the buffer.
-                let mut src = (&mut self.inner).take(rest as u64);
-                within(idle, src.read_buf(&mut out)).await?
+                if g.out.capacity() == g.out.len() {
+                    g.out.reserve(rest.min(GROW_STEP.max(g.out.len())));
+                    g.account();
+                }
+                let room = (g.out.capacity() - g.out.len()).min(rest);
+                let mut src = (&mut self.inner).take(room as u64);
+                within(idle, src.read_buf(&mut g.out)).await?
             } else {
                 self.fill(idle).await?
             };
@@ -111,7 +201,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
             }
         }
-        Ok(out)
+        Ok(g.take())
     }
 }
 
@@ -130,20 +220,23 @@ async fn within<T>(
 }
 
 /// One frame read from a stream.
+#[derive(Debug)]
 pub(crate) struct ReadFrame {
     pub header: Header,
     pub payload: Vec<u8>,
 }
 
 /// Reads one whole frame: waits up to `first` for its whole header, then up to `idle` for
-/// each further read (`None`: no limit, when the caller bounds the whole exchange); enforces
-/// `max_len` before allocating and checks authentication.
+/// each further read and up to `deadline` for the whole rest of the frame (`None`: no limit,
+/// when the caller bounds the whole exchange); enforces `max_len` before reading the payload
+/// and checks authentication.
 pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut FrameReader<R>,
     key: Option<&[u8]>,
     max_len: u32,
     first: Option<Duration>,
     idle: Option<Duration>,
+    deadline: Option<Duration>,
 ) -> Result<ReadFrame, ReadError> {
     // The whole header must arrive within `first`: one timer for all its reads, armed only if
     // the header is not already buffered.
@@ -163,21 +256,30 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
             },
         }
     }
-    let fixed: &[u8; HEADER_LEN] = r.buffered()[..HEADER_LEN].try_into().expect("20 bytes");
+    let fixed: &[u8; HEADER_LEN] = r.buffered()[..HEADER_LEN].try_into().expect("header bytes");
     let header = Header::parse(fixed)?;
     header.check_length(max_len)?;
-    let hl = header.wire_len();
-    if !r.want(hl, idle).await? {
-        return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+    let rest = async {
+        let hl = header.wire_len();
+        if !r.want(hl, idle).await? {
+            return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+        }
+        let mut tag = [0u8; TAG_LEN];
+        if header.has_tag() {
+            tag.copy_from_slice(&r.buffered()[HEADER_LEN..hl]);
+        }
+        r.pos += hl;
+        let payload = r.payload(header.length as usize, idle).await?;
+        check_auth(key, &header, &payload, header.has_tag().then_some(&tag[..]))?;
+        check_digest(&header, &payload)?;
+        Ok(ReadFrame { header, payload })
+    };
+    match deadline {
+        None => rest.await,
+        Some(t) => timeout(t, rest)
+            .await
+            .unwrap_or(Err(ReadError::FrameTimeout)),
     }
-    let mut tag = [0u8; TAG_LEN];
-    if header.has_tag() {
-        tag.copy_from_slice(&r.buffered()[HEADER_LEN..hl]);
-    }
-    r.pos += hl;
-    let payload = r.payload(header.length as usize, idle).await?;
-    check_auth(key, &header, &payload, header.has_tag().then_some(&tag[..]))?;
-    Ok(ReadFrame { header, payload })
 }
 
 /// The part of a frame (`head` then `body`) not yet accepted by a socket.
@@ -258,6 +360,8 @@ mod tests {
             copies: 2,
             flow_id: id,
             length: 0,
+            timestamp_ms: 0,
+            digest: 0,
         };
         let payload: Vec<u8> = (0..len).map(|i| (i * 7 + id as usize) as u8).collect();
         encode_frame(h, key, &payload)
@@ -283,14 +387,14 @@ mod tests {
         let mut r = FrameReader::new(rx, 64);
         let t = Some(Duration::from_secs(5));
         for (i, &n) in sizes.iter().enumerate() {
-            let f = read_frame(&mut r, key, 1 << 20, t, t).await.unwrap();
+            let f = read_frame(&mut r, key, 1 << 20, t, t, None).await.unwrap();
             assert_eq!(f.header.flow_id, i as u64);
             let want = frame(i as u64, n, key);
             assert_eq!(f.payload, want[HEADER_LEN + TAG_LEN..]);
         }
         writer.await.unwrap();
         assert!(matches!(
-            read_frame(&mut r, key, 1 << 20, t, t).await,
+            read_frame(&mut r, key, 1 << 20, t, t, None).await,
             Err(ReadError::Eof)
         ));
     }
@@ -299,22 +403,22 @@ mod tests {
     async fn truncated_frame_is_an_error_and_silence_times_out() {
         let f = frame(1, 500, None);
         let mut r = FrameReader::new(&f[..300], 64);
-        let got = read_frame(&mut r, None, 1 << 20, None, None).await;
+        let got = read_frame(&mut r, None, 1 << 20, None, None, None).await;
         assert!(matches!(got, Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof));
         let mut r = FrameReader::new(&f[..10], 64);
-        let got = read_frame(&mut r, None, 1 << 20, None, None).await;
+        let got = read_frame(&mut r, None, 1 << 20, None, None, None).await;
         assert!(matches!(got, Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof));
         let (_tx, rx) = tokio::io::duplex(64);
         let mut r = FrameReader::new(rx, 64);
         let ms = Some(Duration::from_millis(20));
         assert!(matches!(
-            read_frame(&mut r, None, 1 << 20, ms, ms).await,
+            read_frame(&mut r, None, 1 << 20, ms, ms, None).await,
             Err(ReadError::Timeout)
         ));
         let f = frame(2, 100, None);
         let mut r = FrameReader::new(&f[..], 64);
         assert!(matches!(
-            read_frame(&mut r, None, 99, None, None).await,
+            read_frame(&mut r, None, 99, None, None, None).await,
             Err(ReadError::Frame(FrameError::TooLong { .. }))
         ));
     }

@@ -391,7 +391,7 @@ async fn limits_malformed_and_auth() {
         .is_err());
     // Garbage and a silent connection.
     let mut raw = TcpStream::connect(addr).await.unwrap();
-    raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n")
         .await
         .unwrap();
     let mut sink = Vec::new();
@@ -407,6 +407,8 @@ async fn limits_malformed_and_auth() {
             copies: 1,
             flow_id: 9,
             length: 0,
+            timestamp_ms: 0,
+            digest: 0,
         },
         Some(b"secret"),
         b"",

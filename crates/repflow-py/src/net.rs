@@ -98,7 +98,9 @@ struct NetServer {
 impl NetServer {
     #[new]
     #[pyo3(signature = (listen, ports=4, key=None, max_flow_size=64<<20, max_connections=4096,
-                        header_timeout=10.0, idle_timeout=30.0, sink=true))]
+                        header_timeout=10.0, idle_timeout=30.0, sink=true,
+                        max_connections_per_source=None, frame_timeout=60.0, write_timeout=10.0,
+                        dedup_capacity=1<<18, dedup_ttl=60.0, replay_window=30.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -110,13 +112,27 @@ impl NetServer {
         header_timeout: f64,
         idle_timeout: f64,
         sink: bool,
+        max_connections_per_source: Option<usize>,
+        frame_timeout: f64,
+        write_timeout: f64,
+        dedup_capacity: usize,
+        dedup_ttl: f64,
+        replay_window: f64,
     ) -> PyResult<Self> {
         let mut cfg = ServerConfig::ports(addr("--listen", listen)?, ports);
         cfg.key = key;
         cfg.max_flow_size = max_flow_size;
         cfg.max_connections = max_connections;
+        // Default share: a quarter of the connections (at least one).
+        cfg.max_connections_per_source =
+            max_connections_per_source.unwrap_or((max_connections / 4).max(1));
         cfg.header_timeout = secs("header_timeout", header_timeout)?;
         cfg.idle_timeout = secs("idle_timeout", idle_timeout)?;
+        cfg.frame_timeout = secs("frame_timeout", frame_timeout)?;
+        cfg.write_timeout = secs("write_timeout", write_timeout)?;
+        cfg.dedup_capacity = dedup_capacity.max(1);
+        cfg.dedup_ttl = secs("dedup_ttl", dedup_ttl)?;
+        cfg.replay_window = secs("replay_window", replay_window)?;
         let server =
             wait(py, Server::bind(cfg))?.map_err(|e| PyConnectionError::new_err(e.to_string()))?;
         let stats = server.stats();
@@ -143,6 +159,14 @@ impl NetServer {
             next_token: Mutex::new(0),
             sink,
         })
+    }
+
+    /// Installs a process-wide `tracing` subscriber writing to standard error, filtered by
+    /// `filter` (`RUST_LOG` syntax, e.g. `warn` or `repflow_net=debug`); `False` if one was
+    /// already installed.
+    #[staticmethod]
+    fn init_logging(filter: &str) -> PyResult<bool> {
+        repflow_net::logging::init_stderr(filter).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// The bound addresses as `ADDR:PORT` strings.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import time
 from pathlib import Path
@@ -126,6 +127,40 @@ def _warm(client: Any, args: argparse.Namespace, dsts: list[str], copies: int) -
             "seconds": time.monotonic() - t0}  # fmt: skip
 
 
+def _add_verbose_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="library log on stderr: warnings by default, -v info, -vv debug, -vvv trace "
+        "(RUST_LOG, e.g. repflow_net=debug, overrides)",
+    )
+
+
+def _init_logging(args: argparse.Namespace) -> None:
+    from repflow.net import init_logging
+
+    init_logging(getattr(args, "verbose", 0), os.environ.get("RUST_LOG"))
+
+
+def _stats_line(c: dict[str, Any]) -> str:
+    """The server's counters as one line: what was delivered, refused and why."""
+    return (
+        f"repflow serve: {c['flows_delivered']} flows, {c['calls_delivered']} calls delivered; "
+        f"{c['duplicates']} duplicate copies discarded ({c['repeated_copies']} repeats); "
+        f"{c['connections']} connections; refused: {c['connections_rejected']} at the "
+        f"connection limit, {c['connections_rejected_source']} at the per-source share, "
+        f"{c['malformed']} malformed, {c['auth_failures']} unauthenticated, "
+        f"{c['timeouts']} timed out, {c['frame_timeouts']} past the frame deadline, "
+        f"{c['write_timeouts']} not reading, {c['digest_mismatches']} with mismatched content, "
+        f"{c['replays_refused']} possible replays; {c['responses_dropped']} responses dropped; "
+        f"dedup {c['dedup_entries']} ids ({c['dedup_evictions']} forgotten early, "
+        f"{c['calls_expired']} unanswered calls expired); receive buffers "
+        f"{c['buffered_bytes']} B (peak {c['buffered_peak']} B)"
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds ``serve``, ``send`` and ``load``."""
     p = sub.add_parser(
@@ -137,9 +172,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--listen", required=True, metavar="ADDR:PORT")
     p.add_argument("--ports", type=int, default=4, help="number of consecutive ports (default 4)")
     p.add_argument("--key-file", default=None, help="pre-shared key file: require HMAC tags")
-    p.add_argument("--max-flow-size", default="64MB", help="largest accepted flow (default 64MB)")
+    p.add_argument(
+        "--max-flow-size",
+        default="64MiB",
+        help="largest accepted flow; KB/MB are decimal, KiB/MiB binary (default 64MiB = "
+        "67,108,864 B)",
+    )
     p.add_argument("--max-connections", type=int, default=4096)
+    p.add_argument(
+        "--max-per-source",
+        type=int,
+        default=None,
+        help="connections one source address may hold (default: a quarter of --max-connections)",
+    )
+    p.add_argument(
+        "--stats",
+        default=None,
+        metavar="T",
+        help="print a line of counters every T (e.g. 10s); default: only at the end",
+    )
     p.add_argument("--duration", default=None, help="stop after this long (default: never)")
+    _add_verbose_flag(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser(
@@ -154,6 +207,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="write a run directory")
     _add_warm_flag(p, "--to")
     _add_client_flags(p)
+    _add_verbose_flag(p)
     p.set_defaults(func=cmd_send)
 
     p = sub.add_parser(
@@ -198,6 +252,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
     _add_warm_flag(p, "every peer")
     _add_client_flags(p)
+    _add_verbose_flag(p)
     p.set_defaults(func=cmd_load)  # fmt: skip
 
 
@@ -218,29 +273,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     max_size = u.parse_size(args.max_flow_size, "--max-flow-size")
     if not 0 < max_size < 2**32:
         raise UserError("--max-flow-size: must be between 1 B and 4 GB")
+    if args.max_connections < 1:
+        raise UserError(f"--max-connections: must be at least 1, got {args.max_connections}")
+    per_source = args.max_per_source
+    if per_source is not None and per_source < 1:
+        raise UserError(f"--max-per-source: must be at least 1, got {per_source}")
+    every = None if args.stats is None else u.parse_duration(args.stats, "--stats")
     until = None if args.duration is None else u.parse_duration(args.duration) + time.monotonic()
+    _init_logging(args)
     stop = _Stop()
     old = signal.signal(signal.SIGTERM, stop)
     try:
         srv = Server(args.listen, args.ports, sink=True, key=_key(args),
-                     max_flow_size=max_size, max_connections=args.max_connections)  # fmt: skip
+                     max_flow_size=int(max_size), max_connections=args.max_connections,
+                     max_connections_per_source=per_source)  # fmt: skip
         print(f"repflow serve: listening on {', '.join(srv.addrs)}", flush=True)
+        next_stats = None if every is None else time.monotonic() + every
         try:
             while not stop.flag and (until is None or time.monotonic() < until):
                 time.sleep(0.2)
+                if next_stats is not None and every is not None and time.monotonic() >= next_stats:
+                    print(_stats_line(srv.counters()), flush=True)
+                    next_stats += every
         except KeyboardInterrupt:
             pass
         c = srv.counters()
         srv.close()
     finally:
         signal.signal(signal.SIGTERM, old)
-    print(
-        f"repflow serve: {c['flows_delivered']} flows, {c['calls_delivered']} calls delivered; "
-        f"{c['duplicates']} duplicate copies discarded; {c['connections']} connections "
-        f"({c['connections_rejected']} rejected, {c['malformed']} malformed, "
-        f"{c['auth_failures']} unauthenticated)",
-        flush=True,
-    )
+    print(_stats_line(c), flush=True)
     return 0
 
 
@@ -289,6 +350,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         from repflow.runio import check_out_dir
 
         check_writable(check_out_dir(args.out))  # before any flow is sent
+    _init_logging(args)
     client = _make_client(args)
     warm_note = None
     if args.warm:
@@ -480,6 +542,7 @@ def cmd_load(args: argparse.Namespace) -> int:
             threshold=u.parse_size(args.threshold, "--threshold"),
         )  # fmt: skip
         table = (int(table[0]), [int(x) for x in table[1]])
+    _init_logging(args)
     client = _make_client(args, table)
     warm = None
     if args.warm:

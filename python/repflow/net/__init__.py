@@ -160,6 +160,19 @@ class Client:
         )
 
 
+def init_logging(verbosity: int = 0, env: str | None = None) -> bool:
+    """Sends the library's ``tracing`` events to standard error: warnings (refused
+    connections and frames, rate-limited) by default, ``info`` with ``verbosity`` 1, ``debug``
+    with 2, ``trace`` with 3; ``env`` (the ``RUST_LOG`` value, e.g. ``repflow_net=debug``)
+    replaces that filter when set. Returns ``False`` if a subscriber was already installed.
+    """
+    spec = env if env else ["warn", "info", "debug", "trace"][max(0, min(verbosity, 3))]
+    try:
+        return bool(_core().NetServer.init_logging(spec))
+    except ValueError as exc:
+        raise UserError(f"RUST_LOG: {exc}") from None
+
+
 def _seconds(report: dict[str, Any]) -> dict[str, Any]:
     fct = report.get("fct")
     if isinstance(fct, Mapping):  # serde's Duration: {"secs", "nanos"}

@@ -1,0 +1,508 @@
+//! Adversarial suite: each test is an attack on a server (or client) on 127.0.0.1 / ::1 that
+//! succeeded against the code before issue 20. Short configured timeouts keep each test
+//! within a few seconds; run with `--test-threads=1` (they bind real ports and one measures
+//! the process's address space).
+
+use repflow_net::frame::{encode_frame, flags, Header, HEADER_LEN};
+use repflow_net::{Client, ClientConfig, IncomingKind, PolicyConfig, Server, ServerConfig};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+async fn bind(tweak: impl Fn(&mut ServerConfig)) -> (Server, SocketAddr) {
+    let mut cfg = ServerConfig::ports("127.0.0.1:0".parse().unwrap(), 1);
+    tweak(&mut cfg);
+    let s = Server::bind(cfg).await.expect("bind");
+    let a = s.local_addrs()[0];
+    (s, a)
+}
+
+/// Waits (at most `limit`) until `f` holds.
+async fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f()
+}
+
+fn frame(
+    flow_id: u64,
+    copy: u8,
+    copies: u8,
+    call: bool,
+    data: &[u8],
+    key: Option<&[u8]>,
+) -> Vec<u8> {
+    let h = Header {
+        flags: if call { flags::CALL } else { 0 },
+        copy,
+        copies,
+        flow_id,
+        length: 0,
+        timestamp_ms: repflow_net::frame::now_ms(),
+        digest: 0,
+    };
+    encode_frame(h, key, data)
+}
+
+/// Reads one reply frame (header + payload) from a raw connection.
+async fn reply(s: &mut TcpStream, tagged: bool) -> (Header, Vec<u8>) {
+    let mut fixed = [0u8; HEADER_LEN];
+    s.read_exact(&mut fixed).await.expect("reply header");
+    let h = Header::parse(&fixed).expect("valid reply");
+    if tagged {
+        let mut t = [0u8; 16];
+        s.read_exact(&mut t).await.unwrap();
+    }
+    let mut body = vec![0u8; h.length as usize];
+    s.read_exact(&mut body).await.unwrap();
+    (h, body)
+}
+
+fn vm_size_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Memory by announcement: 40 connections each announce a 64 MiB payload and send 1 KiB.
+/// Before issue 20 the server allocated every announced buffer up front (40 × 64 MiB =
+/// 2.5 GiB of address space); now its buffers grow with the bytes received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announced_size_is_not_allocated() {
+    let (srv, addr) = bind(|c| c.max_flow_size = 64 << 20).await;
+    let before = vm_size_kib();
+    let mut conns = Vec::new();
+    for i in 0..40u64 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut f = Header {
+            flags: 0,
+            copy: 0,
+            copies: 1,
+            flow_id: i,
+            length: (64 << 20) - 1,
+            timestamp_ms: 0,
+            digest: 0,
+        }
+        .to_bytes()
+        .to_vec();
+        f.extend(std::iter::repeat_n(7u8, 1024));
+        s.write_all(&f).await.unwrap();
+        conns.push(s);
+    }
+    // Let the server read what was sent.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown_mib = vm_size_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 512,
+        "address space grew by {grown_mib} MiB for 40 KiB received"
+    );
+    // The server's own account: each connection holds one buffer step (64 KiB) at most.
+    let c = srv.counters();
+    assert!(c.buffered_bytes >= 40 * 1024, "{c:?}");
+    assert!(c.buffered_peak <= 40 * 64 * 1024, "{c:?}");
+    drop(conns);
+    assert!(
+        until(Duration::from_secs(5), || srv.counters().buffered_bytes
+            == 0)
+        .await
+    );
+}
+
+/// Slowloris within a frame: a header announcing 1,000 bytes, then one byte every 100 ms
+/// (always within the idle timeout). The frame deadline closes the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickled_frame_hits_its_deadline() {
+    let (srv, addr) = bind(|c| {
+        c.idle_timeout = Duration::from_secs(5);
+        c.frame_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let h = Header {
+        flags: 0,
+        copy: 0,
+        copies: 1,
+        flow_id: 9,
+        length: 1000,
+        timestamp_ms: 0,
+        digest: 0,
+    };
+    c.write_all(&h.to_bytes()).await.unwrap();
+    let t = Instant::now();
+    let mut closed = false;
+    while t.elapsed() < Duration::from_secs(4) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if c.write_all(&[1]).await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut b = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(1), c.read(&mut b)).await
+        {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "a frame trickling one byte per 100 ms was kept for 4 s"
+    );
+    assert_eq!(srv.counters().frame_timeouts, 1);
+}
+
+/// Slowloris from one source: 20 connections from 127.0.0.1 each trickle part of a header.
+/// The global limit is 16 connections; a source may hold a quarter (4 by default) so that a
+/// client from another address (::1) still gets all its flows through. The refused
+/// connections are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_source_cannot_take_every_connection() {
+    let mut srv = None;
+    for _ in 0..20 {
+        // One server listening on both loopback addresses, same port.
+        let port = std::net::TcpListener::bind("[::1]:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut cfg = ServerConfig::ports(format!("127.0.0.1:{port}").parse().unwrap(), 1);
+        cfg.addrs.push(format!("[::1]:{port}").parse().unwrap());
+        cfg.max_connections = 16;
+        cfg.max_connections_per_source = 4;
+        cfg.header_timeout = Duration::from_secs(60);
+        if let Ok(s) = Server::bind(cfg).await {
+            srv = Some(s);
+            break;
+        }
+    }
+    let mut srv = srv.expect("bind on 127.0.0.1 and ::1");
+    let v6 = srv.local_addrs()[1];
+    let v4 = srv.local_addrs()[0];
+    let mut attackers = Vec::new();
+    for _ in 0..20 {
+        if let Ok(mut c) = TcpStream::connect(v4).await {
+            let _ = c.write_all(b"RF").await;
+            attackers.push(c);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stats = srv.stats();
+    assert!(stats.counters().connections_rejected_source >= 16);
+    let sink = tokio::spawn(async move { while srv.next().await.is_some() {} });
+    let mut cc = ClientConfig::new(PolicyConfig::tcp());
+    cc.flow_timeout = Duration::from_secs(1);
+    let client = Client::new(cc);
+    let mut ok = 0;
+    for i in 0..10u8 {
+        if client.send(v6, vec![i; 100]).await.is_ok() {
+            ok += 1;
+        }
+    }
+    assert_eq!(
+        ok, 10,
+        "a client from another address got {ok}/10 flows through"
+    );
+    drop(attackers);
+    sink.abort();
+}
+
+/// A peer that never reads: it sends a call whose response (32 MiB) cannot fit the socket
+/// buffers. The write must time out and free the connection's slot (the server takes one
+/// connection at a time here), instead of holding it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_peer_is_dropped() {
+    let (mut srv, addr) = bind(|c| {
+        c.max_connections = 1;
+        c.idle_timeout = Duration::from_secs(30);
+        c.write_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let stats = srv.stats();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            if inc.kind == IncomingKind::Call {
+                inc.respond(vec![1u8; 32 << 20]);
+            }
+        }
+    });
+    let mut hog = TcpStream::connect(addr).await.unwrap();
+    hog.write_all(&frame(1, 0, 1, true, b"give me a lot", None))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Within a few seconds a second connection must be served.
+    let served = async {
+        loop {
+            let Ok(mut c) = TcpStream::connect(addr).await else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            if c.write_all(&frame(2, 0, 1, false, b"x", None))
+                .await
+                .is_ok()
+            {
+                let mut fixed = [0u8; HEADER_LEN];
+                if c.read_exact(&mut fixed).await.is_ok() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let got = tokio::time::timeout(Duration::from_secs(15), served).await;
+    assert!(
+        got.is_ok(),
+        "a peer that never reads kept the only connection slot"
+    );
+    assert_eq!(stats.counters().write_timeouts, 1);
+    drop(hog);
+    app.abort();
+}
+
+/// Copy 0, copy 0 again, then copy 1 of one flow: delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_copy_index_is_delivered_once() {
+    let (mut srv, addr) = bind(|_| {}).await;
+    for copy in [0u8, 0, 1] {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(&frame(77, copy, 2, false, b"once", None))
+            .await
+            .unwrap();
+        let (h, _) = reply(&mut c, false).await;
+        assert_eq!(h.flow_id, 77);
+    }
+    let mut n = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(300), srv.next()).await {
+        n += 1;
+    }
+    assert_eq!(n, 1, "one flow, copies 0, 0, 1: delivered {n} times");
+}
+
+/// A copies = 1 frame then a copies = 2 frame of the same flow id: delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_one_then_two_is_delivered_once() {
+    let (mut srv, addr) = bind(|_| {}).await;
+    for (copy, copies) in [(0u8, 1u8), (1, 2)] {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(&frame(78, copy, copies, false, b"once", None))
+            .await
+            .unwrap();
+        reply(&mut c, false).await;
+    }
+    let mut n = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(300), srv.next()).await {
+        n += 1;
+    }
+    assert_eq!(
+        n, 1,
+        "copies=1 then copies=2 of one flow: delivered {n} times"
+    );
+}
+
+/// `run_schedule` under more load than the client keeps up with: no flow starts after
+/// `duration`, and every flow the client counted as completed is recorded as completed
+/// (the drain ends while many are in flight).
+#[tokio::test(flavor = "current_thread")]
+async fn load_records_agree_with_counters_and_stop_on_time() {
+    use repflow_net::load::{run_schedule, ScheduledFlow};
+    let (mut srv, addr) = bind(|_| {}).await;
+    let sink = tokio::spawn(async move { while srv.next().await.is_some() {} });
+    let client = Client::new(ClientConfig::new(PolicyConfig::repflow(1)));
+    let duration = Duration::from_millis(30);
+    let flows: Vec<ScheduledFlow> = (0..3000u64)
+        .map(|i| ScheduledFlow {
+            at: duration * (i as u32) / 3000,
+            dst: addr,
+            size: 1000,
+        })
+        .collect();
+    let out = run_schedule(&client, &flows, duration, Duration::from_millis(20)).await;
+    let late = out.iter().filter(|o| o.started > duration).count();
+    let ok = out
+        .iter()
+        .filter(|o| matches!(o.result, Some(Ok(_))))
+        .count() as u64;
+    let counted = client.counters().flows;
+    sink.abort();
+    assert_eq!(
+        late,
+        0,
+        "{late} of {} flows started after the duration",
+        out.len()
+    );
+    assert_eq!(
+        ok, counted,
+        "records say {ok} completed, the client counted {counted}"
+    );
+}
+
+/// Flow-id injection: another client on the same host sees one of the victim's flow ids and
+/// sends its own data under the next ids it predicts (id + 1, + 2, …) before the victim's
+/// next flows. The victim's flows must be delivered with the victim's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessed_flow_ids_cannot_inject() {
+    let (mut srv, addr) = bind(|_| {}).await;
+    let victim = Client::new(ClientConfig::new(PolicyConfig::repflow(2)));
+    let first = victim.send(addr, b"victim-0".to_vec()).await.unwrap();
+    for k in 1..=8u64 {
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let f = frame(first.flow_id.wrapping_add(k), 0, 2, false, b"forged", None);
+        a.write_all(&f).await.unwrap();
+        reply(&mut a, false).await;
+    }
+    for i in 1..=8u8 {
+        victim
+            .send(addr, format!("victim-{i}").into_bytes())
+            .await
+            .unwrap();
+    }
+    let mut victims = 0;
+    while let Ok(Some(inc)) = tokio::time::timeout(Duration::from_millis(300), srv.next()).await {
+        if inc.data.starts_with(b"victim-") {
+            victims += 1;
+        }
+    }
+    assert_eq!(
+        victims, 9,
+        "only {victims} of the victim's 9 flows delivered its own data"
+    );
+}
+
+/// With a key, a captured tagged frame replayed: delivered once while its id is remembered;
+/// after the full table forgot it, refused as older than what was forgotten; a frame whose
+/// timestamp is outside the replay window is refused whatever its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replayed_tagged_frames_are_refused() {
+    let key: &[u8] = b"secret";
+    let (mut srv, addr) = bind(|c| {
+        c.key = Some(key.to_vec());
+        c.dedup_capacity = 1;
+        c.replay_window = Duration::from_secs(5);
+    })
+    .await;
+    let captured = frame(500, 0, 1, false, b"pay me", Some(key));
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(&captured).await.unwrap();
+        let (h, _) = reply(&mut c, true).await;
+        assert_eq!(h.flow_id, 500);
+    }
+    // A newer flow pushes id 500 out of the one-entry table.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(501, 0, 1, false, b"other", Some(key)))
+        .await
+        .unwrap();
+    reply(&mut c, true).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&captured).await.unwrap();
+    let mut b = Vec::new();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "the replay after eviction was answered");
+    // Outside the window.
+    let old = encode_frame(
+        Header {
+            flags: 0,
+            copy: 0,
+            copies: 1,
+            flow_id: 502,
+            length: 0,
+            timestamp_ms: repflow_net::frame::now_ms() - 60_000,
+            digest: 0,
+        },
+        Some(key),
+        b"old",
+    );
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&old).await.unwrap();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "a frame a minute old was answered");
+    let mut n = Vec::new();
+    while let Ok(Some(inc)) = tokio::time::timeout(Duration::from_millis(300), srv.next()).await {
+        n.push(inc.flow_id);
+    }
+    assert_eq!(n, vec![500, 501], "deliveries");
+    assert_eq!(srv.counters().replays_refused, 2);
+}
+
+/// Two copies of one flow with different content: the second is refused and counted; a
+/// payload that does not match its header's digest is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_with_different_content_are_refused() {
+    let (mut srv, addr) = bind(|_| {}).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(600, 0, 2, false, b"real data", None))
+        .await
+        .unwrap();
+    reply(&mut c, false).await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(600, 1, 2, false, b"fake data", None))
+        .await
+        .unwrap();
+    let mut b = Vec::new();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "a copy with other content was acknowledged");
+    let mut bad = frame(601, 0, 1, false, b"abc", None);
+    *bad.last_mut().unwrap() = b'x';
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&bad).await.unwrap();
+    let _ = c.read_to_end(&mut b).await;
+    assert!(b.is_empty(), "a corrupted payload was acknowledged");
+    let first = tokio::time::timeout(Duration::from_secs(1), srv.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.data, b"real data");
+    assert!(tokio::time::timeout(Duration::from_millis(300), srv.next())
+        .await
+        .is_err());
+    assert_eq!(srv.counters().digest_mismatches, 2);
+}
+
+/// A pooled client whose server stops reading: the stalled connection is abandoned within
+/// the flow timeout (counted) and the next flow opens a new connection, instead of queueing
+/// frames behind it without bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_client_replaces_a_stalled_connection() {
+    use repflow_net::ConnMode;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    // Accepts and never reads.
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    let mut cc = ClientConfig::new(PolicyConfig::repflow(1));
+    cc.mode = ConnMode::Pooled;
+    cc.flow_timeout = Duration::from_millis(500);
+    let client = Client::new(cc);
+    let mut flows = Vec::new();
+    for _ in 0..64 {
+        let c = client.clone();
+        flows.push(tokio::spawn(async move {
+            c.send(addr, vec![0u8; 256 << 10]).await
+        }));
+    }
+    for f in flows {
+        assert!(f.await.unwrap().is_err());
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let _ = client.send(addr, vec![0u8; 10]).await;
+    let c = client.counters();
+    hold.abort();
+    assert!(c.pool_stalls >= 1, "{c:?}");
+    assert!(
+        c.connections >= 2,
+        "the stalled connection was reused: {c:?}"
+    );
+}
