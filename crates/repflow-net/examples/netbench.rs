@@ -15,6 +15,14 @@
 //! would run) instead of the single client thread. `NETBENCH_PIN=C,S` pins the client thread
 //! to CPU C and the server thread to CPU S (`0,1`: each end on its own core, as two hosts
 //! would be; `0,0`: both ends share one core). Timed figures are printed, never asserted.
+//!
+//! The `copy-cost` case breaks the CPU cost of one copy down by phase: a blocking client on
+//! the bench's thread opens a connection (connect), sends one frame and waits for the first
+//! byte of the server's acknowledgement (first byte), then closes the socket (close), and
+//! reads the thread's CPU clock between the phases. On loopback the kernel often runs the
+//! receiving side's TCP work in the sender's context, so the client's figures include part
+//! of what a remote server's kernel would do; the server thread's CPU per copy is printed
+//! beside them.
 
 use nix::sys::resource::{getrusage, UsageWho};
 use repflow_net::{Client, ClientConfig, ConnMode, PolicyConfig, Server, ServerConfig};
@@ -36,6 +44,60 @@ fn pin(cpu: usize) {
     set.set(cpu).expect("NETBENCH_PIN: CPU number out of range");
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
         .expect("NETBENCH_PIN: sched_setaffinity");
+}
+
+/// CPU time of the calling thread in seconds, from the thread's CPU clock (nanoseconds).
+fn thread_clock() -> f64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .expect("clock_gettime");
+    t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9
+}
+
+/// CPU seconds of one copy by phase (connect, first byte, close), client and server side,
+/// averaged over `n` copies of `size`-byte flows sent one after another.
+fn copy_cost(
+    addr: SocketAddr,
+    q: &mpsc::Sender<mpsc::Sender<f64>>,
+    size: usize,
+    n: usize,
+) -> ([f64; 3], f64) {
+    use repflow_net::frame::{now_ms, Header};
+    use std::io::{Read, Write};
+    let payload = vec![7u8; size];
+    // Flow ids unique to this run (the server remembers ids it has seen).
+    let base = (std::process::id() as u64) << 40 | (now_ms() & 0xff_ffff) << 16;
+    let mut phases = [0.0f64; 3];
+    let s0 = server_cpu(q);
+    for i in 0..n {
+        let t0 = thread_clock();
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let t1 = thread_clock();
+        let head = Header {
+            flags: 0,
+            copy: 0,
+            copies: 1,
+            flow_id: base + i as u64,
+            length: 0,
+            timestamp_ms: now_ms(),
+            digest: 0,
+        };
+        let mut frame = head.encode(None, &payload);
+        frame.extend_from_slice(&payload);
+        s.write_all(&frame).expect("write");
+        let mut ack = [0u8; 64];
+        let got = s.read(&mut ack).expect("read");
+        assert!(got > 0, "the server closed without acknowledging");
+        let t2 = thread_clock();
+        drop(s);
+        let t3 = thread_clock();
+        phases[0] += t1 - t0;
+        phases[1] += t2 - t1;
+        phases[2] += t3 - t2;
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let server = (server_cpu(q) - s0) / n as f64;
+    (phases.map(|p| p / n as f64), server)
 }
 
 fn thread_cpu() -> f64 {
@@ -195,6 +257,19 @@ fn main() {
             }
         }
     });
+    if wanted("copy-cost") {
+        let (p, server) = copy_cost(addr, &q, size, 5000);
+        let us = |x: f64| x * 1e6;
+        println!("  CPU per copy of a {size} B flow (per-flow connection, 5000 copies):");
+        println!(
+            "    client: connect {:.1} us, first byte {:.1} us, close {:.1} us (total {:.1} us)",
+            us(p[0]),
+            us(p[1]),
+            us(p[2]),
+            us(p.iter().sum::<f64>())
+        );
+        println!("    server thread: {:.1} us", us(server));
+    }
     if !wanted("fct") {
         return;
     }
