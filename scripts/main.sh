@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs RepFlow and runs the main job: the RepFlow paper's simulation study in its quick form
-# (8-pod fat-tree, web search and data mining; TCP, RepFlow, DCTCP, RepFlow-DCTCP, pFabric),
-# resumable, with figures and a report in runs/repflow-paper-quick/.
+# Installs RepFlow and runs the main job: the seed papers' evaluations in their quick forms
+# (RepFlow, SmartRep, L2DCT, FA-DCTCP, MPTCP-L), each under the paper's TCP profile and under
+# the data-center profile, resumable, with figures and one report in runs/reproduce-quick/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet maturin

@@ -266,6 +266,9 @@ def test_dry_run_plans_the_quick_study_without_running_it(tmp_path):
         capture_output=True, text=True, cwd=REPO,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "repflow-paper-quick:" in r.stdout and "to compute" in r.stdout
+    assert "repflow-paper-quick under" in r.stdout and "to compute" in r.stdout
+    # every seed paper's studies, each under the paper's profile and under dc
+    for spec in ("repflow-toy", "smartrep-quick", "l2dct", "fa-dctcp"):
+        assert f"{spec} under dc:" in r.stdout, r.stdout
     assert "expected: ~" in r.stdout
     assert not (tmp_path / "q").exists()

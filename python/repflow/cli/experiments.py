@@ -51,18 +51,30 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the ``reproduce``, ``sweep`` and ``report`` commands."""
+    from repflow.experiments.papers import paper_ids
+
     p = subparsers.add_parser(
         "reproduce",
-        help="run the RepFlow paper's simulation study and build its report",
-        description="Runs the RepFlow paper's NS-3 study (Figs. 8–12, Table III) in the "
-        "simulator, resuming from whatever the result directory already holds, then builds "
-        "figures and a report that compares the results with the papers' claims.",
+        help="run the seed papers' studies under two TCP profiles and build one report",
+        description="Runs every study of the chosen seed papers (default: all five) in the "
+        "simulator, each under the TCP profile the paper most likely used and under the "
+        "data-center profile dc, resuming from whatever the result directory already holds; "
+        "then builds each study's figures and report and one report that sets every published "
+        "claim's verdict under both profiles side by side.",
     )
     p.add_argument(
-        "--quick", action="store_true",
-        help=f"reduced but faithful version (experiments/{QUICK_SPEC}.toml), minutes not days",
+        "papers", nargs="*", metavar="PAPER",
+        help=f"papers to reproduce (default: all): {', '.join(paper_ids())}",
     )  # fmt: skip
-    p.add_argument("--spec", metavar="FILE", help="run this spec instead of the paper's")
+    p.add_argument(
+        "--quick", action="store_true",
+        help="the studies' reduced but faithful forms: minutes, not days",
+    )  # fmt: skip
+    p.add_argument(
+        "--profiles", choices=("both", "paper", "dc"), default="both",
+        help="run each study under the paper's TCP profile, dc, or both (default)",
+    )  # fmt: skip
+    p.add_argument("--spec", metavar="FILE", help="run only this spec (one sweep, one report)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before a long run")
     _add_run_options(p)
     p.set_defaults(func=cmd_reproduce)
@@ -197,15 +209,95 @@ def _print_report(rep) -> None:  # noqa: ANN001
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    """``repflow reproduce [--quick]``."""
-    from repflow.experiments import find_builtin_spec
-
+    """``repflow reproduce [PAPER ...] [--quick] [--profiles both|paper|dc]``."""
     if args.spec:
-        path = Path(args.spec)
-    else:
-        path = find_builtin_spec(QUICK_SPEC if args.quick else FULL_SPEC)
-    confirm = None if args.quick else _confirm_long(args)
-    return _run(path, args, confirm=confirm)
+        if args.papers:
+            raise UserError("PAPER and --spec exclude each other: --spec runs one spec")
+        confirm = None if args.quick else _confirm_long(args)
+        return _run(Path(args.spec), args, confirm=confirm)
+    return _reproduce_papers(args)
+
+
+def _reproduce_papers(args: argparse.Namespace) -> int:
+    import os
+
+    from repflow.cli.outdir import prepare_out
+    from repflow.experiments import Store, build_report, plan_sweep, run_sweep
+    from repflow.experiments.papers import PAPERS, find_paper
+    from repflow.experiments.reproduce import owned, plan_runs, run_all, write_marker
+    from repflow.experiments.sweep import estimate_wall
+    from repflow.experiments.units import fmt_seconds
+
+    papers = [find_paper(p) for p in dict.fromkeys(args.papers)] if args.papers else list(PAPERS)
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError("--jobs must be at least 1")
+    default = "runs/reproduce-quick" if args.quick else "runs/reproduce"
+    root = Path(args.out or default)
+    prepare_out(
+        root, command="reproduce", owned=owned,
+        hint="reproduce resumes only a directory it made: choose another directory",
+    )  # fmt: skip
+    runs = plan_runs(papers, args.quick, args.profiles, root)
+    all_todo, lines = [], []
+    for r in runs:
+        if r.spec is None:
+            lines.append(f"{r.spec_name}: not in this tree ({r.missing})")
+            continue
+        plan = plan_sweep(r.spec, Store(r.out))
+        todo = plan.todo(args.retry_failed)
+        if plan.unavailable and not args.skip_unavailable:
+            label, why = next(iter(plan.unavailable.items()))
+            raise UserError(f"{r.spec_name}: scheme {label!r}: {why}; pass --skip-unavailable "
+                            "to run the other schemes without it")  # fmt: skip
+        all_todo += todo
+        lines.append(f"{r.spec_name} under {r.profile}: {len(plan.points)} points, "
+                     f"{plan.count('done')} stored, {len(todo)} to compute")  # fmt: skip
+    workers = args.jobs or (os.cpu_count() or 1)
+    expected = estimate_wall(all_todo, workers)
+    if args.dry_run:
+        print("\n".join(lines))
+        print(f"expected: ~{fmt_seconds(expected)} on {workers} workers "
+              f"({fmt_seconds(sum(p.estimate for p in all_todo))} of single-core simulation)")
+        return 0
+    if not args.quick:
+        print(f"reproduce: {len(runs)} sweeps; expected duration ~{fmt_seconds(expected)} on "
+              f"{workers} workers. Interrupt at any time: a rerun resumes.",
+              file=sys.stderr)  # fmt: skip
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UserError(f"the full studies take ~{fmt_seconds(expected)}; "
+                                "rerun with --yes to start them (or use --quick)")  # fmt: skip
+            if input("start? [y/N] ").strip().lower() not in ("y", "yes"):
+                raise UserError("aborted: nothing was computed")
+    write_marker(root, runs, args.quick, args.profiles)
+
+    def sweep(r) -> None:  # noqa: ANN001
+        print(f"reproduce: {r.paper.id}: {r.spec_name} under tcp.profile = {r.profile}",
+              file=sys.stderr)  # fmt: skip
+        summary = run_sweep(
+            r.spec, r.out, executor=args.executor, jobs=args.jobs, address=args.address,
+            retry_failed=args.retry_failed, progress=not args.quiet,
+            skip_unavailable=args.skip_unavailable,
+        )  # fmt: skip
+        print(summary.line(), file=sys.stderr)
+        r.claims = build_report(r.out, progress=_progress(args)).claims
+
+    md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep)
+    _print_combined(rows)
+    failed = [r for r in runs if r.error]
+    for r in failed:
+        print(f"reproduce: {r.spec_name} under {r.profile} failed: {r.error}", file=sys.stderr)
+    print(f"report: {html_path}\n        {md}")
+    return 1 if failed else 0
+
+
+def _print_combined(rows) -> None:  # noqa: ANN001
+    """The claims table of the combined report, on the terminal."""
+    print("claims: verdict under the paper's profile / under dc")
+    for row in rows:
+        vp = row.under_paper.verdict if row.under_paper else "-"
+        vd = row.under_dc.verdict if row.under_dc else "(same run)"
+        print(f"  {row.claim.id:6} {row.paper_profile:9} {vp:15} / {vd:15} {row.claim.text}")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -326,6 +326,19 @@ mod tests {
     }
 
     #[test]
+    fn the_ns2_profile_is_ns2_35s_stock_one_way_tcp() {
+        let c = Config::from_json(r#"{"tcp": {"profile": "ns2"}}"#).unwrap();
+        c.validate().unwrap();
+        let t = &c.tcp;
+        assert_eq!((t.mss, t.header, t.init_cwnd), (1000, 40, 2));
+        assert_eq!(t.min_rto, Duration(200_000_000_000));
+        assert_eq!(t.initial_rto, Duration(3_000_000_000_000));
+        assert_eq!(t.max_window, Some(crate::units::Bytes(20_000)));
+        assert_eq!(t.initial_ssthresh, Some(20));
+        assert!(!t.sack && !t.delayed_ack);
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let e = Config::from_json(r#"{"topology": {"k": 5}}"#).unwrap_err();
         assert_eq!(e.field, "topology.k");

@@ -159,11 +159,16 @@ pub enum TcpProfile {
     /// ACKs (40 ms), SACK, timestamps (1448-byte payload, 52-byte headers), window scaling
     /// (no 64 KB cap), unlimited initial ssthresh.
     Linux,
+    /// ns-2.35's stock one-way TCP (`Agent/TCP/Newreno` to a `TCPSink`, tcl/lib/ns-default.tcl):
+    /// 1000-byte segments, IW 2 after a modelled SYN, a 20-packet window (which also sets the
+    /// initial ssthresh), 200 ms minimum RTO, 3 s initial RTO, 60 s maximum, an ACK per
+    /// segment, NewReno without SACK.
+    Ns2,
 }
 
 impl TcpProfile {
     /// Every profile's name.
-    pub const NAMES: &'static [&'static str] = &["dc", "linux"];
+    pub const NAMES: &'static [&'static str] = &["dc", "linux", "ns2"];
 }
 
 /// TCP parameters.
@@ -236,6 +241,28 @@ impl TcpConfig {
                 max_window: None,
                 initial_ssthresh: None,
                 sack: true,
+            },
+            TcpProfile::Ns2 => TcpConfig {
+                profile,
+                // Agent/TCP packetSize_ (payload) and tcpip_base_hdr_size_.
+                mss: 1000,
+                header: 40,
+                // windowInit_ 2 (syn_ and delay_growth_ hold the window at 1 until the SYN is
+                // answered, which the handshake models).
+                init_cwnd: 2,
+                min_rto: ms(200),
+                max_rto: ms(60_000),
+                initial_rto: ms(3000),
+                rto_backoff: 2.0,
+                handshake: true,
+                delayed_ack: false,
+                delayed_ack_timeout: ms(100),
+                dupack_threshold: 3,
+                // window_ 20 packets of packetSize_ bytes.
+                max_window: Some(Bytes(20_000)),
+                // TcpAgent::reset sets ssthresh_ to the window (max_ssthresh_ 0: no cap).
+                initial_ssthresh: Some(20),
+                sack: false,
             },
         }
     }

@@ -1,0 +1,85 @@
+"""`repflow reproduce`: the seed papers' studies under two TCP profiles and one report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from repflow.cli import main
+from repflow.experiments.claims import CLAIMS
+from repflow.experiments.papers import DC, PAPERS, find_paper
+from repflow.experiments.reproduce import profile_differences, with_profile
+from repflow.experiments.spec import find_builtin_spec, load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_claim_belongs_to_a_study_of_a_paper():
+    scenarios = {s.scenario for p in PAPERS for s in p.studies}
+    assert {c.scenario for c in CLAIMS} <= scenarios
+    for p in PAPERS:
+        for s in p.studies:
+            assert s.profile in ("dc", "linux", "ns2", "ns3-2014"), s
+            assert s.why
+
+
+@pytest.mark.parametrize("paper", [p.id for p in PAPERS if p.id != "mptcp-l"])
+def test_each_study_spec_exists_and_declares_its_scenario(paper):
+    for s in find_paper(paper).studies:
+        for name in (s.quick, s.full):
+            spec = load_spec(find_builtin_spec(name))
+            assert s.scenario in spec.extra.get("claims", []), (name, s.scenario)
+
+
+def test_a_profile_keeps_the_specs_own_tcp_fields():
+    spec = load_spec(REPO / "experiments" / "repflow-paper-quick.toml")
+    a, b = with_profile(spec, "ns2"), with_profile(spec, DC)
+    assert a.base["tcp"]["profile"] == "ns2" and a.name.endswith("@ns2")
+    assert spec.base.get("tcp", {}).get("profile") is None  # the original is untouched
+    diffs = {k for k, _, _ in profile_differences(a, b)}
+    # the spec sets init_cwnd itself: equal in both runs; the RTOs come from the profile
+    assert "init_cwnd" not in diffs
+    assert {"min_rto", "initial_rto", "mss", "max_window"} <= diffs
+
+
+def test_unknown_paper_is_one_line(capsys, tmp_path):
+    assert main(["reproduce", "nosuch", "--quick", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown paper 'nosuch'" in err and "repflow" in err and "fa-dctcp" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_one_paper_under_both_profiles_then_resumed(tmp_path):
+    out = tmp_path / "fa"
+    argv = [sys.executable, "-m", "repflow", "reproduce", "fa-dctcp", "--quick", "-q",
+            "--out", str(out)]  # fmt: skip
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert (out / "fa-dctcp" / "linux" / "report.html").is_file()
+    assert (out / "fa-dctcp" / "dc" / "report.html").is_file()
+    marker = json.loads((out / "reproduce.json").read_text())
+    assert {x["profile"] for x in marker["runs"]} == {"linux", "dc"}
+    rows = list(csv.DictReader((out / "claims.csv").open()))
+    assert {(x["claim"], x["profile"]) for x in rows} == {("FA-1", "linux"), ("FA-1", "dc")}
+    assert all(x["verdict"] != "not measured" for x in rows)
+    md = (out / "report.md").read_text()
+    assert "verdict (paper's profile)" in md and "What decides the difference" in md
+    assert "`min_rto` 200ms vs 10ms" in md
+    # the per-study run recorded its profile
+    sweep = json.loads((out / "fa-dctcp" / "linux" / "sweep.json").read_text())
+    assert sweep["spec"]["base"]["tcp"]["profile"] == "linux"
+    # a rerun resumes: nothing left to compute
+    r2 = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r2.returncode == 0, r2.stderr
+    assert "0 computed" in r2.stderr or "30 already stored" in r2.stderr, r2.stderr
+
+
+def test_a_foreign_directory_is_refused(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "keep").write_text("mine")
+    assert main(["reproduce", "l2dct", "--quick", "--out", str(tmp_path / "x")]) == 2
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["keep"]
