@@ -1,4 +1,4 @@
-"""The papers' quantitative claims (SPEC.md, "Published claims"), checked against a sweep.
+"""The seed papers' quantitative claims (each with its paper and section), checked against a sweep.
 
 Each claim names the scheme labels and the scenario it needs. A claim is evaluated on the means
 across seeds and gets one verdict:
