@@ -11,6 +11,7 @@
 //! answered); the insertion-order queue holds at most `2 × capacity + 64` entries. A call's
 //! waiters hold at most one entry per distinct copy index (≤ 255).
 
+use std::collections::hash_map::Entry as Slot;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -51,7 +52,6 @@ struct Entry<W> {
     ts: u64,
     seen: [u64; 4],
     gen: u64,
-    born: Instant,
     resp: Resp<W>,
 }
 
@@ -88,7 +88,10 @@ pub(crate) struct DedupStats {
 #[derive(Debug)]
 pub(crate) struct Dedup<K, W> {
     map: HashMap<K, Entry<W>>,
-    order: VecDeque<(K, u64)>,
+    /// Ids in registration order with their generation and registration time: whether the
+    /// oldest id is due is decided here, without touching the map (one map access per
+    /// eviction, none while nothing is due).
+    order: VecDeque<(K, u64, Instant)>,
     cap: usize,
     ttl: Duration,
     next_gen: u64,
@@ -126,37 +129,34 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
         self.stats
     }
 
-    fn push_order(&mut self, key: K) -> u64 {
-        self.next_gen += 1;
-        let gen = self.next_gen;
-        self.order.push_back((key, gen));
+    fn push_order(&mut self, key: K, gen: u64, now: Instant) {
+        self.order.push_back((key, gen, now));
         if self.order.len() > 2 * self.cap + 64 {
             // Drop stale entries (ids re-queued by `complete`): amortised O(1).
             let map = &self.map;
             self.order
-                .retain(|(k, g)| map.get(k).is_some_and(|e| e.gen == *g) || *g == gen);
+                .retain(|(k, g, _)| map.get(k).is_some_and(|e| e.gen == *g) || *g == gen);
         }
-        gen
     }
 
     /// Forgets ids older than the TTL, and the oldest ids while more than `cap` are held.
     pub(crate) fn expire(&mut self, now: Instant) {
-        while let Some(&(k, gen)) = self.order.front() {
-            let Some(e) = self.map.get(&k) else {
-                self.order.pop_front();
-                continue;
-            };
-            if e.gen != gen {
-                self.order.pop_front();
-                continue;
-            }
-            let old = now.saturating_duration_since(e.born) > self.ttl;
+        while let Some(&(k, gen, born)) = self.order.front() {
+            let old = now.saturating_duration_since(born) > self.ttl;
             let full = self.map.len() > self.cap;
             if !old && !full {
                 break;
             }
             self.order.pop_front();
-            let e = self.map.remove(&k).expect("present");
+            // A queue entry whose id is gone or was re-queued since (a later generation) is
+            // stale: skip it.
+            let Slot::Occupied(slot) = self.map.entry(k) else {
+                continue;
+            };
+            if slot.get().gen != gen {
+                continue;
+            }
+            let e = slot.remove();
             if e.distinct() < u32::from(e.copies) {
                 self.stats.evictions += 1;
             }
@@ -187,7 +187,36 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
         now: Instant,
     ) -> Seen {
         self.expire(now);
-        if let Some(e) = self.map.get_mut(&key) {
+        let slot = match self.map.entry(key) {
+            Slot::Occupied(slot) => slot,
+            Slot::Vacant(slot) => {
+                if guard && self.horizon > 0 && ts <= self.horizon {
+                    return Seen::Stale;
+                }
+                let resp = if call {
+                    Resp::Pending(waiter.into_iter().collect())
+                } else {
+                    Resp::Flow
+                };
+                self.next_gen += 1;
+                let gen = self.next_gen;
+                let mut e = Entry {
+                    copies,
+                    digest,
+                    ts,
+                    seen: [0; 4],
+                    gen,
+                    resp,
+                };
+                e.mark(copy);
+                slot.insert(e);
+                self.push_order(key, gen, now);
+                self.expire(now);
+                return Seen::New;
+            }
+        };
+        {
+            let e = slot.into_mut();
             if e.digest != digest {
                 self.stats.conflicts += 1;
                 return Seen::Conflict;
@@ -206,30 +235,8 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
                 }
                 Resp::Done(b) => Some(b.clone()),
             };
-            return Seen::Dup { cached, repeat };
+            Seen::Dup { cached, repeat }
         }
-        if guard && self.horizon > 0 && ts <= self.horizon {
-            return Seen::Stale;
-        }
-        let resp = if call {
-            Resp::Pending(waiter.into_iter().collect())
-        } else {
-            Resp::Flow
-        };
-        let gen = self.push_order(key);
-        let mut e = Entry {
-            copies,
-            digest,
-            ts,
-            seen: [0; 4],
-            gen,
-            born: now,
-            resp,
-        };
-        e.mark(copy);
-        self.map.insert(key, e);
-        self.expire(now);
-        Seen::New
     }
 
     /// Records a call's response; returns who waits for it (nothing if the call was
@@ -242,11 +249,10 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
             Resp::Pending(w) => w,
             _ => Vec::new(),
         };
-        e.born = now;
-        let gen = self.push_order(key);
-        if let Some(e) = self.map.get_mut(&key) {
-            e.gen = gen;
-        }
+        self.next_gen += 1;
+        let gen = self.next_gen;
+        e.gen = gen;
+        self.push_order(key, gen, now);
         waiters
     }
 }
