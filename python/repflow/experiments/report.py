@@ -270,6 +270,10 @@ def _render(
         [label, json.dumps(ov, sort_keys=True)] for label, ov in (spec.get("schemes") or {}).items()
     ]
     base_cfg = _base_view(loaded.example_config, spec)
+    # Only the claims of the scenarios this spec measures; the others belong to other studies
+    # (`repflow reproduce` sets every claim of every study in one report).
+    scenarios = set((spec.get("extra") or {}).get("claims", []))
+    claims = [c for c in claims if c.claim.scenario in scenarios]
     ctab = claims_table(claims)
     otab = overhead_table(agg, order, labels)
     by_w: dict[str, list[Figure]] = {}
@@ -280,6 +284,8 @@ def _render(
     for c in claims:
         verdict_counts[c.verdict] = verdict_counts.get(c.verdict, 0) + 1
     verdict_line = ", ".join(f"{n} {v}" for v, n in verdict_counts.items())
+    if not claims:
+        verdict_line = "This spec declares no claim scenario ([experiment] claims)"
     notes = (
         "FCT statistics exclude unfinished flows (counted in the tables). Means are means of "
         "the per-seed means; ± in the tables is one standard deviation across seeds; error "
