@@ -49,8 +49,14 @@ pub struct Topology {
     pub host_group: Vec<u32>,
     /// The ToR (first switch) of every host.
     pub host_tor: Vec<u32>,
-    /// `dist[dst_host * n_nodes + node]`: hop count from `node` to `dst_host`.
+    /// Distance rows: `dist[row * n_nodes + node]`, one row per destination ToR when every
+    /// host hangs off one switch (`rows_per_tor`: the row holds the hop count to that ToR),
+    /// else one row per destination host.
     dist: Vec<u8>,
+    /// The distance row of every host.
+    dst_row: Vec<u32>,
+    /// Rows are per destination ToR (distance to a host = distance to its ToR + 1).
+    rows_per_tor: bool,
     /// Per-switch salt of the ECMP hash.
     salt: Vec<u64>,
     /// Hash used by ECMP.
@@ -229,7 +235,14 @@ impl Topology {
 
     /// Hop count from `node` to host `dst`.
     pub fn distance(&self, node: u32, dst: u32) -> u8 {
-        self.dist[dst as usize * self.nodes.len() + node as usize]
+        let d = self.dist[self.dst_row[dst as usize] as usize * self.nodes.len() + node as usize];
+        if !self.rows_per_tor {
+            d
+        } else if node == dst {
+            0
+        } else {
+            d.saturating_add(1)
+        }
     }
 
     /// The equal-cost next-hop links from `node` towards host `dst`, in port order.
@@ -386,14 +399,41 @@ impl Builder {
             out_links[l.from as usize].push(i as u32);
             in_links[l.to as usize].push(i as u32);
         }
-        // BFS from every host over reversed links: dist[dst][node].
-        let mut dist = vec![u8::MAX; n_hosts * n];
+        // Every shortest path to a single-homed host ends at its ToR: then one distance row
+        // per ToR serves all its hosts (k/2 times fewer rows and searches in a fat-tree).
+        let single_homed = (0..n_hosts).all(|h| {
+            let t = self.host_tor[h];
+            out_links[h].len() == 1
+                && in_links[h].len() == 1
+                && self.links[out_links[h][0] as usize].to == t
+                && self.links[in_links[h][0] as usize].from == t
+        });
+        let (sources, dst_row): (Vec<u32>, Vec<u32>) = if single_homed {
+            let mut slot = vec![u32::MAX; n];
+            let mut tors = Vec::new();
+            let rows = self
+                .host_tor
+                .iter()
+                .map(|&t| {
+                    if slot[t as usize] == u32::MAX {
+                        slot[t as usize] = tors.len() as u32;
+                        tors.push(t);
+                    }
+                    slot[t as usize]
+                })
+                .collect();
+            (tors, rows)
+        } else {
+            ((0..n_hosts as u32).collect(), (0..n_hosts as u32).collect())
+        };
+        // BFS from every row's source (host or ToR) over reversed links.
+        let mut dist = vec![u8::MAX; sources.len() * n];
         let mut queue = VecDeque::new();
-        for dst in 0..n_hosts {
-            let row = &mut dist[dst * n..(dst + 1) * n];
-            row[dst] = 0;
+        for (r, &src) in sources.iter().enumerate() {
+            let row = &mut dist[r * n..(r + 1) * n];
+            row[src as usize] = 0;
             queue.clear();
-            queue.push_back(dst as u32);
+            queue.push_back(src);
             while let Some(v) = queue.pop_front() {
                 let dv = row[v as usize];
                 for &l in &in_links[v as usize] {
@@ -419,6 +459,8 @@ impl Builder {
             host_group: self.host_group,
             host_tor: self.host_tor,
             dist,
+            dst_row,
+            rows_per_tor: single_homed,
             salt,
             hash,
         }
@@ -587,5 +629,60 @@ mod tests {
         let t = Topology::build(&cfg, HashKind::Crc32, 3);
         assert_eq!(t.n_hosts, 6);
         assert_eq!(t.ecmp_group(t.host_tor[0], 5).count(), 2);
+    }
+
+    /// Hop counts by a search from the destination host itself (what the per-ToR rows must
+    /// reproduce): hosts other than the destination do not forward.
+    fn naive_distance(t: &Topology, dst: u32) -> Vec<u8> {
+        let mut d = vec![u8::MAX; t.n_nodes()];
+        d[dst as usize] = 0;
+        let mut q = VecDeque::from([dst]);
+        while let Some(v) = q.pop_front() {
+            for l in &t.links {
+                if l.to == v && d[l.from as usize] == u8::MAX {
+                    d[l.from as usize] = d[v as usize] + 1;
+                    if t.tier(l.from) > 0 {
+                        q.push_back(l.from);
+                    }
+                }
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn per_tor_distance_rows_equal_a_search_from_every_host() {
+        let kinds = [
+            TopologyConfig {
+                k: 4,
+                ..TopologyConfig::default()
+            },
+            TopologyConfig {
+                kind: TopologyKind::Toy,
+                ..TopologyConfig::default()
+            },
+            TopologyConfig {
+                kind: TopologyKind::LeafSpine,
+                leaves: 3,
+                spines: 2,
+                hosts_per_leaf: 2,
+                ..TopologyConfig::default()
+            },
+            TopologyConfig {
+                kind: TopologyKind::Star,
+                hosts: 5,
+                ..TopologyConfig::default()
+            },
+        ];
+        for cfg in kinds {
+            let t = Topology::build(&cfg, HashKind::Default, 1);
+            assert!(t.rows_per_tor, "{:?}", cfg.kind);
+            for dst in 0..t.n_hosts as u32 {
+                let want = naive_distance(&t, dst);
+                for node in 0..t.n_nodes() as u32 {
+                    assert_eq!(t.distance(node, dst), want[node as usize], "{:?}", cfg.kind);
+                }
+            }
+        }
     }
 }
