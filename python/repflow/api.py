@@ -49,6 +49,24 @@ def record_schema() -> pa.Schema:
     return pa.record_batch(_core().record_schema()).schema
 
 
+#: Record columns counted by the simulator's TCP (loss recovery); runs over real sockets
+#: (library, testbed) cannot see them and record -1.
+TCP_COUNTER_COLUMNS = (
+    "retransmissions",
+    "timeouts",
+    "fast_retransmits",
+    "timeout_retransmits",
+    "data_timeouts",
+    "syn_timeouts",
+    "spurious_retransmissions",
+)
+
+
+def unmeasured_tcp_counters(n: int) -> dict[str, np.ndarray]:
+    """-1 for every TCP counter column of ``n`` records (runs over real sockets)."""
+    return {c: np.full(n, -1, dtype=np.int64) for c in TCP_COUNTER_COLUMNS}
+
+
 def record_columns() -> tuple[str, ...]:
     """Column order of the per-flow records (shared with real-network runs)."""
     return tuple(record_schema().names)

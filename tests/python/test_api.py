@@ -11,7 +11,13 @@ import pandas as pd
 import pytest
 import repflow
 from repflow import runio
-from repflow.api import RECORD_COLUMNS, RECORD_DTYPES, SimResult, records_frame
+from repflow.api import (
+    RECORD_COLUMNS,
+    RECORD_DTYPES,
+    TCP_COUNTER_COLUMNS,
+    SimResult,
+    records_frame,
+)
 from repflow.errors import UserError
 
 
@@ -27,7 +33,7 @@ def _fake_result(n: int = 5) -> SimResult:
         "finish": (start + fct).tolist(), "fct": fct.tolist(), "ideal_fct": [1e-4] * n,
         "slowdown": (fct / 1e-4).tolist(), "copies": [2] * n,
         "winner": [-1 if math.isnan(f) else 0 for f in fct], "bytes_sent": [10**6] * n,
-        "retransmissions": [0] * n, "timeouts": [0] * n,
+        **{c: [0] * n for c in TCP_COUNTER_COLUMNS},
     }  # fmt: skip
     summary = {"bins": [{"bin": "all", "count": n, "finished": n - 1, "fct_mean": float("nan")}],
                "overhead": 0.01, "unfinished": 1}  # fmt: skip

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from repflow.api import TCP_COUNTER_COLUMNS
 from repflow.cli import main
 from repflow.cli.model import parse_loads
 from repflow.errors import UserError
@@ -88,7 +89,7 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, ms
 # ---------------------------------------------------------------- overlay (synthetic runs)
 SYNTHETIC_NOTE = "synthetic test data: not a simulation"
 COLUMNS = ["id", "src", "dst", "size", "start", "finish", "fct", "ideal_fct", "slowdown",
-           "copies", "winner", "bytes_sent", "retransmissions", "timeouts"]  # fmt: skip
+           "copies", "winner", "bytes_sent", *TCP_COUNTER_COLUMNS]  # fmt: skip
 
 
 def _write_run(d: Path, scheme: str, load: float, seed: int, workload: str = "websearch"):
@@ -103,7 +104,7 @@ def _write_run(d: Path, scheme: str, load: float, seed: int, workload: str = "we
         "id": np.arange(n), "src": 0, "dst": 1, "size": size, "start": 0.0,
         "finish": ideal * slow, "fct": ideal * slow, "ideal_fct": ideal, "slowdown": slow,
         "copies": 2 if scheme == "repflow" else 1, "winner": 0, "bytes_sent": size,
-        "retransmissions": 0, "timeouts": 0,
+        **{c: 0 for c in TCP_COUNTER_COLUMNS},
     })[COLUMNS]  # fmt: skip
     d.mkdir(parents=True)
     df.to_parquet(d / "flows.parquet")

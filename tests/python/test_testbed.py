@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from repflow.api import TCP_COUNTER_COLUMNS
 from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.topology import fat_tree, port_name, toy
@@ -364,7 +365,7 @@ def test_merge_marks_failed_and_unfinished_flows_with_reasons(tmp_path):
         "id": [0, 1, 2], "src": 0, "dst": 1, "size": [10, 20, 30], "start": [0.1, 0.2, 0.3],
         "finish": [0.2, np.nan, np.nan], "fct": [0.1, np.nan, np.nan], "ideal_fct": 0.05,
         "slowdown": [2.0, np.nan, np.nan], "copies": [1, 0, 0], "winner": [0, -1, -1],
-        "bytes_sent": [10, 0, 0], "retransmissions": -1, "timeouts": -1,
+        "bytes_sent": [10, 0, 0], **{c: -1 for c in TCP_COUNTER_COLUMNS},
     })  # fmt: skip
     d = write_run(tmp_path / "h0", df, {"counters": {}})
     (d / "errors.json").write_text(json.dumps({

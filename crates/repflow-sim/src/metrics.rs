@@ -37,8 +37,21 @@ pub struct FlowRecord {
     pub bytes_sent: u64,
     /// Data segments retransmitted, all copies.
     pub retransmissions: u64,
-    /// Retransmission timeouts, all copies.
+    /// Retransmission timeouts, all copies (`data_timeouts + syn_timeouts`).
     pub timeouts: u64,
+    /// Retransmissions by loss recovery on duplicate ACKs (fast retransmit, and NewReno's or
+    /// SACK's further holes), all copies.
+    pub fast_retransmits: u64,
+    /// Retransmissions after a timeout (the first unacknowledged segment and the go-back-N
+    /// resends behind it), all copies.
+    pub timeout_retransmits: u64,
+    /// Timeouts with data outstanding, all copies.
+    pub data_timeouts: u64,
+    /// Timeouts of the handshake (SYN or SYN-ACK resent), all copies.
+    pub syn_timeouts: u64,
+    /// Data segments that reached a receiver that already held them: retransmissions that
+    /// were not needed (what DSACK would tell a sender), all copies.
+    pub spurious_retransmissions: u64,
 }
 
 /// The type of one record column.
@@ -92,6 +105,14 @@ pub fn record_columns(records: &[FlowRecord]) -> Vec<(&'static str, Column)> {
         ("bytes_sent", int(|r| r.bytes_sent as i64)),
         ("retransmissions", int(|r| r.retransmissions as i64)),
         ("timeouts", int(|r| r.timeouts as i64)),
+        ("fast_retransmits", int(|r| r.fast_retransmits as i64)),
+        ("timeout_retransmits", int(|r| r.timeout_retransmits as i64)),
+        ("data_timeouts", int(|r| r.data_timeouts as i64)),
+        ("syn_timeouts", int(|r| r.syn_timeouts as i64)),
+        (
+            "spurious_retransmissions",
+            int(|r| r.spurious_retransmissions as i64),
+        ),
     ]
 }
 
@@ -324,6 +345,11 @@ mod tests {
             bytes_sent: 3000,
             retransmissions: 1,
             timeouts: 0,
+            fast_retransmits: 1,
+            timeout_retransmits: 0,
+            data_timeouts: 0,
+            syn_timeouts: 0,
+            spurious_retransmissions: 0,
         };
         let cols = record_columns(std::slice::from_ref(&r));
         let schema = record_schema();

@@ -417,7 +417,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     if first_error:
         print(f"  first error: {first_error}")
     if args.out:
-        from repflow.api import RECORD_COLUMNS
+        from repflow.api import RECORD_COLUMNS, unmeasured_tcp_counters
         from repflow.runio import write_run
 
         start = np.array([r[1] for r in rows])
@@ -427,7 +427,7 @@ def cmd_send(args: argparse.Namespace) -> int:
             "start": start, "finish": start + fct, "fct": fct, "ideal_fct": ideal,
             "slowdown": fct / ideal, "copies": [r[3] for r in rows],
             "winner": [r[4] for r in rows], "bytes_sent": [r[5] for r in rows],
-            "retransmissions": -1, "timeouts": -1,
+            **unmeasured_tcp_counters(len(rows)),
         })[list(RECORD_COLUMNS)]  # fmt: skip
         extra = sum(size * max(0, r[3] - 1) for r in rows)
         meta = _meta(args, "send", {"size": size, "count": args.count, "to": args.to,

@@ -254,10 +254,11 @@ def load_records(
 ) -> pd.DataFrame:
     """Turns ``Client.run_load`` output into records with the simulator's columns.
 
-    ``ideal_fct = size·8 / link_rate + base_rtt``; ``retransmissions`` and ``timeouts`` are
-    −1 (not measured on real sockets); ``src``/``dst`` are host indices (0 when unknown).
+    ``ideal_fct = size·8 / link_rate + base_rtt``; the TCP counter columns (retransmissions,
+    timeouts, …) are −1 (not measured on real sockets); ``src``/``dst`` are host indices
+    (0 when unknown).
     """
-    from repflow.api import RECORD_COLUMNS
+    from repflow.api import RECORD_COLUMNS, unmeasured_tcp_counters
 
     idx = np.asarray(raw["index"], dtype=np.int64)
     size = sched.size[idx]
@@ -279,8 +280,7 @@ def load_records(
             "copies": np.asarray(raw["copies"], dtype=np.int64),
             "winner": np.asarray(raw["winner"], dtype=np.int64),
             "bytes_sent": np.asarray(raw["bytes_sent"], dtype=np.int64),
-            "retransmissions": np.full(len(idx), -1, dtype=np.int64),
-            "timeouts": np.full(len(idx), -1, dtype=np.int64),
+            **unmeasured_tcp_counters(len(idx)),
         }
     )
     return df[list(RECORD_COLUMNS)]

@@ -1,7 +1,7 @@
 //! What a run hands back: per-flow records (with each flow's ideal FCT), per-connection
 //! records, per-link statistics and the run's counters and summary.
 
-use super::World;
+use super::{Conn, World};
 use crate::config::Config;
 use crate::engine::Time;
 use crate::ideal::{ideal_fct, Hop};
@@ -107,6 +107,7 @@ impl World<'_> {
                     None => (f64::NAN, f64::NAN),
                 };
                 let ideal_s = secs(ideal);
+                let sum = |f: fn(&Conn) -> u64| conns.iter().map(f).sum::<u64>();
                 FlowRecord {
                     id: f.spec.id,
                     src: f.spec.src,
@@ -120,8 +121,13 @@ impl World<'_> {
                     copies: f.copies as u32,
                     winner: f.winner,
                     bytes_sent: conns.iter().map(|c| c.wire_bytes).sum(),
-                    retransmissions: conns.iter().map(|c| c.snd.stats.retransmissions).sum(),
-                    timeouts: conns.iter().map(|c| c.snd.stats.timeouts).sum(),
+                    retransmissions: sum(|c| c.snd.stats.retransmissions),
+                    timeouts: sum(|c| c.snd.stats.timeouts),
+                    fast_retransmits: sum(|c| c.snd.stats.fast_retransmits),
+                    timeout_retransmits: sum(|c| c.snd.stats.timeout_retransmits),
+                    data_timeouts: sum(|c| c.snd.stats.timeouts - c.snd.stats.syn_timeouts),
+                    syn_timeouts: sum(|c| c.snd.stats.syn_timeouts),
+                    spurious_retransmissions: sum(|c| c.rcv.duplicate_segments),
                 }
             })
             .collect()
