@@ -1,0 +1,208 @@
+"""Differential validation against reference simulators: the scenarios, their traces, and
+the figures compared (docs/validation.md).
+
+    python3 validation/refs.py traces                      # write the traces (fixtures)
+    python3 validation/refs.py htsim --binary PATH         # run htsim's driver on every trace
+    python3 validation/refs.py compare                     # our figures beside the fixtures
+
+The reference simulators are built from their public sources outside this repository
+(`validation/htsim/build.sh`); only their results are committed, under
+`tests/fixtures/refs/<scenario>/`, with `provenance.json`. The CI test
+(`tests/python/test_validation.py`) replays every trace in this simulator and checks the
+figures against those fixtures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "refs"
+SHORT_MAX = 100_000  # bytes: the papers' (0, 100 KB] bin
+HTSIM_SEEDS = tuple(range(1, 9))
+OUR_SEEDS = tuple(range(1, 11))
+
+#: Our TCP set to what htsim's TcpSrc does (sim/tcp.cpp): 10-packet initial window, slow-start
+#: threshold 100 packets, minimum RTO 250 ms, initial RTO 3 s, a SYN exchange first, an ACK per
+#: packet, no receive-window cap, NewReno without SACK. Packets are 1,500 bytes on the wire in
+#: both (htsim counts them as payload; here 1,460 + 40 B headers: 2.7 % more packets per flow).
+TCP = {
+    "mss": 1460, "header": 40, "init_cwnd": 10, "initial_ssthresh": 100, "min_rto": "250ms",
+    "initial_rto": "3s", "max_window": "none", "handshake": True, "delayed_ack": False,
+    "sack": False,
+}  # fmt: skip
+
+
+def _incast() -> list[tuple[int, int, int, int]]:
+    """k = 4: ten rounds, 10 ms apart, of 15 senders × 80 KB to host 0, beside two 20 MB flows
+    into host 0 from t = 0."""
+    flows = [(4, 0, 20_000_000, 0), (8, 0, 20_000_000, 0)]
+    for r in range(10):
+        t = (r + 1) * 10_000_000_000  # ps
+        flows += [(s, 0, 80_000, t) for s in range(1, 16)]
+    return flows
+
+
+def _permutation() -> list[tuple[int, int, int, int]]:
+    """k = 4: a random derangement of the 16 hosts, 5 MB each, starts within the first 100 µs."""
+    rng = np.random.default_rng(7)
+    while True:
+        perm = rng.permutation(16)
+        if all(perm[i] != i for i in range(16)):
+            break
+    starts = rng.integers(0, 100_000_000, 16)  # ps
+    return [(i, int(perm[i]), 5_000_000, int(starts[i])) for i in range(16)]
+
+
+def _websearch() -> list[tuple[int, int, int, int]]:
+    """k = 8, 10 Gb/s: the flows this simulator draws for web search at load 0.5 over 10 ms
+    (seed 1), as a fixed trace."""
+    from repflow import api
+
+    r = api.simulate({
+        "seed": 1, "topology": {"kind": "fat-tree", "k": 8, "link_rate": "10Gbps",
+                                "link_delay": "1us"},
+        "workload": {"cdf": "websearch", "load": 0.5, "duration": "10ms", "drain": "1ms"},
+    })  # fmt: skip
+    f = r.flows.sort_values("id")
+    return [(int(a), int(b), int(s), round(t * 1e12))
+            for a, b, s, t in zip(f.src, f.dst, f["size"], f.start, strict=True)]  # fmt: skip
+
+
+#: name → (fat-tree k, trace builder).
+SCENARIOS = {"incast-k4": (4, _incast), "permutation-k4": (4, _permutation),
+             "websearch-k8": (8, _websearch)}  # fmt: skip
+NETWORK = {"link_rate": "10Gbps", "link_delay": "1us", "queue_packets": 100}
+
+
+def read_trace(name: str) -> list[tuple[int, int, int, int]]:
+    """The committed trace of a scenario: (src, dst, size bytes, start ps) per flow."""
+    rows = (FIXTURES / name / "trace.txt").read_text().split("\n")
+    return [tuple(int(x) for x in line.split()) for line in rows if line.strip()]  # type: ignore[misc]
+
+
+def our_config(name: str, seed: int) -> dict[str, Any]:
+    """The configuration that replays scenario ``name`` in this simulator."""
+    k, _ = SCENARIOS[name]
+    rows = sorted(read_trace(name), key=lambda r: r[3])  # this simulator wants start order
+    trace = [{"src": s, "dst": d, "size": z, "start": f"{t}ps"} for s, d, z, t in rows]
+    return {
+        "seed": seed,
+        "topology": {"kind": "fat-tree", "k": k, "link_rate": NETWORK["link_rate"],
+                     "link_delay": NETWORK["link_delay"]},
+        # htsim's queues hold bytes (100 × 1,500 B), so a 40-byte ACK takes 40 bytes of room,
+        # not a packet's.
+        "queue": {"limit_bytes": NETWORK["queue_packets"] * 1500, "host_limit_packets": 0},
+        "tcp": dict(TCP),
+        "workload": {"trace": trace, "drain": "20s"},
+    }  # fmt: skip
+
+
+def figures(size: np.ndarray, fct: np.ndarray, timeouts: np.ndarray, drops: float) -> dict:
+    """The compared figures of one run."""
+    done = np.isfinite(fct) & (fct >= 0)
+    short = done & (size <= SHORT_MAX)
+    large = done & (size > SHORT_MAX)
+    return {
+        "flows": int(len(size)),
+        "unfinished": int((~done).sum()),
+        "short_mean": float(np.mean(fct[short])) if short.any() else float("nan"),
+        "short_p99": float(np.quantile(fct[short], 0.99)) if short.any() else float("nan"),
+        "large_mean": float(np.mean(fct[large])) if large.any() else float("nan"),
+        "drops": float(drops),
+        "flows_with_timeout": int((timeouts > 0).sum()),
+    }
+
+
+def ours(name: str, seed: int) -> dict:
+    """Our figures for one seed (the seed moves ECMP's hash salt, i.e. the paths)."""
+    from repflow import api
+
+    r = api.simulate(our_config(name, seed))
+    f = r.flows.sort_values("id")
+    return figures(f["size"].to_numpy(), f.fct.to_numpy(), f.timeouts.to_numpy(),
+                   r.metadata["counters"]["drops"])  # fmt: skip
+
+
+def htsim_figures(name: str) -> list[dict]:
+    """The reference's figures, one per stored seed."""
+    out = []
+    for seed in HTSIM_SEEDS:
+        f = pd.read_csv(FIXTURES / name / f"htsim-seed{seed}.csv")
+        out.append(figures(f["size"].to_numpy(), f.fct.to_numpy(), f.timeouts.to_numpy(),
+                           f.drops.sum()))  # fmt: skip
+    return out
+
+
+def cmd_traces(_: argparse.Namespace) -> None:
+    for name, (_, build) in SCENARIOS.items():
+        d = FIXTURES / name
+        d.mkdir(parents=True, exist_ok=True)
+        rows = build()
+        (d / "trace.txt").write_text("".join(f"{s} {t} {z} {a}\n" for s, t, z, a in rows))
+        print(f"{name}: {len(rows)} flows")
+
+
+def cmd_htsim(args: argparse.Namespace) -> None:
+    binary = Path(args.binary).resolve()
+    for name, (k, _) in SCENARIOS.items():
+        d = FIXTURES / name
+        runs = []
+        for seed in HTSIM_SEEDS:
+            cmd = [str(binary), "-k", str(k), "-gbps", "10", "-link_us", "1", "-queue_pkts",
+                   str(NETWORK["queue_packets"]), "-trace", "trace.txt", "-out",
+                   f"htsim-seed{seed}.csv", "-seed", str(seed), "-scan_us", "10",
+                   "-end_ms", "20000"]  # fmt: skip
+            subprocess.run(cmd, cwd=d, check=True, stdout=subprocess.DEVNULL)
+            runs.append(" ".join([binary.name, *cmd[1:]]))
+        prov = {
+            "reference": "htsim (github.com/Broadcom/csg-htsim)",
+            "commit": args.commit,
+            "build": "make -C sim; bash validation/htsim/build.sh <checkout> (g++ -O2)",
+            "driver": "validation/htsim/trace_tcp.cpp",
+            "commands (run in this directory)": runs,
+            "network": {**NETWORK, "k": k, "queue": "htsim RandomQueue (drops 10 % of arrivals "
+                        "in the last 3 packets of the buffer, every arrival beyond it); hosts: "
+                        "FairPriorityQueue"},  # fmt: skip
+            "tcp": "htsim TcpSrc defaults: IW 10 packets, ssthresh 100 packets, min RTO 250 ms "
+                   "(hard-coded), initial RTO 3 s, SYN first, ACK per packet (40 B), 1,500-byte "
+                   "packets, NewReno-style recovery without SACK; RTO checked every 10 µs",
+            "paths": "uniformly random equal-cost path per flow (and per ACK stream), seeded",
+        }  # fmt: skip
+        (d / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
+        print(f"{name}: htsim done")
+
+
+def cmd_compare(_: argparse.Namespace) -> None:
+    for name in SCENARIOS:
+        ref = pd.DataFrame(htsim_figures(name))
+        me = pd.DataFrame([ours(name, s) for s in OUR_SEEDS])
+        print(f"== {name}")
+        print(pd.DataFrame({"htsim mean": ref.mean(), "htsim min": ref.min(),
+                            "htsim max": ref.max(), "ours mean": me.mean(), "ours min": me.min(),
+                            "ours max": me.max()}).to_string())  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("traces").set_defaults(func=cmd_traces)
+    h = sub.add_parser("htsim")
+    h.add_argument("--binary", required=True)
+    h.add_argument("--commit", default="unknown")
+    h.set_defaults(func=cmd_htsim)
+    sub.add_parser("compare").set_defaults(func=cmd_compare)
+    args = p.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
