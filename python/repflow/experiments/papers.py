@@ -61,10 +61,9 @@ PAPERS: tuple[Paper, ...] = (
             Study(
                 "repflow-paper-quick",
                 "repflow-paper",
-                "ns2",
-                "§V ran ns-3 of 2014; until the ns-3 profile of that release is built, ns-2.35's "
-                "stock TCP stands in for a simulator left at its defaults (200 ms minimum RTO, "
-                "seconds of initial RTO, small windows)",
+                "ns3-2014",
+                "§V ran ns-3 (2014): ns-3.19's TCP defaults, except the initial window, which "
+                "the spec takes from the paper (12 packets in §III, '12KB' in §V)",
                 "repflow-ns3",
             ),
             Study(

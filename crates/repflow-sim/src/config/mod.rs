@@ -326,6 +326,24 @@ mod tests {
     }
 
     #[test]
+    fn the_ns3_2014_profile_is_ns3_19s_tcp() {
+        let c = Config::from_json(r#"{"tcp": {"profile": "ns3-2014"}}"#).unwrap();
+        c.validate().unwrap();
+        let t = &c.tcp;
+        assert_eq!(t.profile, TcpProfile::Ns3Of2014);
+        assert_eq!(
+            (t.mss, t.init_cwnd, t.initial_ssthresh),
+            (536, 1, Some(122))
+        );
+        assert_eq!(t.min_rto, Duration(200_000_000_000));
+        assert!(t.delayed_ack && !t.sack);
+        assert_eq!(t.max_window, Some(crate::units::Bytes(65_535)));
+        // the name reads back
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(text.contains("\"ns3-2014\""), "{text}");
+    }
+
+    #[test]
     fn the_ns2_profile_is_ns2_35s_stock_one_way_tcp() {
         let c = Config::from_json(r#"{"tcp": {"profile": "ns2"}}"#).unwrap();
         c.validate().unwrap();

@@ -164,11 +164,18 @@ pub enum TcpProfile {
     /// initial ssthresh), 200 ms minimum RTO, 3 s initial RTO, 60 s maximum, an ACK per
     /// segment, NewReno without SACK.
     Ns2,
+    /// ns-3.19's TCP (December 2013, the release of the RepFlow paper's time; `TcpSocket`,
+    /// `TcpSocketBase`, `RttEstimator` and `TcpNewReno` attributes): 536-byte segments, IW 1,
+    /// a 65,535-byte slow-start threshold and window (no window scaling), 200 ms minimum RTO,
+    /// a 3 s handshake timeout, delayed ACKs (200 ms, every second segment), NewReno without
+    /// SACK.
+    #[serde(rename = "ns3-2014")]
+    Ns3Of2014,
 }
 
 impl TcpProfile {
     /// Every profile's name.
-    pub const NAMES: &'static [&'static str] = &["dc", "linux", "ns2"];
+    pub const NAMES: &'static [&'static str] = &["dc", "linux", "ns2", "ns3-2014"];
 }
 
 /// TCP parameters.
@@ -262,6 +269,33 @@ impl TcpConfig {
                 max_window: Some(Bytes(20_000)),
                 // TcpAgent::reset sets ssthresh_ to the window (max_ssthresh_ 0: no cap).
                 initial_ssthresh: Some(20),
+                sack: false,
+            },
+            TcpProfile::Ns3Of2014 => TcpConfig {
+                profile,
+                // TcpSocket::SegmentSize; IPv4 + TCP headers without options.
+                mss: 536,
+                header: 40,
+                // TcpSocket::InitialCwnd (segments).
+                init_cwnd: 1,
+                // RttEstimator::MinRTO.
+                min_rto: ms(200),
+                // The backoff's cap is RttEstimator::MaxMultiplier = 64 times the RTO.
+                max_rto: ms(64 * 200),
+                // TcpSocket::ConnTimeout (the handshake's timer; the data timer before a
+                // sample, RttEstimator::InitialEstimation, is 1 s).
+                initial_rto: ms(3000),
+                rto_backoff: 2.0,
+                handshake: true,
+                // TcpSocket::DelAckCount 2, DelAckTimeout 0.2 s.
+                delayed_ack: true,
+                delayed_ack_timeout: ms(200),
+                // TcpNewReno::ReTxThreshold.
+                dupack_threshold: 3,
+                // TcpSocketBase::MaxWindowSize (no window scaling in ns-3.19).
+                max_window: Some(Bytes(65_535)),
+                // TcpSocket::SlowStartThreshold 0xffff bytes, in 536-byte segments.
+                initial_ssthresh: Some(65_535 / 536),
                 sack: false,
             },
         }
