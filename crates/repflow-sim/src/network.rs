@@ -151,7 +151,8 @@ impl Topology {
             TopologyKind::FatTree => {
                 let k = cfg.k as usize;
                 let half = k / 2;
-                let n_hosts = k * k * k / 4;
+                let hpe = cfg.fat_tree_hosts_per_edge() as usize;
+                let n_hosts = k * half * hpe;
                 b.hosts(n_hosts);
                 let edge0 = b.switches(k * half, 1);
                 let agg0 = b.switches(k * half, 2);
@@ -159,8 +160,8 @@ impl Topology {
                 for p in 0..k {
                     for e in 0..half {
                         let edge = edge0 + p * half + e;
-                        for h in 0..half {
-                            let host = (p * half + e) * half + h;
+                        for h in 0..hpe {
+                            let host = (p * half + e) * hpe + h;
                             b.link(host, edge, host_rate, d);
                             b.host_group[host] = p as u32;
                             b.host_tor[host] = edge as u32;
@@ -683,6 +684,33 @@ mod tests {
                     assert_eq!(t.distance(node, dst), want[node as usize], "{:?}", cfg.kind);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn oversubscribed_fat_tree_has_hosts_per_edge_hosts_under_each_edge() {
+        let cfg = TopologyConfig {
+            k: 8,
+            hosts_per_edge: Some(10),
+            ..TopologyConfig::default()
+        };
+        let t = Topology::build(&cfg, HashKind::Default, 1);
+        assert_eq!(t.n_hosts, 8 * 4 * 10);
+        assert_eq!(cfg.host_count() as usize, t.n_hosts);
+        // ten hosts share each edge switch, and the edges keep k/2 uplinks
+        let per_tor = t.host_tor.iter().filter(|&&e| e == t.host_tor[0]).count();
+        assert_eq!(per_tor, 10);
+        assert_eq!(t.ecmp_group(t.host_tor[0], 319).count(), 4);
+        // every host reaches every other one
+        for dst in [1u32, 9, 10, 39, 40, 319] {
+            let p = t.path(FiveTuple {
+                src: 0,
+                dst,
+                sport: 7,
+                dport: 5001,
+                proto: 6,
+            });
+            assert_eq!(t.links[*p.links().last().unwrap() as usize].to, dst);
         }
     }
 }

@@ -104,7 +104,8 @@ def host_count(resolved: dict[str, Any]) -> int:
     t = resolved.get("topology", {})
     kind = t.get("kind")
     if kind == "fat-tree":
-        hosts = t["k"] ** 3 // 4
+        per_edge = t.get("hosts_per_edge") or t["k"] // 2
+        hosts = t["k"] * (t["k"] // 2) * per_edge
     elif kind == "leaf-spine":
         hosts = t["leaves"] * t["hosts_per_leaf"]
     elif kind == "star":

@@ -93,6 +93,14 @@ impl Config {
                         format!("fat-tree arity at most 64 is supported, got {}", t.k),
                     ));
                 }
+                if let Some(h) = t.hosts_per_edge {
+                    if !(1..=256).contains(&h) {
+                        return Err(ConfigError::new(
+                            "topology.hosts_per_edge",
+                            format!("hosts per edge switch must be 1–256 (unset: k/2), got {h}"),
+                        ));
+                    }
+                }
             }
             TopologyKind::LeafSpine => {
                 for (name, v) in [
@@ -360,6 +368,9 @@ mod tests {
     fn errors_name_the_field() {
         let e = Config::from_json(r#"{"topology": {"k": 5}}"#).unwrap_err();
         assert_eq!(e.field, "topology.k");
+        let e = Config::from_json(r#"{"topology": {"hosts_per_edge": 0}}"#).unwrap_err();
+        assert_eq!(e.field, "topology.hosts_per_edge");
+        assert!(e.message.contains("1–256"), "{e}");
         let e = Config::from_json(r#"{"topology": {"kind": "torus"}}"#).unwrap_err();
         assert_eq!(e.field, "topology.kind");
         assert!(e.message.contains("fat-tree"), "{e}");

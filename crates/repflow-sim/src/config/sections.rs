@@ -27,6 +27,9 @@ pub struct TopologyConfig {
     pub kind: TopologyKind,
     /// Fat-tree arity (even, ≥ 4).
     pub k: u32,
+    /// Fat-tree: hosts under each edge switch (unset: k/2, the full-bisection fat-tree; more
+    /// hosts oversubscribe the edge's k/2 uplinks).
+    pub hosts_per_edge: Option<u32>,
     /// Leaf-spine: number of leaves.
     pub leaves: u32,
     /// Leaf-spine: number of spines.
@@ -44,10 +47,15 @@ pub struct TopologyConfig {
 }
 
 impl TopologyConfig {
+    /// Hosts under each fat-tree edge switch (`hosts_per_edge`, or k/2).
+    pub fn fat_tree_hosts_per_edge(&self) -> u32 {
+        self.hosts_per_edge.unwrap_or(self.k / 2)
+    }
+
     /// Number of hosts the topology has.
     pub fn host_count(&self) -> u32 {
         match self.kind {
-            TopologyKind::FatTree => self.k * self.k * self.k / 4,
+            TopologyKind::FatTree => self.k * (self.k / 2) * self.fat_tree_hosts_per_edge(),
             TopologyKind::LeafSpine => self.leaves * self.hosts_per_leaf,
             TopologyKind::Star => self.hosts,
             TopologyKind::Toy => 4,
@@ -60,6 +68,7 @@ impl Default for TopologyConfig {
         TopologyConfig {
             kind: TopologyKind::FatTree,
             k: 8,
+            hosts_per_edge: None,
             leaves: 4,
             spines: 4,
             hosts_per_leaf: 8,
