@@ -150,6 +150,20 @@ def test_bench_smoke_json(capsys):
     assert report["repeat"] == 3 and len(report["runs"]) == 3
 
 
+def test_bench_scenarios_grow_the_network(capsys):
+    import json
+
+    argv = ["bench", "--scenario", "k16", "--duration", "20us", "--json", "--quiet",
+            "--repeat", "1"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["scenario"] == "k16" and report["hosts"] == 1024
+    assert report["memory_per_host_bytes"] >= 0 and report["connections"] >= 0
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--scenario", "k99"])
+    assert exc.value.code == 2 and "k32" in capsys.readouterr().err
+
+
 def test_bench_repeat_reports_the_median_run_and_every_run(capsys):
     import json
 

@@ -33,16 +33,37 @@ TARGET_PEAK_MEMORY_BYTES = 2**30
 
 SCENARIO = "bench-A"
 
+#: Scenarios: name → (fat-tree k, link rate, default arrival period). All: 1 µs per link,
+#: 100-packet DropTail, TCP, web search at load 0.5. bench-A is the reference scenario; the
+#: others measure how the per-hop cost holds as the network grows (1,024 and 8,192 hosts).
+SCENARIOS: dict[str, tuple[int, str, str]] = {
+    "bench-A": (8, "10Gbps", "50ms"),
+    "k16": (16, "10Gbps", "5ms"),
+    "k16-1g": (16, "1Gbps", "20ms"),
+    "k32": (32, "10Gbps", "1ms"),
+    "k32-1g": (32, "1Gbps", "5ms"),
+}
 
-def bench_config(seed: int = 1, duration: str = "50ms") -> dict[str, Any]:
-    """The bench-A configuration (everything not named here is the schema default)."""
+
+def describe(scenario: str) -> str:
+    """One line saying what a scenario is."""
+    k, rate, _ = SCENARIOS[scenario]
+    return (f"{k}-pod fat-tree ({k ** 3 // 4:,} hosts), {rate.replace('Gbps', ' Gb/s')}, 1 us/link, "
+            "100-packet DropTail, TCP, web search at load 0.5")  # fmt: skip
+
+
+def bench_config(
+    seed: int = 1, duration: str | None = None, scenario: str = SCENARIO
+) -> dict[str, Any]:
+    """The configuration of a scenario (everything not named here is the schema default)."""
+    k, rate, default_duration = SCENARIOS[scenario]
     return {
         "seed": seed,
-        "topology": {"kind": "fat-tree", "k": 8, "link_rate": "10Gbps", "link_delay": "1us"},
+        "topology": {"kind": "fat-tree", "k": k, "link_rate": rate, "link_delay": "1us"},
         "queue": {"limit_packets": 100},
         "routing": {"hash": "default"},
         "tcp": {},
-        "workload": {"cdf": "websearch", "load": 0.5, "duration": duration},
+        "workload": {"cdf": "websearch", "load": 0.5, "duration": duration or default_duration},
         "scheme": {"name": "tcp"},
     }
 
@@ -59,9 +80,13 @@ def register(subparsers: Any) -> None:
             "memory next to the htsim reference and the target."
         ),
     )
+    p.add_argument("--scenario", choices=list(SCENARIOS), default=SCENARIO,
+                   help="bench-A (k = 8, the reference), or k16 / k32 at 10 Gb/s and -1g at "
+                        "1 Gb/s: how the per-hop cost holds with 1,024 and 8,192 hosts")
     p.add_argument("--seed", type=int, default=1, help="master seed (default 1)")
-    p.add_argument("--duration", default="50ms", metavar="TIME",
-                   help="arrival period (default 50ms)")
+    p.add_argument("--duration", default=None, metavar="TIME",
+                   help="arrival period (default: the scenario's: 50ms for bench-A, 5ms k16, "
+                        "20ms k16-1g, 1ms k32, 5ms k32-1g)")
     p.add_argument("--repeat", type=int, default=3, metavar="N",
                    help="run N times, each in a fresh process, and report the median run "
                         "with the best and every run (default 3: one run's speed moves with "
@@ -256,13 +281,13 @@ def run_bench(args: argparse.Namespace) -> int:
     """Handler of ``repflow bench``."""
     if args.repeat < 1:
         raise UserError(f"bench --repeat: must be at least 1 run (got {args.repeat})")
-    config = bench_config(args.seed, args.duration)
+    config = bench_config(args.seed, args.duration, args.scenario)
     cpu = choose_cpu(args.cpu)
     show_bar = not args.quiet and sys.stderr.isatty()
     results = []
     for i in range(args.repeat):
         if args.repeat > 1 and not args.quiet:
-            print(f"bench-A run {i + 1} of {args.repeat}", file=sys.stderr, flush=True)
+            print(f"{args.scenario} run {i + 1} of {args.repeat}", file=sys.stderr, flush=True)
         results.append(measure(config, progress=show_bar, cpu=cpu))
     runs = [_speed(r) for r in results]
     if len({hops for _, hops, _ in runs}) > 1:
@@ -279,7 +304,7 @@ def run_bench(args: argparse.Namespace) -> int:
     per_cpu = [h / res["cpu_seconds"] for (_, h, _), res in zip(runs, results, strict=True)
                if res.get("cpu_seconds")]  # fmt: skip
     report = {
-        "scenario": SCENARIO,
+        "scenario": args.scenario,
         "seed": args.seed,
         "repeat": args.repeat,
         "cpu": cpu,
@@ -305,6 +330,12 @@ def run_bench(args: argparse.Namespace) -> int:
         "baseline_memory_bytes": r["baseline_rss_bytes"],
         "sim_time_s": c.get("sim_time"),
         "drops": c.get("drops"),
+        "hosts": SCENARIOS[args.scenario][0] ** 3 // 4,
+        "connections": c.get("connections"),
+        "memory_per_host_bytes": (r["peak_rss_bytes"] - r["baseline_rss_bytes"])
+        / (SCENARIOS[args.scenario][0] ** 3 // 4),
+        "memory_per_connection_bytes": (r["peak_rss_bytes"] - r["baseline_rss_bytes"])
+        / max(1, c.get("connections") or 0),
         "reference": {"htsim_packet_hops_per_sec": HTSIM_PACKET_HOPS_PER_SEC},
         "target": {"packet_hops_per_sec": TARGET_PACKET_HOPS_PER_SEC,
                    "peak_memory_bytes": TARGET_PEAK_MEMORY_BYTES},
@@ -315,8 +346,8 @@ def run_bench(args: argparse.Namespace) -> int:
     mib = 2**20
     median_note = f" median of {args.repeat}" if args.repeat > 1 else ""
     print(
-        f"{SCENARIO}: 8-pod fat-tree (128 hosts), 10 Gb/s, 1 us/link, 100-packet DropTail, TCP, "
-        f"web search at load 0.5, {report['duration']} of arrivals then drain, seed {args.seed}"
+        f"{args.scenario}: {describe(args.scenario)}, {report['duration']} of arrivals then "
+        f"drain, seed {args.seed}"
     )
     print(f"  runs pinned to CPU {cpu}" if cpu is not None else "  runs not pinned to a CPU")
     rows = [
@@ -325,12 +356,16 @@ def run_bench(args: argparse.Namespace) -> int:
         ("simulated packet-hops", _fmt(hops)),
         ("simulated time", f"{(report['sim_time_s'] or 0) * 1e3:.2f} ms"),
         ("wall time", f"{wall:.2f} s"),
-        ("packet-hops per second", f"{_fmt(hops_per_sec)}{median_note}   (htsim: "
-         f"{_fmt(HTSIM_PACKET_HOPS_PER_SEC)}, target >= {_fmt(TARGET_PACKET_HOPS_PER_SEC)}; "
-         f"{hops_per_sec / HTSIM_PACKET_HOPS_PER_SEC:.2f}x htsim)"),
+        ("packet-hops per second", f"{_fmt(hops_per_sec)}{median_note}" + (
+            f"   (htsim: {_fmt(HTSIM_PACKET_HOPS_PER_SEC)}, target >= "
+            f"{_fmt(TARGET_PACKET_HOPS_PER_SEC)}; {hops_per_sec / HTSIM_PACKET_HOPS_PER_SEC:.2f}x "
+            "htsim)" if args.scenario == SCENARIO else "")),
         ("events per second", _fmt(report["events_per_sec"])),
         ("peak memory (RSS)", f"{report['peak_memory_bytes'] / mib:.1f} MiB   (target <= 1024 "
          f"MiB; bare interpreter {report['baseline_memory_bytes'] / mib:.1f} MiB)"),
+        ("memory per host", f"{report['memory_per_host_bytes'] / 1024:.1f} KiB   (peak less the "
+         f"interpreter, over {report['hosts']:,} hosts; "
+         f"{report['memory_per_connection_bytes'] / 1024:.2f} KiB per connection opened)"),
     ]  # fmt: skip
     if args.repeat > 1:
         each = ", ".join(_fmt(x["packet_hops_per_sec"]) for x in report["runs"])
