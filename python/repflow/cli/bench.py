@@ -48,8 +48,11 @@ SCENARIOS: dict[str, tuple[int, str, str]] = {
 def describe(scenario: str) -> str:
     """One line saying what a scenario is."""
     k, rate, _ = SCENARIOS[scenario]
-    return (f"{k}-pod fat-tree ({k ** 3 // 4:,} hosts), {rate.replace('Gbps', ' Gb/s')}, 1 us/link, "
-            "100-packet DropTail, TCP, web search at load 0.5")  # fmt: skip
+    speed = rate.replace("Gbps", " Gb/s")
+    return (
+        f"{k}-pod fat-tree ({k**3 // 4:,} hosts), {speed}, 1 us/link, 100-packet DropTail, TCP, "
+        "web search at load 0.5"
+    )
 
 
 def bench_config(
