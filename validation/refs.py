@@ -77,15 +77,39 @@ def _websearch() -> list[tuple[int, int, int, int]]:
             for a, b, s, t in zip(f.src, f.dst, f["size"], f.start, strict=True)]  # fmt: skip
 
 
-#: name → (fat-tree k, trace builder).
+#: name → (fat-tree k, trace builder): the htsim scenarios.
 SCENARIOS = {"incast-k4": (4, _incast), "permutation-k4": (4, _permutation),
              "websearch-k8": (8, _websearch)}  # fmt: skip
+
+#: The ns-3 scenario: an incast on a star (one switch, 17 hosts: no ECMP, so both simulators
+#: route alike). Each seed's trace jitters the start times by up to 20 µs (uniform), which is
+#: what varies between seeds in both simulators.
+STAR_HOSTS = 17
+NS3_SEEDS = tuple(range(1, 9))
+
+
+def star_trace(seed: int) -> list[tuple[int, int, int, int]]:
+    """Ten rounds, 10 ms apart, of 16 senders × 80 KB into host 0, beside two 20 MB flows from
+    hosts 1 and 2; starts jittered by up to 20 µs (seeded)."""
+    rng = np.random.default_rng(1000 + seed)
+    flows = [(1, 0, 20_000_000, 0), (2, 0, 20_000_000, 0)]
+    for r in range(10):
+        t = (r + 1) * 10_000_000_000
+        flows += [(s, 0, 80_000, t) for s in range(1, STAR_HOSTS)]
+    return sorted(((a, b, z, t + int(rng.integers(0, 20_000_000))) for a, b, z, t in flows),
+                  key=lambda f: f[3])  # fmt: skip
+
+
+#: Our TCP set to the ns-3 driver's (validation/ns3/trace-tcp.cc): NewReno with classic
+#: recovery, no SACK, IW 10, ssthresh 100 segments, 250 ms minimum RTO, 3 s handshake timer,
+#: an ACK per segment; ns-3 adds 2 bytes of PPP header per packet (42 B against 40 here).
+NS3_TCP = {**TCP}
 NETWORK = {"link_rate": "10Gbps", "link_delay": "1us", "queue_packets": 100}
 
 
-def read_trace(name: str) -> list[tuple[int, int, int, int]]:
+def read_trace(name: str, file: str = "trace.txt") -> list[tuple[int, int, int, int]]:
     """The committed trace of a scenario: (src, dst, size bytes, start ps) per flow."""
-    rows = (FIXTURES / name / "trace.txt").read_text().split("\n")
+    rows = (FIXTURES / name / file).read_text().split("\n")
     return [tuple(int(x) for x in line.split()) for line in rows if line.strip()]  # type: ignore[misc]
 
 
@@ -130,6 +154,41 @@ def ours(name: str, seed: int) -> dict:
     f = r.flows.sort_values("id")
     return figures(f["size"].to_numpy(), f.fct.to_numpy(), f.timeouts.to_numpy(),
                    r.metadata["counters"]["drops"])  # fmt: skip
+
+
+def star_config(seed: int) -> dict[str, Any]:
+    """The configuration that replays the star incast of ``seed`` in this simulator (queues in
+    packets, as ns-3's DropTailQueue counts them)."""
+    rows = read_trace("incast-star", f"trace-seed{seed}.txt")
+    trace = [{"src": s, "dst": d, "size": z, "start": f"{t}ps"} for s, d, z, t in rows]
+    return {
+        "seed": seed,
+        "topology": {"kind": "star", "hosts": STAR_HOSTS, "link_rate": NETWORK["link_rate"],
+                     "link_delay": NETWORK["link_delay"]},
+        "queue": {"limit_packets": NETWORK["queue_packets"], "host_limit_packets": 0},
+        "tcp": dict(NS3_TCP),
+        "workload": {"trace": trace, "drain": "20s"},
+    }  # fmt: skip
+
+
+def ours_star(seed: int) -> dict:
+    """Our figures for one seed of the star incast."""
+    from repflow import api
+
+    r = api.simulate(star_config(seed))
+    f = r.flows.sort_values("id")
+    return figures(f["size"].to_numpy(), f.fct.to_numpy(), f.timeouts.to_numpy(),
+                   r.metadata["counters"]["drops"])  # fmt: skip
+
+
+def ns3_figures() -> list[dict]:
+    """ns-3's figures for the star incast, one per stored seed."""
+    out = []
+    for seed in NS3_SEEDS:
+        f = pd.read_csv(FIXTURES / "incast-star" / f"ns3-seed{seed}.csv")
+        out.append(figures(f["size"].to_numpy(), f.fct.to_numpy(), f.timeouts.to_numpy(),
+                           f.drops.sum()))  # fmt: skip
+    return out
 
 
 def htsim_figures(name: str) -> list[dict]:
@@ -181,6 +240,45 @@ def cmd_htsim(args: argparse.Namespace) -> None:
         print(f"{name}: htsim done")
 
 
+def cmd_star_traces(_: argparse.Namespace) -> None:
+    d = FIXTURES / "incast-star"
+    d.mkdir(parents=True, exist_ok=True)
+    for seed in NS3_SEEDS:
+        rows = star_trace(seed)
+        text = "".join(f"{a} {b} {z} {t}\n" for a, b, z, t in rows)
+        (d / f"trace-seed{seed}.txt").write_text(text)
+    print(f"incast-star: {len(NS3_SEEDS)} traces")
+
+
+def cmd_ns3(args: argparse.Namespace) -> None:
+    binary = Path(args.binary).resolve()
+    d = FIXTURES / "incast-star"
+    runs = []
+    for seed in NS3_SEEDS:
+        cmd = [str(binary), f"--hosts={STAR_HOSTS}", f"--trace=trace-seed{seed}.txt",
+               f"--out=ns3-seed{seed}.csv", "--gbps=10", "--linkUs=1",
+               f"--queuePkts={NETWORK['queue_packets']}", "--minRtoMs=250",
+               f"--seed={seed}"]  # fmt: skip
+        subprocess.run(cmd, cwd=d, check=True, stdout=subprocess.DEVNULL)
+        runs.append(" ".join([binary.name, *cmd[1:]]))
+    prov = {
+        "reference": "ns-3 (github.com/nsnam/ns-3-dev-git)",
+        "commit": args.commit,
+        "build": "bash validation/ns3/build.sh <checkout> (cmake, ninja, release profile)",
+        "driver": "validation/ns3/trace-tcp.cc (built as scratch/repflow-trace-tcp.cc)",
+        "commands (run in this directory)": runs,
+        "network": {**NETWORK, "topology": f"star, {STAR_HOSTS} hosts on one switch",
+                    "queue": "DropTailQueue 100 packets at the switch's ports (packet mode), "
+                    "100,000 at hosts, traffic-control qdiscs removed"},  # fmt: skip
+        "tcp": "TcpNewReno + TcpClassicRecovery, SegmentSize 1460, InitialCwnd 10, "
+               "InitialSlowStartThreshold 146000 B, DelAckCount 1, ConnTimeout 3 s, MinRto 250 ms, "
+               "ClockGranularity 1 us, no SACK, no timestamps, no limited transmit, 1 GB buffers",
+        "timeouts": "entries into CA_LOSS (a handshake timeout is not counted)",
+    }  # fmt: skip
+    (d / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
+    print("incast-star: ns-3 done")
+
+
 def cmd_compare(_: argparse.Namespace) -> None:
     for name in SCENARIOS:
         ref = pd.DataFrame(htsim_figures(name))
@@ -188,6 +286,13 @@ def cmd_compare(_: argparse.Namespace) -> None:
         print(f"== {name}")
         print(pd.DataFrame({"htsim mean": ref.mean(), "htsim min": ref.min(),
                             "htsim max": ref.max(), "ours mean": me.mean(), "ours min": me.min(),
+                            "ours max": me.max()}).to_string())  # fmt: skip
+    if (FIXTURES / "incast-star" / f"ns3-seed{NS3_SEEDS[0]}.csv").is_file():
+        ref = pd.DataFrame(ns3_figures())
+        me = pd.DataFrame([ours_star(s) for s in NS3_SEEDS])
+        print("== incast-star (ns-3)")
+        print(pd.DataFrame({"ns3 mean": ref.mean(), "ns3 min": ref.min(), "ns3 max": ref.max(),
+                            "ours mean": me.mean(), "ours min": me.min(),
                             "ours max": me.max()}).to_string())  # fmt: skip
 
 
@@ -200,6 +305,11 @@ def main() -> None:
     h.add_argument("--commit", default="unknown")
     h.set_defaults(func=cmd_htsim)
     sub.add_parser("compare").set_defaults(func=cmd_compare)
+    sub.add_parser("star-traces").set_defaults(func=cmd_star_traces)
+    n = sub.add_parser("ns3")
+    n.add_argument("--binary", required=True)
+    n.add_argument("--commit", default="unknown")
+    n.set_defaults(func=cmd_ns3)
     args = p.parse_args()
     args.func(args)
 
