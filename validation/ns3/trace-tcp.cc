@@ -231,6 +231,13 @@ main(int argc, char* argv[])
         }
         counted += dev->GetObject<PointToPointNetDevice>()->GetQueue()->GetTotalDroppedPackets();
     }
+    if (!g_switchQueues.empty())
+    {
+        auto q0 = g_switchQueues[0];
+        std::cerr << "switch port to host 0: max size " << q0->GetMaxSize() << ", received "
+                  << q0->GetTotalReceivedPackets() << ", dropped "
+                  << q0->GetTotalDroppedPackets() << "\n";
+    }
     std::cerr << "drops traced " << g_drops << ", counted by the queues " << counted
               << ", devices with a qdisc " << withQdisc << " (drops " << qdisc << "), ip "
               << g_ipDrops << ", mac " << g_macDrops << "\n";
