@@ -1,6 +1,7 @@
-"""Differential validation against htsim (docs/validation.md): every committed trace is
-replayed in this simulator with TCP set to what htsim's does, and its figures are compared with
-htsim's results stored as fixtures (tests/fixtures/refs/, with provenance).
+"""Differential validation against htsim and ns-3 (docs/validation.md): every committed trace
+is replayed in this simulator with TCP set to what the reference's does, and its figures are
+compared with the reference's results stored as fixtures (tests/fixtures/refs/, with
+provenance): htsim on three fat-tree traces, ns-3 on an incast on a star.
 
 Tolerance, per figure: the difference between the two simulators' means over seeds (the seed
 picks the ECMP paths: a hash salt here, a random path choice in htsim) must not exceed the mean
@@ -28,6 +29,13 @@ METRICS = ("short_mean", "short_p99", "large_mean", "drops", "flows_with_timeout
 
 
 @pytest.fixture(scope="module")
+def star() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return pd.DataFrame(refs.ns3_figures()), pd.DataFrame(
+        [refs.ours_star(s) for s in refs.NS3_SEEDS]
+    )
+
+
+@pytest.fixture(scope="module")
 def results() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     out = {}
     for name in refs.SCENARIOS:
@@ -37,6 +45,19 @@ def results() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     return out
 
 
+@pytest.mark.parametrize("metric", METRICS)
+def test_the_star_incast_agrees_with_ns3_within_the_seed_spread(star, metric):
+    ref, ours = star
+    assert (ref["unfinished"] == 0).all() and (ours["unfinished"] == 0).all()
+    a, b = ref[metric], ours[metric]
+    diff = abs(a.mean() - b.mean())
+    spread = ((a.max() - a.min()) + (b.max() - b.min())) / 2
+    assert diff <= spread, (
+        f"incast-star {metric}: ns-3 {a.mean():.6g} (range {a.min():.6g}–{a.max():.6g}), "
+        f"ours {b.mean():.6g} (range {b.min():.6g}–{b.max():.6g})"
+    )
+
+
 def test_fixtures_carry_their_provenance():
     for name in refs.SCENARIOS:
         d = refs.FIXTURES / name
@@ -44,6 +65,10 @@ def test_fixtures_carry_their_provenance():
         assert "csg-htsim" in prov and "trace_tcp" in prov and "commit" in prov
         for seed in refs.HTSIM_SEEDS:
             assert (d / f"htsim-seed{seed}.csv").is_file()
+    prov = (refs.FIXTURES / "incast-star" / "provenance.json").read_text()
+    assert "ns-3" in prov and "trace-tcp.cc" in prov and "commit" in prov
+    for seed in refs.NS3_SEEDS:
+        assert (refs.FIXTURES / "incast-star" / f"ns3-seed{seed}.csv").is_file()
 
 
 @pytest.mark.parametrize("name", list(refs.SCENARIOS))
