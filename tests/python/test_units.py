@@ -90,3 +90,14 @@ def test_sweep_estimate_reads_rates_in_every_spelling():
     other = {**base, "topology": {**base["topology"], "link_rate": "10Gb/s"}}
     assert offered_gigabytes(base) > 0
     assert offered_gigabytes(other) == offered_gigabytes(base)
+
+
+def test_sweep_estimate_follows_packets_not_bytes():
+    from repflow.config_io import validate
+    from repflow.experiments.sweep import estimate_seconds
+
+    base = {"topology": {"kind": "fat-tree", "k": 4}, "workload": {"load": 0.5}}
+    dc = estimate_seconds(validate(base))
+    ns3 = estimate_seconds(validate({**base, "tcp": {"profile": "ns3-2014"}}))
+    # 536 + 40 bytes per packet against the calibration's 1,460 + 40: 2.6 times the packets
+    assert ns3 / dc == pytest.approx(1500 / 576)

@@ -32,6 +32,9 @@ SCHEME_COST = {"pfabric": 2.0}
 #: Larger networks cost more per byte (bigger working set): measured ~2× from 128 to 1,024
 #: hosts, modelled as (hosts / 128) ** (1/3).
 SIZE_EXPONENT = 1.0 / 3.0
+#: The per-byte figures above were measured with 1,500-byte packets (1,460 + 40): the cost
+#: follows packets, so smaller segments (ns-3's 536, ns-2's 1,000) cost proportionally more.
+CALIBRATION_PACKET_BYTES = 1500
 
 
 @dataclass
@@ -133,7 +136,10 @@ def estimate_seconds(resolved: dict[str, Any]) -> float:
     scale = (max(host_count(resolved), 1) / 128) ** SIZE_EXPONENT
     scheme = (resolved.get("scheme") or {}).get("name")
     cost = SCHEME_COST.get(str(scheme), 1.0)
-    return offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB * scale * cost
+    tcp = resolved.get("tcp") or {}
+    packet = int(tcp.get("mss", 1460)) + int(tcp.get("header", 40))
+    per_packet = CALIBRATION_PACKET_BYTES / max(packet, 1)
+    return offered_gigabytes(resolved) * SECONDS_PER_OFFERED_GB * scale * cost * per_packet
 
 
 def _validate(config: dict[str, Any]) -> dict[str, Any]:
