@@ -49,4 +49,14 @@ fn main() {
         "overhead {:.4} unfinished {}",
         out.summary.overhead, out.summary.unfinished
     );
+    let sum = |f: fn(&repflow_sim::FlowRecord) -> u64| out.records.iter().map(f).sum::<u64>();
+    println!(
+        "retransmissions {} (fast retransmit {}, timeout {}, fast detection {}, aggressive timer {}), timeouts {}",
+        sum(|r| r.retransmissions),
+        sum(|r| r.fast_retransmits),
+        sum(|r| r.timeout_retransmits),
+        sum(|r| r.detect_retransmits),
+        sum(|r| r.atimer_retransmits),
+        sum(|r| r.timeouts)
+    );
 }

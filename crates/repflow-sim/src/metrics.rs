@@ -52,6 +52,11 @@ pub struct FlowRecord {
     /// Data segments that reached a receiver that already held them: retransmissions that
     /// were not needed (what DSACK would tell a sender), all copies.
     pub spurious_retransmissions: u64,
+    /// MPTCP-L: retransmissions of segments the receiver reported lost by a Packet Sequence
+    /// gap ("fast detection"), all subflows (0 for other schemes).
+    pub detect_retransmits: u64,
+    /// MPTCP-L: retransmissions by the aggressive timer, all subflows (0 for other schemes).
+    pub atimer_retransmits: u64,
 }
 
 /// The type of one record column.
@@ -113,6 +118,8 @@ pub fn record_columns(records: &[FlowRecord]) -> Vec<(&'static str, Column)> {
             "spurious_retransmissions",
             int(|r| r.spurious_retransmissions as i64),
         ),
+        ("detect_retransmits", int(|r| r.detect_retransmits as i64)),
+        ("atimer_retransmits", int(|r| r.atimer_retransmits as i64)),
     ]
 }
 
@@ -350,6 +357,8 @@ mod tests {
             data_timeouts: 0,
             syn_timeouts: 0,
             spurious_retransmissions: 0,
+            detect_retransmits: 0,
+            atimer_retransmits: 0,
         };
         let cols = record_columns(std::slice::from_ref(&r));
         let schema = record_schema();

@@ -10,12 +10,16 @@
 //! `schemes!` registry below, and nothing else.
 
 mod dctcp;
+mod mptcp;
 mod pfabric;
 mod repflow;
 mod smartrep;
 mod tcp;
 
 pub use dctcp::{DctcpScheme, FaDctcpScheme, L2dctScheme, RepflowDctcpScheme};
+pub use mptcp::{
+    Coupling, Join, MptcpLScheme, MptcpScheme, MultipathPlan, SubflowPlan, MAX_SUBFLOWS,
+};
 pub use pfabric::{priority, PfabricScheme, PfabricTransport};
 pub use repflow::RepflowScheme;
 pub use smartrep::{
@@ -84,6 +88,8 @@ pub struct Parts {
     pub policy: Box<dyn ReplicationPolicy>,
     /// SmartRep's probe cache, for schemes that choose ports by probing paths.
     pub hca: Option<Hca>,
+    /// Multipath schemes: each flow is one connection of several subflows.
+    pub multipath: Option<MultipathPlan>,
 }
 
 impl Parts {
@@ -95,6 +101,7 @@ impl Parts {
             cc: Box::new(|_| Box::new(NewReno)),
             policy: Box::new(NoReplication),
             hca: None,
+            multipath: None,
         }
     }
 
@@ -227,6 +234,10 @@ schemes! {
     L2dct(L2dctScheme) = "l2dct",
     /// FA-DCTCP over DCTCP-style marking.
     FaDctcp(FaDctcpScheme) = "fa-dctcp",
+    /// Multipath TCP: subflows on their own ECMP paths, LIA coupling.
+    Mptcp(MptcpScheme) = "mptcp",
+    /// MPTCP-L: short flows' segments on two subflows with fast loss detection.
+    MptcpL(MptcpLScheme) = "mptcp-l",
 }
 
 impl Default for SchemeConfig {

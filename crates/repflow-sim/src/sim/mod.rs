@@ -11,13 +11,14 @@ use crate::packet::{kind, Packet};
 use crate::port::Port;
 use crate::replication::{CopySpec, FlowSpec, ReplicationPolicy};
 use crate::routes::{prefetch, Routes};
-use crate::scheme::{CcFactory, Context, PriorityFn};
+use crate::scheme::{CcFactory, Context, MultipathPlan, PriorityFn};
 use crate::transport::{Receiver, Sender, TcpParams};
 use crate::units::PS_PER_SEC;
 use crate::workload::Arrival;
 use std::time::Instant;
 use thiserror::Error;
 
+mod multipath;
 mod output;
 pub use output::{ConnRecord, RunOutput};
 
@@ -88,6 +89,8 @@ struct Conn {
     completed_at: Option<Time>,
     fwd: Path,
     rev: Path,
+    /// A subflow of a multipath connection ([`multipath`]).
+    multipath: bool,
 }
 
 struct FlowState {
@@ -97,7 +100,13 @@ struct FlowState {
     copies: u8,
     finish: Option<Time>,
     winner: i32,
+    /// Index of the flow's connection level in `World::mp` (multipath schemes), else
+    /// [`NO_MP`].
+    mp: u32,
 }
+
+/// `FlowState::mp` of a flow that is not multipath.
+const NO_MP: u32 = u32::MAX;
 
 struct World<'a> {
     cfg: &'a Config,
@@ -124,6 +133,8 @@ struct World<'a> {
     hca_ports: Vec<u16>,
     /// What the scheme built: congestion control, replication policy, probe state.
     scheme: SchemeParts,
+    /// Connection level of multipath flows.
+    mp: Vec<multipath::MpFlow>,
 }
 
 /// The parts of [`Parts`] the run keeps after building its ports and TCP parameters.
@@ -132,6 +143,7 @@ struct SchemeParts {
     policy: Box<dyn ReplicationPolicy>,
     hca: Option<Hca>,
     priority: Option<PriorityFn>,
+    multipath: Option<MultipathPlan>,
 }
 
 impl<'a> World<'a> {
@@ -189,7 +201,9 @@ impl<'a> World<'a> {
                 policy: parts.policy,
                 hca: parts.hca,
                 priority,
+                multipath: parts.multipath,
             },
+            mp: Vec::new(),
         };
         w.schedule_next_arrival();
         Ok(w)
@@ -216,6 +230,10 @@ impl<'a> World<'a> {
         let (src, dst, size) = (a.src, a.dst, a.size);
         let id = self.flows.len() as u64;
         let spec = FlowSpec { id, src, dst, size };
+        if self.scheme.multipath.is_some() {
+            self.start_mp_flow(spec);
+            return;
+        }
         self.copies_buf.clear();
         let paths = disjoint_paths(&self.topo, src, dst);
         self.scheme
@@ -237,6 +255,7 @@ impl<'a> World<'a> {
             copies: n as u8,
             finish: None,
             winner: -1,
+            mp: NO_MP,
         });
         for i in 0..n {
             let c = self.copies_buf[i];
@@ -264,6 +283,7 @@ impl<'a> World<'a> {
                 delack_at: None,
                 wire_bytes: 0,
                 completed_at: None,
+                multipath: false,
             });
             self.counters.connections += 1;
             if hca_wait == 0 {
@@ -354,7 +374,7 @@ impl<'a> World<'a> {
         self.out = out;
         let now = self.now;
         let c = &mut self.conns[conn_id as usize];
-        if let Some(d) = c.snd.rto_deadline {
+        if let Some(d) = c.snd.deadline() {
             if c.rto_at.is_none_or(|a| d < a) {
                 c.rto_at = Some(d.max(now));
                 self.q.push_timer(d.max(now), ev(EV_RTO, conn_id));
@@ -484,6 +504,11 @@ impl<'a> World<'a> {
         let now = self.now;
         let mut out = std::mem::take(&mut self.out);
         let c = &mut self.conns[conn_id as usize];
+        if c.multipath {
+            self.out = out;
+            self.mp_arrive(conn_id, &pkt, forward);
+            return true;
+        }
         if forward {
             let completed = c.rcv.on_packet(&tcp, &pkt, now, &mut out);
             self.out = out;
@@ -496,6 +521,33 @@ impl<'a> World<'a> {
         }
         self.flush(conn_id);
         true
+    }
+
+    /// A packet of a multipath subflow reached its end host.
+    #[cold]
+    #[inline(never)]
+    fn mp_arrive(&mut self, conn_id: u32, pkt: &Packet, forward: bool) {
+        let tcp = self.tcp;
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.out);
+        if forward {
+            let c = &mut self.conns[conn_id as usize];
+            c.rcv.on_packet(&tcp, pkt, now, &mut out);
+            self.out = out;
+            self.flush(conn_id);
+            self.mp_data(conn_id, pkt);
+        } else {
+            self.mp_couple(conn_id);
+            let c = &mut self.conns[conn_id as usize];
+            let una = c.snd.snd_una();
+            c.snd.on_packet(&tcp, pkt, c.rcv.sack_log(), now, &mut out);
+            if let Some((from, to)) = c.rcv.take_report(pkt.flags) {
+                c.snd.on_loss_report(&tcp, from, to, now, &mut out);
+            }
+            self.out = out;
+            self.flush(conn_id);
+            self.mp_acked(conn_id, una);
+        }
     }
 
     fn copy_completed(&mut self, conn_id: u32) {
@@ -532,7 +584,7 @@ impl<'a> World<'a> {
             return; // superseded
         }
         c.rto_at = None;
-        match c.snd.rto_deadline {
+        match c.snd.deadline() {
             None => {}
             Some(d) if d > now => {
                 c.rto_at = Some(d);
@@ -541,9 +593,14 @@ impl<'a> World<'a> {
             Some(_) => {
                 let tcp = self.tcp;
                 let mut out = std::mem::take(&mut self.out);
-                c.snd.on_timeout(&tcp, now, &mut out);
+                let timeouts = c.snd.stats.timeouts;
+                c.snd.on_timer(&tcp, now, &mut out);
+                let (multipath, timed_out) = (c.multipath, c.snd.stats.timeouts > timeouts);
                 self.out = out;
                 self.flush(conn_id);
+                if multipath && timed_out {
+                    self.mp_timed_out(conn_id);
+                }
             }
         }
     }

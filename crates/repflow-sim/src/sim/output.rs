@@ -128,6 +128,8 @@ impl World<'_> {
                     data_timeouts: sum(|c| c.snd.stats.timeouts - c.snd.stats.syn_timeouts),
                     syn_timeouts: sum(|c| c.snd.stats.syn_timeouts),
                     spurious_retransmissions: sum(|c| c.rcv.duplicate_segments),
+                    detect_retransmits: sum(|c| c.snd.stats.detect_retransmits),
+                    atimer_retransmits: sum(|c| c.snd.stats.atimer_retransmits),
                 }
             })
             .collect()
@@ -165,6 +167,20 @@ impl World<'_> {
             .flows
             .iter()
             .map(|f| {
+                if f.mp != super::NO_MP {
+                    // A multipath flow: payload beyond the flow's size is redundancy (MPTCP-L's
+                    // copies) or, for a lowest-RTT flow, retransmissions — counted as copies
+                    // only for a redundant flow.
+                    if f.copies < 2 || !self.mp_redundant(f.mp) {
+                        return 0;
+                    }
+                    let first = f.first_conn as usize;
+                    return self.conns[first..first + f.copies as usize]
+                        .iter()
+                        .map(|c| c.snd.stats.payload_bytes)
+                        .sum::<u64>()
+                        .saturating_sub(f.spec.size);
+                }
                 (0..f.copies as u32)
                     .filter(|&i| i as i32 != f.winner.max(0))
                     .map(|i| {

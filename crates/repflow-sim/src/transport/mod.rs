@@ -52,6 +52,22 @@ pub trait CongestionControl: Send {
     fn ssthresh_after_timeout(&mut self, w: &Window, flight: u32) -> u32 {
         self.ssthresh_after_loss(w, flight)
     }
+    /// A multipath connection's coupling before an ACK of one of its subflows: the sum of
+    /// its subflows' windows and RFC 6356's `alpha` (uncoupled algorithms ignore it).
+    fn couple(&mut self, total_cwnd: f64, alpha: f64) {
+        let _ = (total_cwnd, alpha);
+    }
+}
+
+/// Slow start's part of an ACK (RFC 3465, at most [`ABC_LIMIT`] per ACK, up to `ssthresh`):
+/// returns the acknowledged segments left for congestion avoidance.
+pub fn slow_start(w: &mut Window, acked: u32) -> u32 {
+    if w.cwnd >= w.ssthresh {
+        return acked;
+    }
+    let room = w.ssthresh - w.cwnd;
+    w.cwnd += acked.min(room).min(ABC_LIMIT);
+    acked - acked.min(room)
 }
 
 /// Reno/NewReno window growth: slow start adds one segment per segment acknowledged,
@@ -68,13 +84,7 @@ pub const ABC_LIMIT: u32 = 2;
 /// slow start adds the segments acknowledged (at most [`ABC_LIMIT`] per ACK) up to
 /// `ssthresh`; congestion avoidance adds one segment per window of acknowledged segments.
 pub fn reno_increase(w: &mut Window, acked: u32) {
-    let mut acked = acked;
-    if w.cwnd < w.ssthresh {
-        let room = w.ssthresh - w.cwnd;
-        let ss = acked.min(room).min(ABC_LIMIT);
-        w.cwnd += ss;
-        acked -= acked.min(room);
-    }
+    let acked = slow_start(w, acked);
     if acked > 0 {
         w.cwnd_cnt += acked;
         while w.cwnd_cnt >= w.cwnd {
@@ -112,7 +122,8 @@ pub struct SenderStats {
     pub wire_bytes: u64,
     /// Payload bytes sent, retransmissions included.
     pub payload_bytes: u64,
-    /// Data segments retransmitted (`fast_retransmits + timeout_retransmits`).
+    /// Data segments retransmitted (`fast_retransmits + timeout_retransmits +
+    /// detect_retransmits + atimer_retransmits`).
     pub retransmissions: u64,
     /// Retransmissions of loss recovery: fast retransmit on duplicate ACKs and NewReno's
     /// retransmission of the next hole on a partial ACK.
@@ -124,6 +135,11 @@ pub struct SenderStats {
     pub timeouts: u64,
     /// Timeouts of the handshake (SYN resent).
     pub syn_timeouts: u64,
+    /// MPTCP-L: retransmissions of segments the receiver reported lost by a gap in the
+    /// Packet Sequence numbers ("fast detection").
+    pub detect_retransmits: u64,
+    /// MPTCP-L: retransmissions by the aggressive timer (no window cut).
+    pub atimer_retransmits: u64,
 }
 
 /// Shared, per-run TCP parameters in simulator units.
@@ -159,6 +175,9 @@ pub struct TcpParams {
     pub sack: bool,
     /// Mark data packets ECN-capable.
     pub ecn: bool,
+    /// With `Some(k)`: the RTO is `k` smoothed RTTs (backed off on timeouts, capped by
+    /// `max_rto`, no `min_rto` floor), as MPTCP-L's simulations set it; `None`: RFC 6298.
+    pub rto_rtts: Option<f64>,
 }
 
 impl TcpParams {
@@ -183,6 +202,7 @@ impl TcpParams {
             initial_ssthresh: c.initial_ssthresh.unwrap_or(u32::MAX),
             sack: c.sack,
             ecn: false,
+            rto_rtts: None,
         }
     }
 
@@ -198,6 +218,7 @@ impl TcpParams {
     }
 }
 
+pub mod detect;
 mod receiver;
 mod sack;
 mod sender;

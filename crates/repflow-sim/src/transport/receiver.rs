@@ -1,6 +1,7 @@
 //! The receiving half of a TCP connection: cumulative ACKs, out-of-order segments,
 //! delayed ACKs and DCTCP's ECN echo.
 
+use super::detect::DetectReceiver;
 use super::TcpParams;
 use crate::engine::Time;
 use crate::packet::{flag, kind, Packet};
@@ -25,6 +26,8 @@ pub struct Receiver {
     /// [`super::Scoreboard`]); an ACK carries its length.
     log: Vec<u32>,
     sack: bool,
+    /// MPTCP-L: Packet Sequence tracking and loss reports.
+    detect: Option<Box<DetectReceiver>>,
 }
 
 impl Receiver {
@@ -42,7 +45,30 @@ impl Receiver {
             duplicate_segments: 0,
             log: Vec::new(),
             sack,
+            detect: None,
         }
+    }
+
+    /// The receiving end of a multipath subflow: it never completes by itself (the
+    /// connection does, when its data is all there); with `detect`, it reports MPTCP-L's
+    /// Packet Sequence gaps (and does without SACK).
+    pub fn new_subflow(sack: bool, detect: bool) -> Receiver {
+        let mut r = Receiver::new(u32::MAX, sack && !detect);
+        if detect {
+            r.detect = Some(Box::default());
+        }
+        r
+    }
+
+    /// The loss report an ACK with flag bits `flags` carried, as `from..to` Packet Sequence
+    /// numbers (MPTCP-L; `None` for other ACKs).
+    pub fn take_report(&mut self, flags: u8) -> Option<(u32, u32)> {
+        self.detect.as_mut().and_then(|d| d.take(flags))
+    }
+
+    /// MPTCP-L loss reports lost with their ACKs.
+    pub fn lost_reports(&self) -> u64 {
+        self.detect.as_ref().map_or(0, |d| d.lost_reports)
     }
 
     /// With SACK, the distinct data segments received in order of arrival (empty without).
@@ -69,6 +95,7 @@ impl Receiver {
     }
 
     fn ack(&mut self, conn: u32, p: &TcpParams, ts: Time, ece: bool, out: &mut Vec<Packet>) {
+        let report = self.detect.as_mut().map_or(0, |d| d.tag_ack());
         out.push(Packet {
             conn,
             // With SACK, the length of the receipt log (the cumulative ACK and the SACK
@@ -81,7 +108,7 @@ impl Receiver {
             ts,
             bytes: p.header as u16,
             kind: kind::ACK,
-            flags: if ece { flag::ECE } else { 0 },
+            flags: if ece { flag::ECE } else { 0 } | report,
             ..Packet::default()
         });
         self.pending = 0;
@@ -122,6 +149,10 @@ impl Receiver {
         }
         self.ce_pending = ce;
         let mut immediate = !p.delayed_ack;
+        if let Some(d) = self.detect.as_mut() {
+            // A Packet Sequence gap is reported in the next ACK, sent at once.
+            immediate |= d.on_data(pkt.flags);
+        }
         if self.sack && s >= self.rcv_nxt && !self.has(s) {
             self.log.push(s);
         }

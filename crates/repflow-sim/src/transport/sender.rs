@@ -1,6 +1,7 @@
 //! The sending half of a TCP connection: handshake, windowed transmission, NewReno loss
 //! recovery (RFC 5681, RFC 6582) and the retransmission timer (RFC 6298).
 
+use super::detect::{DetectParams, DetectSender};
 use super::{AckInfo, CongestionControl, Scoreboard, SenderState, SenderStats, TcpParams, Window};
 use crate::engine::Time;
 use crate::packet::{flag, kind, Packet};
@@ -33,6 +34,25 @@ pub struct Sender {
     /// With SACK: what the receiver holds, and the recovery's end (RFC 6675 RecoveryPoint).
     sack: Option<Box<Scoreboard>>,
     recovery_point: u32,
+    /// A multipath subflow: segments are assigned one at a time ([`Sender::assign`]), each
+    /// carrying the data-level segment in `dsn`; an idle subflow waits for more.
+    open: bool,
+    dsn: Vec<u32>,
+    /// MPTCP-L's Packet Sequence numbers and aggressive timer.
+    detect: Option<Box<DetectSender>>,
+}
+
+/// Why a segment is sent (for the retransmission counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    /// New data, or a timeout's go-back-N resend.
+    Window,
+    /// Loss recovery on duplicate ACKs.
+    Recovery,
+    /// A loss reported by a Packet Sequence gap.
+    Detect,
+    /// The aggressive timer.
+    ATimer,
 }
 
 impl Sender {
@@ -65,6 +85,171 @@ impl Sender {
                 .sack
                 .then(|| Box::new(Scoreboard::new(p.dupack_threshold))),
             recovery_point: 0,
+            open: false,
+            dsn: Vec::new(),
+            detect: None,
+        }
+    }
+
+    /// A subflow of a multipath connection carrying a flow of `flow_size` bytes: it starts
+    /// with no data and sends what [`Sender::assign`] gives it. With `detect`, it numbers its
+    /// packets for MPTCP-L's loss detection, runs the aggressive timer and leaves loss
+    /// recovery on duplicate ACKs (and SACK) to them.
+    pub fn new_subflow(
+        conn: u32,
+        flow_size: u64,
+        p: &TcpParams,
+        cc: Box<dyn CongestionControl>,
+        detect: Option<DetectParams>,
+    ) -> Sender {
+        let mut s = Sender::new(conn, flow_size, p, cc);
+        s.total = 0;
+        s.open = true;
+        if let Some(d) = detect {
+            s.detect = Some(Box::new(DetectSender::new(d)));
+            s.sack = None;
+        }
+        s
+    }
+
+    /// Gives a subflow data-level segment `dsn` to send after what it has.
+    pub fn assign(&mut self, dsn: u32) {
+        debug_assert!(self.open, "only subflows take assigned data");
+        self.dsn.push(dsn);
+        self.total += 1;
+    }
+
+    /// The data-level segment that subflow segment `seq` carries (`seq` itself for a plain
+    /// connection).
+    pub fn dsn(&self, seq: u32) -> u32 {
+        if self.open {
+            self.dsn[seq as usize]
+        } else {
+            seq
+        }
+    }
+
+    /// Whether the window has room for a segment not yet assigned: the subflow is
+    /// established and has sent everything assigned to it.
+    pub fn has_space(&self, p: &TcpParams) -> bool {
+        self.state == SenderState::Established
+            && self.snd_nxt >= self.total
+            && self.snd_nxt - self.snd_una < self.win.cwnd.min(p.max_window)
+    }
+
+    /// Smoothed RTT, once sampled.
+    pub fn srtt(&self) -> Option<Time> {
+        self.srtt
+    }
+
+    /// First unacknowledged segment.
+    pub fn snd_una(&self) -> u32 {
+        self.snd_una
+    }
+
+    /// Lets a coupled congestion control see its connection (see
+    /// [`CongestionControl::couple`]).
+    pub fn couple(&mut self, total_cwnd: f64, alpha: f64) {
+        self.cc.couple(total_cwnd, alpha);
+    }
+
+    /// The earliest timer deadline: the retransmission timer's or MPTCP-L's aggressive timer's.
+    #[inline]
+    pub fn deadline(&self) -> Option<Time> {
+        match &self.detect {
+            None => self.rto_deadline,
+            Some(d) => match (self.rto_deadline, d.atimer_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// A timer deadline passed (the caller checked `deadline() <= now`): the aggressive
+    /// timer's or the retransmission timer's.
+    pub fn on_timer(&mut self, p: &TcpParams, now: Time, out: &mut Vec<Packet>) {
+        let atimer_due = self
+            .detect
+            .as_ref()
+            .and_then(|d| d.atimer_at)
+            .is_some_and(|t| t <= now);
+        if atimer_due && self.rto_deadline.is_none_or(|r| r > now) {
+            self.on_atimer(p, now, out);
+        } else {
+            self.on_timeout(p, now, out);
+        }
+    }
+
+    /// MPTCP-L's aggressive timer: resend the first unacknowledged segment, keep the window.
+    fn on_atimer(&mut self, p: &TcpParams, now: Time, out: &mut Vec<Packet>) {
+        let una = self.snd_una;
+        let d = self.detect.as_mut().expect("an MPTCP-L subflow");
+        d.atimer_at = None;
+        if self.state != SenderState::Established || una >= self.snd_max {
+            return;
+        }
+        d.fired_at_una = Some(una);
+        self.send_segment(p, una, Cause::ATimer, now, out);
+    }
+
+    /// Arms the aggressive timer after progress (or a first transmission) while data is
+    /// outstanding; it fires once per stall.
+    /// `sent_to`: one past the segment just sent, if that is beyond `snd_max`.
+    fn arm_atimer(&mut self, now: Time, sent_to: u32) {
+        let (una, max, srtt) = (self.snd_una, self.snd_max.max(sent_to), self.srtt);
+        let Some(d) = self.detect.as_mut() else {
+            return;
+        };
+        if d.params.atimer_rtts <= 0.0 || una >= max || d.fired_at_una == Some(una) {
+            d.atimer_at = None;
+            return;
+        }
+        if let Some(srtt) = srtt {
+            d.atimer_at = Some(now + ((srtt as f64 * d.params.atimer_rtts) as Time).max(1));
+        }
+    }
+
+    /// MPTCP-L: the receiver reported the transmissions numbered `from..to` lost; resend the
+    /// segments they carried that are still unacknowledged.
+    pub fn on_loss_report(
+        &mut self,
+        p: &TcpParams,
+        from: u32,
+        to: u32,
+        now: Time,
+        out: &mut Vec<Packet>,
+    ) {
+        if self.state != SenderState::Established {
+            return;
+        }
+        let keep = self.detect_keep();
+        let Some(d) = self.detect.as_mut() else {
+            return;
+        };
+        d.expire(now, keep);
+        let mut lost = Vec::new();
+        d.lookup(from, to, &mut lost);
+        for seq in lost {
+            if seq < self.snd_una || seq >= self.snd_max {
+                continue;
+            }
+            let d = self.detect.as_mut().expect("checked above");
+            if d.params.cut_on_detect && d.cut_until.is_none_or(|c| seq > c) {
+                d.cut_until = Some(self.snd_max - 1);
+                let flight = self.snd_max - self.snd_una;
+                self.win.ssthresh = self.cc.ssthresh_after_loss(&self.win, flight);
+                self.win.cwnd = self.win.ssthresh;
+                self.win.cwnd_cnt = 0;
+            }
+            self.send_segment(p, seq, Cause::Detect, now, out);
+        }
+    }
+
+    /// How long MPTCP-L's table keeps an entry, ps.
+    fn detect_keep(&self) -> Time {
+        match (&self.detect, self.srtt) {
+            (Some(d), Some(srtt)) => (srtt as f64 * d.params.keep_rtts) as Time,
+            _ => self.rto,
         }
     }
 
@@ -107,24 +292,30 @@ impl Sender {
         self.rto_deadline = Some(now + self.rto);
     }
 
-    /// Sends segment `seq`; a retransmission is counted as loss recovery's when `recovery`,
-    /// else as a timeout's.
+    /// Sends segment `seq`; a retransmission is counted by its `cause`.
     fn send_segment(
         &mut self,
         p: &TcpParams,
         seq: u32,
-        recovery: bool,
+        cause: Cause,
         now: Time,
         out: &mut Vec<Packet>,
     ) {
-        let payload = p.payload(self.size, seq);
+        let payload = p.payload(self.size, self.dsn(seq));
+        let mut flags = if p.ecn { flag::ECT } else { 0 };
+        if self.detect.is_some() {
+            let keep = self.detect_keep();
+            if let Some(d) = self.detect.as_mut() {
+                flags |= d.stamp(seq, now, keep);
+            }
+        }
         out.push(Packet {
             conn: self.conn,
             seq,
             ts: now,
             bytes: (payload + p.header) as u16,
             kind: kind::DATA,
-            flags: if p.ecn { flag::ECT } else { 0 },
+            flags,
             hop: 0,
             next: 0,
         });
@@ -132,16 +323,20 @@ impl Sender {
         self.stats.payload_bytes += payload as u64;
         if seq < self.snd_max {
             self.stats.retransmissions += 1;
-            if recovery {
-                self.stats.fast_retransmits += 1;
-            } else {
-                self.stats.timeout_retransmits += 1;
+            match cause {
+                Cause::Recovery => self.stats.fast_retransmits += 1,
+                Cause::Window => self.stats.timeout_retransmits += 1,
+                Cause::Detect => self.stats.detect_retransmits += 1,
+                Cause::ATimer => self.stats.atimer_retransmits += 1,
             }
         } else {
             self.first_payload_bytes += payload as u64;
         }
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + self.rto);
+        }
+        if self.detect.as_ref().is_some_and(|d| d.atimer_at.is_none()) {
+            self.arm_atimer(now, seq + 1);
         }
     }
 
@@ -158,7 +353,7 @@ impl Sender {
                 self.snd_nxt += 1;
                 continue;
             }
-            self.send_segment(p, seq, false, now, out);
+            self.send_segment(p, seq, Cause::Window, now, out);
             self.snd_nxt += 1;
             if self.snd_nxt > self.snd_max {
                 self.snd_max = self.snd_nxt;
@@ -179,8 +374,11 @@ impl Sender {
                 self.srtt = Some((7 * s + r) / 8);
             }
         }
-        let rto = self.srtt.expect("set above") + (4 * self.rttvar).max(1);
-        self.rto = rto.clamp(p.min_rto, p.max_rto);
+        let srtt = self.srtt.expect("set above");
+        self.rto = match p.rto_rtts {
+            Some(k) => ((srtt as f64 * k) as Time).clamp(1, p.max_rto),
+            None => (srtt + (4 * self.rttvar).max(1)).clamp(p.min_rto, p.max_rto),
+        };
     }
 
     /// Takes in a cumulative ACK of new data (`ack > snd_una`): moves `snd_una` and takes an
@@ -241,6 +439,10 @@ impl Sender {
             self.on_sack_ack(p, pkt, sack_log, now, out);
             return;
         }
+        if self.detect.is_some() {
+            self.on_detect_ack(p, pkt, now, out);
+            return;
+        }
         let ack = pkt.seq;
         let ece = pkt.flags & flag::ECE != 0;
         if ack > self.snd_una {
@@ -257,16 +459,14 @@ impl Sender {
                 } else {
                     // Partial acknowledgement: retransmit the next hole, deflate.
                     let seq = self.snd_una;
-                    self.send_segment(p, seq, true, now, out);
+                    self.send_segment(p, seq, Cause::Recovery, now, out);
                     self.win.cwnd = self.win.cwnd.saturating_sub(acked).saturating_add(1).max(1);
                 }
             } else {
                 self.dupacks = 0;
                 self.grow(acked, ece, ack, now);
             }
-            if self.snd_una >= self.total {
-                self.state = SenderState::Done;
-                self.rto_deadline = None;
+            if self.all_acked() {
                 return;
             }
             self.rto_deadline = Some(now + self.rto);
@@ -282,7 +482,7 @@ impl Sender {
                 self.recover = Some(self.snd_max - 1);
                 self.in_recovery = true;
                 let seq = self.snd_una;
-                self.send_segment(p, seq, true, now, out);
+                self.send_segment(p, seq, Cause::Recovery, now, out);
                 self.win.cwnd = self.win.ssthresh + p.dupack_threshold;
                 self.win.cwnd_cnt = 0;
                 self.rto_deadline = Some(now + self.rto);
@@ -308,9 +508,7 @@ impl Sender {
         let ece = pkt.flags & flag::ECE != 0;
         if ack > self.snd_una {
             let acked = self.advance(p, pkt, ack, now);
-            if self.snd_una >= self.total {
-                self.state = SenderState::Done;
-                self.rto_deadline = None;
+            if self.all_acked() {
                 return;
             }
             self.rto_deadline = Some(now + self.rto);
@@ -355,10 +553,47 @@ impl Sender {
             let sb = self.sack.as_mut().expect("a SACK sender");
             sb.start_recovery(una);
             sb.mark_retransmitted(una);
-            self.send_segment(p, una, true, now, out);
+            self.send_segment(p, una, Cause::Recovery, now, out);
             self.rto_deadline = Some(now + self.rto);
             self.sack_send(p, now, out);
         }
+    }
+
+    /// Once every assigned segment is acknowledged: a connection is done, a subflow idles
+    /// (timers stopped) until it is given more. Returns whether that is the case.
+    fn all_acked(&mut self) -> bool {
+        if self.snd_una < self.total {
+            return false;
+        }
+        if !self.open {
+            self.state = SenderState::Done;
+        }
+        self.rto_deadline = None;
+        if let Some(d) = self.detect.as_mut() {
+            d.atimer_at = None;
+        }
+        true
+    }
+
+    /// An ACK of an MPTCP-L subflow: cumulative acknowledgement and window growth only;
+    /// losses are found by the receiver's Packet Sequence reports (handled by
+    /// [`Sender::on_loss_report`]) and the timers, not by duplicate ACKs.
+    fn on_detect_ack(&mut self, p: &TcpParams, pkt: &Packet, now: Time, out: &mut Vec<Packet>) {
+        let ack = pkt.seq;
+        if ack <= self.snd_una {
+            return;
+        }
+        let acked = self.advance(p, pkt, ack, now);
+        if self.all_acked() {
+            return;
+        }
+        self.grow(acked, pkt.flags & flag::ECE != 0, ack, now);
+        self.rto_deadline = Some(now + self.rto);
+        let d = self.detect.as_mut().expect("an MPTCP-L subflow");
+        d.atimer_at = None;
+        d.fired_at_una = None;
+        self.arm_atimer(now, 0);
+        self.try_send(p, now, out);
     }
 
     /// RFC 6675's transmission in recovery: while `cwnd − pipe ≥ 1`, the next lost segment
@@ -370,10 +605,10 @@ impl Sender {
             let sb = self.sack.as_mut().expect("a SACK sender");
             if let Some(s) = sb.next_lost(self.snd_una, self.snd_max) {
                 sb.mark_retransmitted(s);
-                self.send_segment(p, s, true, now, out);
+                self.send_segment(p, s, Cause::Recovery, now, out);
             } else if self.snd_max < self.total && self.snd_max - self.snd_una < p.max_window {
                 let s = self.snd_max;
-                self.send_segment(p, s, false, now, out);
+                self.send_segment(p, s, Cause::Window, now, out);
                 self.snd_max += 1;
                 self.snd_nxt = self.snd_max;
             } else {
@@ -402,6 +637,10 @@ impl Sender {
                 self.recover = Some(self.snd_max.saturating_sub(1));
                 self.snd_nxt = self.snd_una;
                 self.rto_deadline = None;
+                if let Some(d) = self.detect.as_mut() {
+                    d.atimer_at = None;
+                    d.fired_at_una = None;
+                }
                 self.try_send(p, now, out);
             }
             _ => self.rto_deadline = None,
@@ -414,5 +653,16 @@ impl Sender {
             self.state = SenderState::Cancelled;
         }
         self.rto_deadline = None;
+        if let Some(d) = self.detect.as_mut() {
+            d.atimer_at = None;
+        }
+    }
+
+    /// The data-level segments of what this subflow sent and has not had acknowledged
+    /// (MPTCP reinjects them on other subflows after a timeout).
+    pub fn unacked_dsns(&self, out: &mut Vec<u32>) {
+        for seq in self.snd_una..self.snd_max.min(self.total) {
+            out.push(self.dsn(seq));
+        }
     }
 }
