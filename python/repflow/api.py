@@ -59,6 +59,8 @@ TCP_COUNTER_COLUMNS = (
     "data_timeouts",
     "syn_timeouts",
     "spurious_retransmissions",
+    "detect_retransmits",
+    "atimer_retransmits",
 )
 
 

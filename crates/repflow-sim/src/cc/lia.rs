@@ -50,8 +50,9 @@ impl CongestionControl for Lia {
             own
         };
         self.acc += f64::from(acked) * per_segment;
-        while self.acc >= 1.0 {
-            self.acc -= 1.0;
+        // (A tolerance for the rounding of sums like ten times 1/10.)
+        while self.acc >= 1.0 - 1e-9 {
+            self.acc = (self.acc - 1.0).max(0.0);
             w.cwnd += 1;
         }
     }

@@ -1,6 +1,7 @@
 //! Unit tests of the TCP state machines: exact segment sequences for each loss-recovery
 //! path (the expected sequences are derived by hand from RFC 5681, 6582 and 6298).
 
+use super::detect;
 use super::*;
 use crate::packet::{flag, kind, Packet};
 
@@ -480,4 +481,103 @@ fn sack_recovery_ends_at_the_recovery_point_and_a_timeout_skips_held_segments() 
     // ACK 15 (12, 13, 14 held): slow start from cwnd 1 to 2 sends 15 and 16, none resent.
     let next = seqs(&mut out);
     assert!(next.iter().all(|&x| x >= 15), "{next:?}");
+}
+
+// MPTCP-L's loss detection on one subflow: the test plays the network between a subflow
+// sender and its receiver (both real), deciding which packets arrive.
+
+fn detect_pair(p: &TcpParams, atimer_rtts: f64) -> (Sender, Receiver) {
+    let d = detect::DetectParams {
+        atimer_rtts,
+        keep_rtts: 2.0,
+        cut_on_detect: true,
+    };
+    let mut s = Sender::new_subflow(0, 12 * 1460, p, Box::new(NewReno), Some(d));
+    for dsn in 0..12 {
+        s.assign(dsn);
+    }
+    (s, Receiver::new_subflow(false, true))
+}
+
+/// Delivers `data` to the receiver and every ACK it sends back to the sender (with its loss
+/// report), at `now`; returns what the sender sent in response.
+fn deliver(
+    p: &TcpParams,
+    s: &mut Sender,
+    r: &mut Receiver,
+    data: &[Packet],
+    now: Time,
+) -> Vec<Packet> {
+    let mut acks = Vec::new();
+    for d in data {
+        r.on_packet(p, d, now, &mut acks);
+    }
+    let mut out = Vec::new();
+    for a in &acks {
+        s.on_packet(p, a, &[], now, &mut out);
+        if let Some((from, to)) = r.take_report(a.flags) {
+            s.on_loss_report(p, from, to, now, &mut out);
+        }
+    }
+    out
+}
+
+#[test]
+fn mptcp_l_resends_a_reported_gap_within_one_round_trip_and_cuts_the_window_once() {
+    let p = lossy_params(false);
+    let (mut s, mut r) = detect_pair(&p, 0.0);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    assert_eq!(out.iter().map(|x| x.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    // Segment 1 is lost; 0, 2 and 3 arrive. The receiver sees PS 2 after PS 0: it reports
+    // PS 1 in the ACK sent at once, and the sender resends segment 1 on that ACK — one
+    // round trip after the loss, with no duplicate-ACK count.
+    let sent = [out[0], out[2], out[3]];
+    let resp = deliver(&p, &mut s, &mut r, &sent, MS);
+    let resent: Vec<u32> = resp.iter().map(|x| x.seq).collect();
+    assert!(resent.contains(&1), "{resent:?}");
+    assert_eq!(s.stats.detect_retransmits, 1);
+    assert_eq!(s.stats.fast_retransmits, 0);
+    // The window was halved once: ssthresh = max(flight / 2, 2).
+    assert_eq!(s.win.ssthresh, 2);
+    // Sent after it: 4, 5, then the resent 1 (a new PS). Segment 4 is lost too, 5 and 1
+    // arrive: the gap before 5 reports 4, which is resent; the window is not cut twice for
+    // losses of one window.
+    assert_eq!(resent, [4, 5, 1]);
+    let resp2 = deliver(&p, &mut s, &mut r, &[resp[1], resp[2]], 2 * MS);
+    assert!(resp2.iter().any(|x| x.seq == 4), "{resp2:?}");
+    assert_eq!(s.stats.detect_retransmits, 2);
+    assert_eq!(s.win.ssthresh, 2, "one cut per window");
+}
+
+#[test]
+fn mptcp_l_aggressive_timer_resends_a_lost_tail_without_cutting_the_window() {
+    let p = lossy_params(false);
+    let (mut s, mut r) = detect_pair(&p, 2.0);
+    let mut out = Vec::new();
+    s.start(&p, 0, &mut out);
+    // Everything arrives: RTT samples of 1 ms; the window grows.
+    let first: Vec<Packet> = std::mem::take(&mut out);
+    let resp = deliver(&p, &mut s, &mut r, &first, MS);
+    assert!(!resp.is_empty());
+    let cwnd = s.win.cwnd;
+    // The next flight is lost entirely: no arrival, no report. The aggressive timer (2 RTTs
+    // after the last progress) fires before the RTO and resends the first unacknowledged
+    // segment, keeping the window.
+    let deadline = s.deadline().expect("a timer runs");
+    assert!(deadline <= MS + 2 * MS + 1, "2 RTTs: {deadline}");
+    assert!(s.rto_deadline.expect("RTO armed") > deadline);
+    let mut out = Vec::new();
+    s.on_timer(&p, deadline, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].seq, s.snd_una());
+    assert_eq!(s.stats.atimer_retransmits, 1);
+    assert_eq!(s.stats.timeouts, 0);
+    assert_eq!(s.win.cwnd, cwnd, "the window is kept");
+    // It fires once per stall: the next deadline is the RTO's, which then cuts as usual.
+    let next = s.deadline().expect("the RTO");
+    assert_eq!(Some(next), s.rto_deadline);
+    s.on_timer(&p, next, &mut out);
+    assert_eq!(s.stats.timeouts, 1);
+    assert_eq!(s.win.cwnd, 1);
 }
