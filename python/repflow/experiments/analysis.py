@@ -64,8 +64,27 @@ def _series_name(labels: dict[str, Any]) -> str:
     return base + (f" ({', '.join(extra)})" if extra else "")
 
 
-def point_metrics(flows: pd.DataFrame, short_max: int) -> dict[str, float]:
-    """FCT and slowdown statistics of one run's records (unfinished flows excluded and counted)."""
+#: Retransmission columns and the metric (% of the workload's data segments) each becomes.
+RETX_METRICS = (
+    ("retransmissions", "retx_pct"),
+    ("fast_retransmits", "retx_fast_pct"),
+    ("timeout_retransmits", "retx_timeout_pct"),
+    ("detect_retransmits", "retx_detect_pct"),
+    ("atimer_retransmits", "retx_atimer_pct"),
+)
+#: The deadline of ``short_within_deadline`` (MPTCP-L's Fig. 3: "completed within 50 ms").
+SHORT_DEADLINE_S = 0.050
+
+
+def point_metrics(
+    flows: pd.DataFrame, short_max: int, mss: int | None = None
+) -> dict[str, float]:
+    """FCT and slowdown statistics of one run's records (unfinished flows excluded and counted).
+
+    With ``mss``, retransmissions as a percentage of the workload's data segments
+    (``Σ ceil(size / mss)``, each flow counted once: redundant copies are not retransmissions),
+    by cause (:data:`RETX_METRICS`); NaN where the records cannot see them (real sockets: −1).
+    """
     done = flows[np.isfinite(flows["fct"].to_numpy(dtype=float))]
     short = done[done["size"] <= short_max]
     large = done[done["size"] > short_max]
@@ -79,7 +98,19 @@ def point_metrics(flows: pd.DataFrame, short_max: int) -> dict[str, float]:
     sizes = flows["size"].to_numpy(dtype=float)
     sent = flows["bytes_sent"].to_numpy(dtype=float)
     total = sizes.sum()
+    n_short = int((flows["size"] <= short_max).sum())
+    retx: dict[str, float] = {}
+    segments = float(np.maximum(np.ceil(sizes / mss), 1).sum()) if mss and len(sizes) else 0.0
+    for col, name in RETX_METRICS:
+        v = flows[col].to_numpy(dtype=float) if col in flows else np.array([-1.0])
+        ok = segments > 0 and bool((v >= 0).all())
+        retx[name] = float(100.0 * v.sum() / segments) if ok else float("nan")
     return {
+        **retx,
+        # Unfinished short flows count as late.
+        "short_within_deadline": (
+            float((short["fct"] <= SHORT_DEADLINE_S).sum() / n_short) if n_short else float("nan")
+        ),
         "short_mean": mean(short["fct"]),
         "short_p99": p99(short["fct"]),
         "large_mean": mean(large["fct"]),
@@ -132,7 +163,8 @@ def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loa
             seen.add(key)
             t = store.read_timing(key)
             out.compute_seconds += float((t or {}).get("wall_seconds", 0.0))
-        m = point_metrics(flows, short_max)
+        mss = ((run.get("config") or {}).get("tcp") or {}).get("mss")
+        m = point_metrics(flows, short_max, int(mss) if isinstance(mss, int | float) else None)
         summary = run.get("summary") or {}
         ov = summary.get("overhead") if isinstance(summary, dict) else None
         m["overhead"] = float(ov) if isinstance(ov, int | float) else m["bytes_ratio"]
