@@ -86,3 +86,39 @@ def test_scenario_specs_resolve_to_valid_configurations(name: str) -> None:
         cfg = api.load_config(p.config)
         assert cfg["workload"]["pairs"] == "incast"
         assert len(cfg["workload"]["background"]) == 2
+
+
+@pytest.mark.parametrize("scheme", ["mptcp", "mptcp-l"])
+def test_multipath_schemes_run_through_the_api_with_their_columns(scheme: str) -> None:
+    r = api.simulate(_small(scheme))
+    assert tuple(r.flows.columns) == api.RECORD_COLUMNS
+    assert r.flows["fct"].notna().all()
+    short = r.flows[r.flows["size"] <= 1_000_000]
+    assert (short["copies"] == (2 if scheme == "mptcp-l" else 8)).all()
+    causes = ["fast_retransmits", "timeout_retransmits", "detect_retransmits",
+              "atimer_retransmits"]  # fmt: skip
+    assert (r.flows[causes].sum(axis=1) == r.flows["retransmissions"]).all()
+    if scheme == "mptcp":
+        assert (r.flows[["detect_retransmits", "atimer_retransmits"]] == 0).all().all()
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--scheme", "mptcp", "--set", "scheme.subflows=0"], "scheme.subflows"),
+        (["--scheme", "mptcp", "--set", "scheme.subflows=65"], "scheme.subflows"),
+        (["--scheme", "tcp", "--set", "scheme.subflows=4"], "scheme.subflows"),
+        (["--scheme", "mptcp-l", "--set", "scheme.join=never"], "scheme.join"),
+    ],
+)
+def test_bad_multipath_options_are_one_line_exit_2(args: list[str], field: str, tmp_path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "repflow", "sim", "--k", "4", "--duration", "1ms", "--quiet",
+         "--out", str(tmp_path / "o"), *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+    assert len(lines) == 1 and field in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()

@@ -51,6 +51,8 @@ fn scenarios() -> Vec<(String, String)> {
         "pfabric",
         "l2dct",
         "fa-dctcp",
+        "mptcp",
+        "mptcp-l",
     ];
     let base = |scheme: &str, extra: &str| {
         format!(

@@ -23,13 +23,28 @@ from repflow.experiments.store import Store
 #: A p99 resting on fewer flows than this gets a warning (its top 1 % is about one flow).
 P99_MIN_FLOWS = 100
 
-#: Metrics computed for every point: (column, title, unit) — unit "s" for times, "" for slowdown.
-METRICS: list[tuple[str, str]] = [
-    ("short_mean", "(0, 100KB]: mean"),
-    ("short_p99", "(0, 100KB]: 99th percentile"),
-    ("large_mean", "(100KB, ∞): mean"),
-    ("all_mean", "all flows: mean"),
-]
+def size_label(n: int) -> str:
+    """A byte count as the papers write a size bin's edge: 100KB, 1MB, 1500B."""
+    for unit, div in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return f"{n}B"
+
+
+def metric_titles(short_max: int = 100_000) -> list[tuple[str, str]]:
+    """The four FCT metrics of every point with their titles, for short flows of at most
+    ``short_max`` bytes (``figures.short_max_bytes`` of the spec)."""
+    edge = size_label(short_max)
+    return [
+        ("short_mean", f"(0, {edge}]: mean"),
+        ("short_p99", f"(0, {edge}]: 99th percentile"),
+        ("large_mean", f"({edge}, ∞): mean"),
+        ("all_mean", "all flows: mean"),
+    ]
+
+
+#: Metrics computed for every point (column, title) with the default 100 KB short-flow edge.
+METRICS: list[tuple[str, str]] = metric_titles()
 
 
 @dataclass

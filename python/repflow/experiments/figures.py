@@ -9,7 +9,13 @@ Per workload:
   analytical model's curves beside them when :mod:`repflow.model` provides them;
 * ``<w>_gain`` — reduction of short-flow mean and 99th-percentile FCT against the baseline;
 * ``<w>_cdf`` — CDFs of short-flow FCT at chosen loads (seeds pooled);
-* ``<w>_ccdf`` — the same flows as a CCDF (1 − CDF) on log-log axes, where the tail is visible.
+* ``<w>_ccdf`` — the same flows as a CCDF (1 − CDF) on log-log axes, where the tail is visible;
+* ``<w>_retx`` — retransmitted packets per 100 data segments by cause (fast retransmit, RTO,
+  MPTCP-L's fast detection and aggressive timer), per scheme and load (MPTCP-L's Fig. 4), when
+  the sweep has a scheme with its own loss detection.
+
+Short flows are those of at most ``figures.short_max_bytes`` (100 KB unless the spec says
+otherwise); titles say which edge.
 
 Presentation rules (tested): every figure is at most :data:`MAX_WIDTH_PX` pixels wide, the
 width the report's HTML shows it at, so its text is never scaled down (tick labels
@@ -31,7 +37,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from repflow.experiments.analysis import METRICS, Loaded, aggregate, series_order  # noqa: E402
+from repflow.experiments.analysis import (  # noqa: E402
+    Loaded,
+    aggregate,
+    metric_titles,
+    series_order,
+    size_label,
+)
 
 _KNOWN_COLORS = {
     "tcp": "#444444",
@@ -185,13 +197,14 @@ def plot_workload(
     title: str,
     normalized: bool,
     model: dict[str, pd.DataFrame] | None = None,
+    short_max: int = 100_000,
 ) -> Figure:
     """The four-panel FCT-against-load figure of one workload."""
     sub = agg[agg["workload"] == workload]
     fig, axes2 = plt.subplots(2, 2, figsize=(_W, 7.6))
     axes = axes2.ravel()
     suffix = "_slowdown" if normalized else ""
-    for ax, (metric, mtitle) in zip(axes, METRICS, strict=True):
+    for ax, (metric, mtitle) in zip(axes, metric_titles(short_max), strict=True):
         col = metric + suffix
         shown: list[float] = []
         for i, series in enumerate(order):
@@ -237,7 +250,8 @@ def plot_workload(
 
 
 def plot_gain(
-    agg: pd.DataFrame, workload: str, order: list[str], baseline: str, out: Path, title: str
+    agg: pd.DataFrame, workload: str, order: list[str], baseline: str, out: Path, title: str,
+    short_max: int = 100_000,
 ) -> Figure | None:
     """Reduction of short-flow FCT against the baseline scheme (percent; higher is better)."""
     sub = agg[agg["workload"] == workload]
@@ -247,8 +261,8 @@ def plot_gain(
         return None
     fig, axes = plt.subplots(1, 2, figsize=(_W, 4.2))
     for ax, metric, mtitle in (
-        (axes[0], "short_mean", "(0, 100KB] mean"),
-        (axes[1], "short_p99", "(0, 100KB] 99th percentile"),
+        (axes[0], "short_mean", f"(0, {size_label(short_max)}] mean"),
+        (axes[1], "short_p99", f"(0, {size_label(short_max)}] 99th percentile"),
     ):
         for i, series in enumerate(order):
             if series == baseline:
@@ -285,7 +299,10 @@ PAIRS: list[tuple[str, str]] = [
 ]
 
 
-def plot_pairs(agg: pd.DataFrame, workload: str, order: list[str], out: Path, title: str):
+def plot_pairs(
+    agg: pd.DataFrame, workload: str, order: list[str], out: Path, title: str,
+    short_max: int = 100_000,
+):  # fmt: skip
     """Short-flow FCT reduction of each scheme over its reference (:data:`PAIRS`)."""
     sub = agg[agg["workload"] == workload]
     pairs = [(a, b) for a, b in PAIRS if a in order and b in order]
@@ -293,8 +310,8 @@ def plot_pairs(agg: pd.DataFrame, workload: str, order: list[str], out: Path, ti
         return None
     fig, axes = plt.subplots(1, 2, figsize=(_W, 4.2))
     for ax, metric, mtitle in (
-        (axes[0], "short_mean", "(0, 100KB] mean"),
-        (axes[1], "short_p99", "(0, 100KB] 99th percentile"),
+        (axes[0], "short_mean", f"(0, {size_label(short_max)}] mean"),
+        (axes[1], "short_p99", f"(0, {size_label(short_max)}] 99th percentile"),
     ):
         for a, b in pairs:
             sa = sub[sub["series"] == a].set_index("load")[metric]
@@ -325,6 +342,7 @@ def plot_cdfs(
     out: Path,
     title: str,
     complementary: bool = False,
+    short_max: int = 100_000,
 ) -> Figure | None:
     """CDFs (or, ``complementary``, CCDFs on log-log axes) of short-flow FCT at the grid loads
     nearest to ``loads``, every seed's flows pooled."""
@@ -360,7 +378,7 @@ def plot_cdfs(
             else f"{min(counts):,}–{max(counts):,} flows"
         ) if counts else "no flows"  # fmt: skip
         ax.set_title(f"load {load:g} ({flows})" if len(avail) > 1 else flows)
-        ax.set_xlabel("(0, 100KB] FCT (ms, log)")
+        ax.set_xlabel(f"(0, {size_label(short_max)}] FCT (ms, log)")
         if complementary:
             ax.set_yscale("log")
             ax.set_ylabel("P(FCT > x), log")
@@ -402,7 +420,9 @@ def _make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:  # 
         if progress is not None:
             progress(f"figures of {w} ({i + 1}/{len(workloads)})")
         title = workload_title(w, labels)
-        figures.append(plot_workload(agg, w, order, out, title, normalized=False))
+        figures.append(
+            plot_workload(agg, w, order, out, title, normalized=False, short_max=short_max)
+        )
         model = None
         if figs_cfg.get("model", True):
             loads = sorted(agg[agg["workload"] == w]["load"].unique().tolist())
@@ -413,21 +433,74 @@ def _make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:  # 
                 mss=int((cfg.get("tcp") or {}).get("mss", 1460)),
                 schemes=[s for s in order if s in ("tcp", "repflow")],
             )  # fmt: skip
-        figures.append(plot_workload(agg, w, order, out, title, normalized=True, model=model))
+        figures.append(
+            plot_workload(agg, w, order, out, title, normalized=True, model=model,
+                          short_max=short_max)  # fmt: skip
+        )
         if base_series:
-            g = plot_gain(agg, w, order, base_series, out, title)
+            g = plot_gain(agg, w, order, base_series, out, title, short_max)
             if g:
                 figures.append(g)
         # With only RepFlow over TCP the pair figure would repeat the gain figure.
         if not (base_series == "tcp" and len(order) == 2):
-            pr = plot_pairs(agg, w, order, out, title)
+            pr = plot_pairs(agg, w, order, out, title, short_max)
             if pr:
                 figures.append(pr)
         for complementary in (False, True):
-            c = plot_cdfs(loaded, w, order, cdf_loads, out, title, complementary)
+            c = plot_cdfs(loaded, w, order, cdf_loads, out, title, complementary, short_max)
             if c:
                 figures.append(c)
+        r = plot_retransmissions(agg, w, order, out, title)
+        if r:
+            figures.append(r)
     return figures
+
+
+#: Retransmission causes of the ``<w>_retx`` figure: (column, label, colour).
+_RETX_CAUSES = (
+    ("retx_detect_pct", "fast detection (PS gap)", "#2ca02c"),
+    ("retx_atimer_pct", "aggressive timer", "#98df8a"),
+    ("retx_fast_pct", "fast retransmit", "#1f77b4"),
+    ("retx_timeout_pct", "RTO", "#d62728"),
+)
+
+
+def plot_retransmissions(
+    agg: pd.DataFrame, workload: str, order: list[str], out: Path, title: str
+) -> Figure | None:
+    """Retransmissions per 100 data segments by cause, stacked, per scheme at every load
+    (MPTCP-L's Fig. 4); only when some scheme recovers by MPTCP-L's detection or timer."""
+    sub = agg[agg["workload"] == workload]
+    cols = [c for c, _, _ in _RETX_CAUSES]
+    if not set(cols) <= set(sub.columns):
+        return None
+    if not (sub[["retx_detect_pct", "retx_atimer_pct"]].fillna(0).to_numpy() > 0).any():
+        return None
+    loads = sorted(sub["load"].unique().tolist())
+    series = [s for s in order if s in set(sub["series"])]
+    fig, ax = plt.subplots(figsize=(_W, 4.4))
+    width = 0.8 / max(len(series), 1)
+    for j, s in enumerate(series):
+        rows = sub[sub["series"] == s].set_index("load")
+        x = np.arange(len(loads)) + (j - (len(series) - 1) / 2) * width
+        bottom = np.zeros(len(loads))
+        for c, label, color in _RETX_CAUSES:
+            v = np.array([float(rows[c].get(ld, np.nan)) for ld in loads])
+            v = np.nan_to_num(v)
+            ax.bar(x, v, width * 0.92, bottom=bottom, color=color, edgecolor="white",
+                   linewidth=0.5, label=label if j == 0 else None)  # fmt: skip
+            bottom += v
+        for xi, top in zip(x, bottom, strict=True):
+            ax.text(xi, top, s, rotation=90, ha="center", va="bottom", fontsize=TICK_PT - 2)
+    ax.set_xticks(np.arange(len(loads)), [f"load {ld:g}" for ld in loads])
+    ax.set_ylabel("retransmissions per 100 data segments")
+    ax.margins(y=0.35)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"{title}: retransmissions by cause (bars left to right: {', '.join(series)})")
+    fig.tight_layout()
+    _legend_below(fig, [ax])
+    png, svg = _save(fig, out, f"{workload}_retx")
+    return Figure(f"{workload}_retx", f"{title}: retransmissions by cause", png, svg, workload)
 
 
 def finite(x: float) -> bool:

@@ -132,6 +132,7 @@ impl DetectReceiver {
 
     /// The flag bits of the next ACK: a report tag when a gap waits to be reported (the
     /// report is queued), else 0.
+    #[inline(never)]
     pub fn tag_ack(&mut self) -> u8 {
         let Some((from, to)) = self.pending.take() else {
             return 0;

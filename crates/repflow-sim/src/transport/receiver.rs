@@ -94,8 +94,12 @@ impl Receiver {
         self.ooo[w] |= 1 << (s % 64);
     }
 
+    #[inline(always)]
     fn ack(&mut self, conn: u32, p: &TcpParams, ts: Time, ece: bool, out: &mut Vec<Packet>) {
-        let report = self.detect.as_mut().map_or(0, |d| d.tag_ack());
+        let report = match self.detect.as_mut() {
+            None => 0,
+            Some(d) => d.tag_ack(),
+        };
         out.push(Packet {
             conn,
             // With SACK, the length of the receipt log (the cumulative ACK and the SACK

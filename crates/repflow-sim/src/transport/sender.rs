@@ -42,6 +42,12 @@ pub struct Sender {
     detect: Option<Box<DetectSender>>,
 }
 
+/// An RTO of `k` smoothed RTTs (no minimum; capped by `max_rto`), off the common path.
+#[cold]
+fn rto_in_rtts(srtt: Time, k: f64, p: &TcpParams) -> Time {
+    ((srtt as f64 * k) as Time).clamp(1, p.max_rto)
+}
+
 /// Why a segment is sent (for the retransmission counters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cause {
@@ -361,6 +367,7 @@ impl Sender {
         }
     }
 
+    #[inline]
     fn rtt_sample(&mut self, p: &TcpParams, r: Time) {
         // RFC 6298 (2.2)–(2.3), clock granularity 1 ps.
         match self.srtt {
@@ -376,7 +383,7 @@ impl Sender {
         }
         let srtt = self.srtt.expect("set above");
         self.rto = match p.rto_rtts {
-            Some(k) => ((srtt as f64 * k) as Time).clamp(1, p.max_rto),
+            Some(k) => rto_in_rtts(srtt, k, p),
             None => (srtt + (4 * self.rttvar).max(1)).clamp(p.min_rto, p.max_rto),
         };
     }
