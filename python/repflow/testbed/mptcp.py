@@ -219,3 +219,75 @@ def connections(tb: Testbed, host: str) -> list[Connection]:
             key = m.group(2)  # the remote token, the same on every subflow of the connection
             conns.setdefault(key, Connection(key)).subflows.append(current)
     return list(conns.values())
+
+
+# ---------------------------------------------------------------------------- path check
+#: receiver port of :func:`path_spread`'s transfer
+SPREAD_PORT = 6501
+
+
+@dataclass
+class PathSpread:
+    """One MPTCP transfer ``src`` → ``dst`` on an otherwise idle testbed: its subflows (as
+    ``ss`` showed them on ``src``) and the packets every upward port of ``src``'s pod sent."""
+
+    src: str
+    dst: str
+    #: five-tuples (local addr, port, remote addr, port) of the connection's subflows
+    subflows: list[tuple[str, int, str, int]]
+    #: ``"switch->neighbour"`` → packets it forwarded upward during the transfer
+    uplink_packets: dict[str, int]
+    fct: float
+
+    def links_used(self, min_packets: int = 20) -> list[str]:
+        """Upward ports that carried at least ``min_packets`` packets."""
+        return sorted(k for k, v in self.uplink_packets.items() if v >= min_packets)
+
+
+def path_spread(
+    tb: Testbed, src: str, dst: str, subflows: int = 8, size: int = 3_000_000
+) -> PathSpread:
+    """Sends one ``size``-byte MPTCP flow ``src`` → ``dst`` (hosts with their endpoints set
+    here and removed after) and reports its subflows and the upward ports it used."""
+    import json
+    import subprocess
+    import time
+
+    from repflow.testbed.checks import AGENT, sinks
+    from repflow.testbed.topology import port_name
+
+    topo = tb.topo
+    edge = topo.uplinks(src)[0]
+    ups = [(edge, a) for a in topo.uplinks(edge)]
+    ups += [(a, c) for _, a in ups for c in topo.uplinks(a)]
+    switches = sorted({s for s, _ in ups})
+    require_enabled(tb, [src, dst])
+    configure(tb, subflows, [src, dst])
+    try:
+        with sinks(tb, [dst], [SPREAD_PORT], mptcp=True):
+            before = tb.qdisc_stats(switches)
+            proc = tb.popen_in(
+                src,
+                [*AGENT, "flows", "--dst", topo.nodes[dst].addr, "--port", str(SPREAD_PORT),
+                 "--size", str(size), "--mptcp"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            seen: dict[str, Connection] = {}
+            while proc.poll() is None:
+                for c in connections(tb, src):
+                    if len(c.subflows) >= len(seen.get(c.token, Connection(c.token)).subflows):
+                        seen[c.token] = c
+                time.sleep(0.1)
+            out, err = proc.communicate()
+            after = tb.qdisc_stats(switches)
+    finally:
+        unconfigure(tb, [src, dst])
+    if proc.returncode != 0:
+        raise UserError(f"MPTCP transfer {src} -> {dst} failed: {err.strip()[-300:]}")
+    rec = json.loads(out)[0]
+    best = max(seen.values(), key=lambda c: len(c.subflows), default=Connection(""))
+    packets = {
+        f"{s}->{n}": after[(s, port_name(n))]["packets"] - before[(s, port_name(n))]["packets"]
+        for s, n in ups
+    }
+    return PathSpread(src, dst, best.subflows, packets, float(rec["fct"]))

@@ -326,6 +326,8 @@ def check_toy_scheme(scheme: str | None, subflows: int | None) -> int | None:
         raise UserError(
             f"--scheme: the toy runs tcp and repflow always and adds mptcp; got {scheme!r}"
         )
+    if subflows is not None:
+        mptcp.check_subflows(subflows)
     if scheme != "mptcp":
         if subflows is not None:
             raise UserError(f"--subflows: only with --scheme mptcp, not {scheme or 'the default'}")

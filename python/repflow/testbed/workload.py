@@ -415,10 +415,10 @@ def check_run_args(
         raise UserError(mptcp.MPTCP_L_REFUSAL)
     if scheme not in SCHEMES:
         raise UserError(f"--scheme must be {', '.join(SCHEMES)}, got {scheme!r}")
-    if subflows is not None and scheme != "mptcp":
-        raise UserError(f"--subflows: only with --scheme mptcp, not {scheme}")
-    if scheme == "mptcp":
-        mptcp.check_subflows(DEFAULT_SUBFLOWS if subflows is None else subflows)
+    if subflows is not None:
+        mptcp.check_subflows(subflows)
+        if scheme != "mptcp":
+            raise UserError(f"--subflows: only with --scheme mptcp, not {scheme}")
     if not 0 < duration <= 86_400:
         raise UserError(f"--duration must be between 1 ms and 24 h, got {duration:g} s")
     if not 0 <= drain <= 3_600:
