@@ -41,7 +41,7 @@ KERNEL_DEFAULT_LIMITS = (2, 0)
 MPTCP_L_REFUSAL = (
     "--scheme mptcp-l: MPTCP-L cannot run on the kernel: it needs a redundant packet scheduler "
     "and a new TCP option, and Linux offers only the 'default' MPTCP scheduler "
-    "(net.mptcp.available_schedulers = default); it exists only in the simulator"
+    "(net.mptcp.available_schedulers = default)"
 )
 
 
