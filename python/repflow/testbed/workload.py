@@ -476,7 +476,9 @@ def run_workload(
     makes flows wait for probes. ``flow_timeout``: the library gives up on a flow none of whose
     copies completed within it (the flow is recorded as failed, with the reason). ``mptcp``:
     every connection is a kernel Multipath TCP socket with up to ``subflows`` subflows (default
-    8; see :mod:`.mptcp`); the hosts' MPTCP endpoints are set for the run and removed after. On
+    8; see :mod:`.mptcp`); the hosts' MPTCP endpoints are set for the run and removed after
+    (with ``start_servers=False`` the caller's :func:`servers` must use ``mptcp=True``, or the
+    connections fall back to TCP, which ``counters.mptcp_MPCapableFallbackACK`` shows). On
     failure the per-host logs are kept next to ``out`` and the error names them.
     """
     from repflow.runio import write_run
