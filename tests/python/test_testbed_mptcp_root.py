@@ -94,18 +94,23 @@ def test_mptcp_run_has_the_tcp_records_columns_and_joined_subflows(tb, env, tmp_
     cols = {s: pq.read_schema(p / "flows.parquet").names for s, p in runs.items()}
     assert cols["mptcp"] == cols["tcp"]
     flows = pq.read_table(runs["mptcp"] / "flows.parquet").to_pandas()
-    assert len(flows) > 10 and (flows["outcome"] == "finished").sum() > 10
+    done = int((flows["outcome"] == "finished").sum())
+    assert len(flows) > 10 and done > 5, flows["reason"].value_counts()
     meta = json.loads((runs["mptcp"] / "run.json").read_text())
     assert meta["config"]["scheme"]["name"] == "mptcp"
     assert meta["config"]["scheme"]["subflows"] == 4
     c = meta["counters"]
-    # every connection negotiated MPTCP, none fell back to TCP, and subflows joined
-    assert c["mptcp_MPCapableACKRX"] >= len(flows) - (flows["outcome"] != "finished").sum()
-    assert c["mptcp_MPCapableFallbackACK"] == c["mptcp_MPCapableFallbackSYNACK"] == 0
-    assert c["mptcp_MPJoinAckRx"] > 0
+    mp = {k: v for k, v in c.items() if k.startswith("mptcp_")}
+    # every finished flow's connection negotiated MPTCP, none fell back to TCP or was opened
+    # as TCP (blackhole detection is off during runs), and subflows joined
+    assert c["mptcp_MPCapableACKRX"] >= done, mp
+    assert c["mptcp_MPCapableFallbackACK"] == c["mptcp_MPCapableFallbackSYNACK"] == 0, mp
+    assert c["mptcp_MPCapableSYNTXDisabled"] == 0, mp
+    assert c["mptcp_MPJoinAckRx"] > 0, mp
     # the run removed its endpoints and restored the kernel's default limits
     assert tb.run_in("h0", ["ip", "mptcp", "endpoint", "show"]).strip() == ""
     assert "add_addr_accepted 0" in _limits(tb, "h0")
+    assert tb.run_in("h0", ["sysctl", "-n", "net.mptcp.blackhole_timeout"]).strip() == "3600"
 
 
 def test_subflows_exist_and_take_different_core_and_aggregation_links(tb):

@@ -38,6 +38,9 @@ KERNEL_MAX_EXTRA = 8
 DEFAULT_SUBFLOWS = 8
 #: Linux's limits of a new namespace, restored after a run
 KERNEL_DEFAULT_LIMITS = (2, 0)
+#: ``net.mptcp.blackhole_timeout``: 0 during a run (see :func:`configure`), Linux's default after
+BLACKHOLE = "/proc/sys/net/mptcp/blackhole_timeout"
+KERNEL_DEFAULT_BLACKHOLE = 3600
 MPTCP_L_REFUSAL = (
     "--scheme mptcp-l: MPTCP-L cannot run on the kernel: it needs a redundant packet scheduler "
     "and a new TCP option, and Linux offers only the 'default' MPTCP scheduler "
@@ -114,9 +117,19 @@ def _batch(tb: Testbed, host: str, lines: Sequence[str], what: str) -> None:
     run(["ip", "-n", tb.ns(host), "-batch", "-"], stdin="\n".join(lines) + "\n", what=what)
 
 
+def _blackhole(tb: Testbed, host: str, value: int) -> None:
+    run(
+        tb.exec_argv(host, ["sh", "-c", f"[ ! -e {BLACKHOLE} ] || echo {value} > {BLACKHOLE}"]),
+        what=f"net.mptcp.blackhole_timeout on {host}",
+    )
+
+
 def configure(tb: Testbed, subflows: int, hosts: Sequence[str] | None = None) -> None:
     """Limits and ``signal`` endpoints for ``subflows`` subflows per connection on every host
-    (replacing any endpoints they had)."""
+    (replacing any endpoints they had), and no blackhole detection: Linux (6.12 and later)
+    stops opening MPTCP connections for ``net.mptcp.blackhole_timeout`` (an hour) after MPTCP
+    SYNs were lost a few times, taking them for a middlebox; in this emulation such losses are
+    congestion, and the detection would silently turn the scheme into plain TCP."""
     check_subflows(subflows)
     chosen = [h for h in tb.topo.hosts if hosts is None or h.name in hosts]
     extra = subflows - 1
@@ -128,6 +141,7 @@ def configure(tb: Testbed, subflows: int, hosts: Sequence[str] | None = None) ->
         lines += [f"mptcp endpoint add {h.addr} port {p} signal" for p in signal_ports(subflows)]
         try:
             _batch(tb, h.name, lines, f"MPTCP endpoints of {h.name}")
+            _blackhole(tb, h.name, 0)
         except UserError as exc:
             raise UserError(
                 f"--subflows {subflows}: the kernel refused the MPTCP path-manager settings on "
@@ -144,6 +158,7 @@ def unconfigure(tb: Testbed, hosts: Sequence[str] | None = None) -> None:
             continue
         with contextlib.suppress(UserError):
             _batch(tb, h.name, lines, f"MPTCP endpoints of {h.name}")
+            _blackhole(tb, h.name, KERNEL_DEFAULT_BLACKHOLE)
 
 
 # --------------------------------------------------------------------------------- counters
@@ -169,6 +184,9 @@ RUN_COUNTERS = (
     "AddAddr",
     "EchoAdd",
     "MPFallbackTokenInit",
+    "MPCapableSYNTXDrop",
+    "MPCapableSYNTXDisabled",
+    "Blackhole",
 )
 
 

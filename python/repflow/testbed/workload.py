@@ -790,5 +790,5 @@ def run_cli(tb: Testbed, args, checked: Mapping[str, Any] | None = None, say=pri
             f"{c.get('mptcp_MPCapableACKRX', 0)} connections MP_CAPABLE, "
             f"{c.get('mptcp_MPJoinAckRx', 0)} subflows joined, "
             f"{c.get('mptcp_MPCapableFallbackACK', 0) + c.get('mptcp_MPCapableFallbackSYNACK', 0)}"
-            " fell back to TCP"
+            f" fell back to TCP, {c.get('mptcp_MPCapableSYNTXDisabled', 0)} opened as TCP"
         )
