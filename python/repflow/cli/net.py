@@ -417,7 +417,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     wins = sum(1 for r in rows if r[4] > 0)
     fallbacks = {r[7] for r in rows if r[7]}
     print(f"repflow send: {args.count} flows of {size} B to {args.to}, scheme {args.scheme} "
-          f"({args.mode})")  # fmt: skip
+          f"({args.mode}{', MPTCP' if args.mptcp else ''})")  # fmt: skip
     if len(ok):
         p50, p99 = np.percentile(ok, 50), np.percentile(ok, 99)
         print(
@@ -581,7 +581,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     if before_start is not None:
         before_start()  # e.g. the testbed's start barrier, after the warm-up
     print(f"repflow load: {len(sched.at)} flows over {duration:g} s to {len(peers)} peers "
-          f"({sched.rate:.2f}/s, scheme {args.scheme}, {args.mode})", flush=True)  # fmt: skip
+          f"({sched.rate:.2f}/s, scheme {args.scheme}, {args.mode}"
+          f"{', MPTCP' if args.mptcp else ''})", flush=True)  # fmt: skip
     t0 = time.monotonic()
     raw = client.run_load(sched.at, [peers[i] for i in sched.peer], sched.size, duration, drain)
     wall = time.monotonic() - t0
