@@ -82,9 +82,40 @@ pub enum NetError {
     /// The payload does not fit a frame (4 GiB − 1).
     #[error("payload of {0} bytes is larger than a frame can carry (4 GiB - 1)")]
     TooLarge(u64),
+    /// An MPTCP socket could not be opened (kernel without MPTCP, or MPTCP disabled in this
+    /// network namespace).
+    #[error(
+        "cannot open an MPTCP socket (IPPROTO_MPTCP): {0}; it needs a kernel with MPTCP and the \
+         sysctl net.mptcp.enabled = 1"
+    )]
+    MptcpUnavailable(std::io::Error),
     /// Other I/O error.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Linux's protocol number of Multipath TCP sockets (`IPPROTO_MPTCP`).
+pub const IPPROTO_MPTCP: i32 = 262;
+
+/// The protocol of a stream socket: MPTCP (the kernel's, `IPPROTO_MPTCP`) or plain TCP.
+pub fn stream_protocol(mptcp: bool) -> socket2::Protocol {
+    if mptcp {
+        socket2::Protocol::from(IPPROTO_MPTCP)
+    } else {
+        socket2::Protocol::TCP
+    }
+}
+
+/// Whether this network namespace can open MPTCP sockets: `Ok` or why not (the socket
+/// error, e.g. protocol not supported when the kernel lacks MPTCP or `net.mptcp.enabled` is 0).
+pub fn mptcp_check() -> Result<(), NetError> {
+    socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::STREAM,
+        Some(stream_protocol(true)),
+    )
+    .map(drop)
+    .map_err(NetError::MptcpUnavailable)
 }
 
 fn describe(f: &[CopyFailure]) -> String {

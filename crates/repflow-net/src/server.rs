@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn, Instrument};
@@ -53,6 +53,8 @@ pub struct ServerConfig {
     pub dedup_ttl: Duration,
     /// Flows delivered but not yet taken by the application before readers wait.
     pub queue: usize,
+    /// Listen on Multipath TCP sockets (`IPPROTO_MPTCP`); they also accept plain TCP clients.
+    pub mptcp: bool,
 }
 
 impl ServerConfig {
@@ -75,6 +77,7 @@ impl ServerConfig {
             dedup_capacity: 1 << 18,
             dedup_ttl: Duration::from_secs(60),
             queue: 1024,
+            mptcp: false,
         }
     }
 }
@@ -292,7 +295,13 @@ impl Server {
     pub async fn bind(cfg: ServerConfig) -> Result<Server, NetError> {
         let mut listeners = Vec::new();
         for &addr in &cfg.addrs {
-            let l = bind_listener(addr).map_err(|source| NetError::Bind { addr, source })?;
+            let l = bind_listener(addr, cfg.mptcp).map_err(|source| {
+                if cfg.mptcp && is_protocol_error(&source) {
+                    NetError::MptcpUnavailable(source)
+                } else {
+                    NetError::Bind { addr, source }
+                }
+            })?;
             listeners.push(l);
         }
         let addrs = listeners
@@ -413,18 +422,35 @@ impl Drop for Server {
     }
 }
 
-fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let s = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
+/// Whether a socket error means the protocol itself is unavailable (no MPTCP in the kernel,
+/// or `net.mptcp.enabled` = 0).
+fn is_protocol_error(e: &std::io::Error) -> bool {
+    use nix::libc;
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT | libc::EAFNOSUPPORT)
+    )
+}
+
+fn bind_listener(addr: SocketAddr, mptcp: bool) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let domain = if addr.is_ipv4() {
+        Domain::IPV4
     } else {
-        TcpSocket::new_v6()?
+        Domain::IPV6
     };
-    s.set_reuseaddr(true)?;
+    let s = Socket::new(
+        domain,
+        Type::STREAM.nonblocking(),
+        Some(crate::stream_protocol(mptcp)),
+    )?;
+    s.set_reuse_address(true)?;
     // Accepted connections inherit TCP_NODELAY from the listener on Linux, which saves a
     // setsockopt per connection (see `serve_conn`).
     s.set_nodelay(true)?;
-    s.bind(addr)?;
-    s.listen(1024)
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    TcpListener::from_std(std::net::TcpListener::from(s))
 }
 
 async fn accept_loop(
@@ -962,7 +988,7 @@ mod tests {
     /// listener; if that ever stops holding, acknowledgements would wait for Nagle.
     #[tokio::test]
     async fn accepted_sockets_are_nodelay() {
-        let l = bind_listener("127.0.0.1:0".parse().unwrap()).unwrap();
+        let l = bind_listener("127.0.0.1:0".parse().unwrap(), false).unwrap();
         let addr = l.local_addr().unwrap();
         let _c = TcpStream::connect(addr).await.unwrap();
         let (s, _) = l.accept().await.unwrap();

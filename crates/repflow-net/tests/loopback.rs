@@ -656,3 +656,51 @@ async fn a_copy_whose_handshake_stalls_times_out_or_loses() {
     assert!(r.failed.is_empty(), "{r:?}");
     assert!(r.fct < Duration::from_millis(300), "{r:?}");
 }
+
+/// Whether this network namespace can open MPTCP sockets; the MPTCP tests are skipped (with a
+/// note on stderr) when it cannot.
+fn mptcp_here() -> bool {
+    match repflow_net::mptcp_check() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mptcp_flows_are_delivered_and_replicated_like_tcp_ones() {
+    if !mptcp_here() {
+        return;
+    }
+    let (mut srv, addr) = server(2, |c| c.mptcp = true).await;
+    let mut cfg = ClientConfig::new(PolicyConfig::repflow(2));
+    cfg.mptcp = true;
+    let client = Client::new(cfg);
+    for i in 0..5u64 {
+        let r = client
+            .send(addr, vec![i as u8; 10_000])
+            .await
+            .expect("MPTCP flow");
+        assert_eq!(r.copies, 2);
+        let got = tokio::time::timeout(Duration::from_secs(5), srv.next())
+            .await
+            .expect("delivered in time")
+            .expect("server running");
+        assert_eq!(got.data.len(), 10_000);
+    }
+    // a plain TCP client is served by the MPTCP listener too (the kernel falls back)
+    let tcp = Client::new(ClientConfig::new(PolicyConfig::tcp()));
+    tcp.send(addr, vec![1u8; 1000])
+        .await
+        .expect("TCP flow to an MPTCP server");
+}
+
+#[test]
+fn mptcp_unavailable_names_the_sysctl() {
+    let e = NetError::MptcpUnavailable(std::io::Error::from_raw_os_error(92));
+    let text = e.to_string();
+    assert!(text.contains("net.mptcp.enabled = 1"), "{text}");
+    assert!(!text.contains('\n'));
+}

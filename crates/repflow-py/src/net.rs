@@ -100,7 +100,7 @@ impl NetServer {
     #[pyo3(signature = (listen, ports=4, key=None, max_flow_size=64<<20, max_connections=4096,
                         header_timeout=10.0, idle_timeout=30.0, sink=true,
                         max_connections_per_source=None, frame_timeout=60.0, write_timeout=10.0,
-                        dedup_capacity=1<<18, dedup_ttl=60.0, replay_window=30.0))]
+                        dedup_capacity=1<<18, dedup_ttl=60.0, replay_window=30.0, mptcp=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -118,6 +118,7 @@ impl NetServer {
         dedup_capacity: usize,
         dedup_ttl: f64,
         replay_window: f64,
+        mptcp: bool,
     ) -> PyResult<Self> {
         let mut cfg = ServerConfig::ports(addr("--listen", listen)?, ports);
         cfg.key = key;
@@ -133,6 +134,7 @@ impl NetServer {
         cfg.dedup_capacity = dedup_capacity.max(1);
         cfg.dedup_ttl = secs("dedup_ttl", dedup_ttl)?;
         cfg.replay_window = secs("replay_window", replay_window)?;
+        cfg.mptcp = mptcp;
         let server =
             wait(py, Server::bind(cfg))?.map_err(|e| PyConnectionError::new_err(e.to_string()))?;
         let stats = server.stats();
@@ -297,7 +299,7 @@ impl NetClient {
                         bind_ip=None, overhead_budget=None, budget_window=1.0, copies_table=None,
                         probe_ttls=vec![2, 3], probe_timeout=0.2, probe_pace=0.002,
                         probe_ports=(21000, 22999), connect_timeout=2.0, flow_timeout=30.0,
-                        auto_table=None))]
+                        auto_table=None, mptcp=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         scheme: &str,
@@ -316,6 +318,7 @@ impl NetClient {
         connect_timeout: f64,
         flow_timeout: f64,
         auto_table: Option<(f64, f64, u8, u64)>,
+        mptcp: bool,
     ) -> PyResult<Self> {
         let rule = match copies_table {
             Some((unit_bytes, extra)) => CopiesRule::Table(CopiesTable {
@@ -355,6 +358,7 @@ impl NetClient {
             }
         };
         cfg.key = key;
+        cfg.mptcp = mptcp;
         cfg.bind_ip = match bind_ip {
             Some(t) => Some(t.parse::<IpAddr>().map_err(|_| {
                 PyValueError::new_err(format!("--bind: cannot read {t:?} as an IP address"))
@@ -569,10 +573,18 @@ fn smartrep_table(
     Ok((t.unit_bytes, t.extra.into_iter().map(u16::from).collect()))
 }
 
+/// `None` when this network namespace can open Multipath TCP sockets, else why not (one line
+/// naming the `net.mptcp.enabled` sysctl).
+#[pyfunction]
+fn mptcp_error() -> Option<String> {
+    repflow_net::mptcp_check().err().map(|e| e.to_string())
+}
+
 /// Registers the network classes and functions on `repflow._core`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NetServer>()?;
     m.add_class::<NetClient>()?;
+    m.add_function(wrap_pyfunction!(mptcp_error, m)?)?;
     m.add_function(wrap_pyfunction!(smartrep_table, m)?)?;
     Ok(())
 }

@@ -55,6 +55,7 @@ def _client_options(args: argparse.Namespace) -> dict[str, Any]:
         "bind_ip": getattr(args, "bind", None),
         "flow_timeout": u.parse_duration(args.flow_timeout, "--flow-timeout"),
         "probe_ttls": _int_list(args.probe_ttls, "--probe-ttls"),
+        "mptcp": _check_mptcp(args),
     }
     if args.copies < 1 or args.copies > 16:
         raise UserError(f"--copies: must be between 1 and 16, got {args.copies}")
@@ -63,6 +64,27 @@ def _client_options(args: argparse.Namespace) -> dict[str, Any]:
             raise UserError(f"--overhead-budget: must be in [0, 1], got {args.overhead_budget}")
         opts["overhead_budget"] = args.overhead_budget
     return opts
+
+
+def _check_mptcp(args: argparse.Namespace) -> bool:
+    """``--mptcp``: refused with one line when this namespace cannot open MPTCP sockets."""
+    if not getattr(args, "mptcp", False):
+        return False
+    from repflow.net import mptcp_error
+
+    err = mptcp_error()
+    if err is not None:
+        raise UserError(f"--mptcp: {err}")
+    return True
+
+
+def _add_mptcp_flag(p: argparse.ArgumentParser, whose: str) -> None:
+    p.add_argument(
+        "--mptcp",
+        action="store_true",
+        help=f"open {whose} as Multipath TCP sockets (IPPROTO_MPTCP): the kernel's path "
+        "manager adds subflows as its `ip mptcp` endpoints and limits allow",
+    )
 
 
 def _int_list(text: str, field: str) -> list[int]:
@@ -106,6 +128,7 @@ def _add_client_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--base-rtt", default=None,
                    help="added to ideal FCT (size·8/link rate); default 0")  # fmt: skip
+    _add_mptcp_flag(p, "every connection")
 
 
 def _add_warm_flag(p: argparse.ArgumentParser, whom: str) -> None:
@@ -192,6 +215,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print a line of counters every T (e.g. 10s); default: only at the end",
     )
     p.add_argument("--duration", default=None, help="stop after this long (default: never)")
+    _add_mptcp_flag(p, "the listening sockets")
     _add_verbose_flag(p)
     p.set_defaults(func=cmd_serve)
 
@@ -280,13 +304,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--max-per-source: must be at least 1, got {per_source}")
     every = None if args.stats is None else u.parse_duration(args.stats, "--stats")
     until = None if args.duration is None else u.parse_duration(args.duration) + time.monotonic()
+    mptcp = _check_mptcp(args)
     _init_logging(args)
     stop = _Stop()
     old = signal.signal(signal.SIGTERM, stop)
     try:
         srv = Server(args.listen, args.ports, sink=True, key=_key(args),
                      max_flow_size=int(max_size), max_connections=args.max_connections,
-                     max_connections_per_source=per_source)  # fmt: skip
+                     max_connections_per_source=per_source, mptcp=mptcp)  # fmt: skip
         print(f"repflow serve: listening on {', '.join(srv.addrs)}", flush=True)
         next_stats = None if every is None else time.monotonic() + every
         try:
@@ -392,7 +417,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     wins = sum(1 for r in rows if r[4] > 0)
     fallbacks = {r[7] for r in rows if r[7]}
     print(f"repflow send: {args.count} flows of {size} B to {args.to}, scheme {args.scheme} "
-          f"({args.mode})")  # fmt: skip
+          f"({args.mode}{', MPTCP' if args.mptcp else ''})")  # fmt: skip
     if len(ok):
         p50, p99 = np.percentile(ok, 50), np.percentile(ok, 99)
         print(
@@ -458,7 +483,8 @@ def _meta(
     }
     config = {
         "scheme": {"name": args.scheme, "copies": args.copies, "mode": args.mode,
-                   "threshold": args.threshold, "overhead_budget": args.overhead_budget},
+                   "threshold": args.threshold, "overhead_budget": args.overhead_budget,
+                   "mptcp": bool(getattr(args, "mptcp", False))},
         "link_rate": args.link_rate,
         **extra_config,
     }  # fmt: skip
@@ -555,7 +581,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     if before_start is not None:
         before_start()  # e.g. the testbed's start barrier, after the warm-up
     print(f"repflow load: {len(sched.at)} flows over {duration:g} s to {len(peers)} peers "
-          f"({sched.rate:.2f}/s, scheme {args.scheme}, {args.mode})", flush=True)  # fmt: skip
+          f"({sched.rate:.2f}/s, scheme {args.scheme}, {args.mode}"
+          f"{', MPTCP' if args.mptcp else ''})", flush=True)  # fmt: skip
     t0 = time.monotonic()
     raw = client.run_load(sched.at, [peers[i] for i in sched.peer], sched.size, duration, drain)
     wall = time.monotonic() - t0

@@ -227,7 +227,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("run", help="run `repflow load` on every host and collect flow records")
-    p.add_argument("--scheme", default="tcp", choices=["tcp", "repflow", "smartrep"])
+    p.add_argument(
+        "--scheme",
+        default="tcp",
+        metavar="{tcp,repflow,smartrep,mptcp}",
+        help="tcp (default), repflow, smartrep (repflow-net), or mptcp (the kernel's Multipath "
+        "TCP; MPTCP-L cannot run on the kernel, see docs/testbed.md)",
+    )
+    p.add_argument(
+        "--subflows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="mptcp: subflows per connection, the first included (1..8, default 8); the hosts "
+        "announce N-1 extra ports that ECMP hashes apart",
+    )
     p.add_argument("--workload", default="websearch", help="workload name or CDF file")
     p.add_argument("--load", type=float, default=0.3, help="load relative to the host link rate")
     p.add_argument("--duration", default="30s", help="traffic duration, e.g. 60s")
@@ -304,6 +318,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out",
         help="optional new directory for the per-flow results (toy.json); must not exist or "
         "be empty",
+    )
+    p.add_argument(
+        "--scheme",
+        default=None,
+        metavar="{tcp,repflow,mptcp}",
+        help="the paper's TCP and RepFlow scenarios always run; mptcp adds one with the short "
+        "flows over the kernel's Multipath TCP",
+    )
+    p.add_argument(
+        "--subflows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="mptcp: subflows per connection, the first included (1..8, default 8)",
     )
     p.add_argument("--prefix", default="rftoy-", help="name prefix (default rftoy-)")
     p.set_defaults(func=_cmd_toy)

@@ -160,6 +160,12 @@ class Client:
         )
 
 
+def mptcp_error() -> str | None:
+    """``None`` when this network namespace can open Multipath TCP sockets, else one line saying
+    why not (the kernel lacks MPTCP, or the sysctl ``net.mptcp.enabled`` is 0)."""
+    return _core().mptcp_error()
+
+
 def init_logging(verbosity: int = 0, env: str | None = None) -> bool:
     """Sends the library's ``tracing`` events to standard error: warnings (refused
     connections and frames, rate-limited) by default, ``info`` with ``verbosity`` 1, ``debug``

@@ -10,6 +10,9 @@ They exist so that checks and the toy experiment need nothing but Python and the
   destination port ``port + i``, first acknowledgement wins), prints one JSON record per flow;
 * ``bulk``  — many concurrent flows with chosen source ports (to load chosen five-tuples).
 
+``sink`` and ``flows`` take ``--mptcp``: Multipath TCP sockets (``IPPROTO_MPTCP``), whose
+subflows the kernel's path manager adds.
+
 Everything prints JSON on standard output.
 """
 
@@ -31,6 +34,16 @@ from dataclasses import asdict
 from repflow.testbed.probe import probe_path
 
 _CHUNK = 1 << 16
+#: Linux's protocol number of Multipath TCP sockets
+IPPROTO_MPTCP = 262
+
+
+def _stream_socket(mptcp: bool = False) -> socket.socket:
+    """A TCP socket, or a Multipath TCP one."""
+    proto = IPPROTO_MPTCP if mptcp else socket.IPPROTO_TCP
+    return socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+
+
 _ZEROS = bytes(_CHUNK)
 
 
@@ -79,11 +92,11 @@ def ping(targets: list[str], timeout: float, tries: int = 3) -> dict[str, float 
 
 
 # ------------------------------------------------------------------------------------ sink
-def sink(ports: list[int], bind: str = "0.0.0.0") -> None:
-    """Receives framed flows on ``ports`` until SIGTERM/SIGINT."""
+def sink(ports: list[int], bind: str = "0.0.0.0", mptcp: bool = False) -> None:
+    """Receives framed flows on ``ports`` until SIGTERM/SIGINT (MPTCP sockets with ``mptcp``)."""
     sel = selectors.DefaultSelector()
     for port in ports:
-        ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ls = _stream_socket(mptcp)
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         ls.bind((bind, port))
         ls.listen(1024)
@@ -138,10 +151,18 @@ class _Copy:
     """One TCP connection carrying one copy of a flow."""
 
     def __init__(
-        self, flow: int, index: int, dst: str, port: int, size: int, src: str, sport: int
+        self,
+        flow: int,
+        index: int,
+        dst: str,
+        port: int,
+        size: int,
+        src: str,
+        sport: int,
+        mptcp: bool = False,
     ) -> None:
         self.flow, self.index, self.size = flow, index, size
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock = _stream_socket(mptcp)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if sport or src != "0.0.0.0":
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -190,8 +211,10 @@ def flows(
     src: str = "0.0.0.0",
     sports: list[int] | None = None,
     parallel: bool = False,
+    mptcp: bool = False,
 ) -> list[dict]:
-    """Back-to-back (or, with ``parallel``, simultaneous) flows; one record per flow."""
+    """Back-to-back (or, with ``parallel``, simultaneous) flows; one record per flow (over
+    Multipath TCP with ``mptcp``)."""
     sel = selectors.DefaultSelector()
     records: list[dict] = []
     t_origin = time.perf_counter()
@@ -204,7 +227,7 @@ def flows(
         cs = []
         for i in range(copies):
             sport = sports[fid % len(sports)] if sports else 0
-            c = _Copy(fid, i, dst, port + i, size, src, sport)
+            c = _Copy(fid, i, dst, port + i, size, src, sport, mptcp)
             sel.register(c.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, c)
             cs.append(c)
         open_copies[fid] = cs
@@ -294,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--max-ttl", type=int, default=8)
     a = sub.add_parser("sink")
     a.add_argument("--ports", required=True)
+    a.add_argument("--mptcp", action="store_true")
     a = sub.add_parser("flows")
     a.add_argument("--dst", required=True)
     a.add_argument("--port", type=int, required=True)
@@ -305,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--src", default="0.0.0.0")
     a.add_argument("--sports", default="")
     a.add_argument("--parallel", action="store_true")
+    a.add_argument("--mptcp", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "ping":
         out: object = ping(args.targets.split(","), args.timeout)
@@ -319,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             for sp in args.sports.split(",")
         }
     elif args.cmd == "sink":
-        sink([int(x) for x in args.ports.split(",")])
+        sink([int(x) for x in args.ports.split(",")], mptcp=args.mptcp)
         return 0
     else:
         sports = [int(x) for x in args.sports.split(",") if x]
@@ -334,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             args.src,
             sports,
             args.parallel,
+            args.mptcp,
         )
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")

@@ -30,15 +30,19 @@ def agent(tb: Testbed, node: str, args: Sequence[str], timeout: float = 120.0) -
 
 
 @contextlib.contextmanager
-def sinks(tb: Testbed, hosts: Sequence[str], ports: Sequence[int]) -> Iterator[None]:
-    """Flow receivers on ``ports`` of every host in ``hosts`` for the duration of the block."""
+def sinks(
+    tb: Testbed, hosts: Sequence[str], ports: Sequence[int], mptcp: bool = False
+) -> Iterator[None]:
+    """Flow receivers on ``ports`` of every host in ``hosts`` for the duration of the block
+    (listening on Multipath TCP sockets with ``mptcp``)."""
     procs: list[subprocess.Popen] = []
     try:
         for h in hosts:
             procs.append(
                 tb.popen_in(
                     h,
-                    [*AGENT, "sink", "--ports", ",".join(map(str, ports))],
+                    [*AGENT, "sink", "--ports", ",".join(map(str, ports))]
+                    + (["--mptcp"] if mptcp else []),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,

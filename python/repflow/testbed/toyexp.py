@@ -6,6 +6,10 @@ three scenarios: the short flows alone, beside the large flow, and beside it wit
 flow replicated once (copy 2 goes to destination port + 1, same source port, first
 acknowledgement wins — as in the paper's Mininet implementation).
 
+With ``--scheme mptcp`` a fourth scenario sends the short flows over the kernel's Multipath TCP
+(one connection per flow, up to ``--subflows`` subflows that ECMP hashes apart, see
+:mod:`.mptcp`) beside the same large flow (plain TCP).
+
 A flow's FCT is measured at the sender from the start of ``connect()`` to the receiver's 1-byte
 acknowledgement of the last byte (so it includes the handshake). Source ports are drawn from the
 seed, so every scenario uses the same five-tuples and the same ECMP paths.
@@ -43,10 +47,22 @@ LABELS = {
     "large": "with the large flow",
     "replicated": "with the large flow and replication",
     "smartrep": "with the large flow and SmartRep",
+    "mptcp": "with the large flow, MPTCP",
 }
 #: scheme of the short flows in each scenario (``--engine net``)
-NET_SCHEMES = {"alone": "tcp", "large": "tcp", "replicated": "repflow", "smartrep": "smartrep"}
+NET_SCHEMES = {
+    "alone": "tcp",
+    "large": "tcp",
+    "replicated": "repflow",
+    "smartrep": "smartrep",
+    "mptcp": "tcp",
+}
 NET_PORT = 6201
+#: the MPTCP scenario's receiver (a separate MPTCP listener: the other scenarios stay plain TCP)
+MPTCP_PORT = 6301
+NET_MPTCP_PORT = 6401
+#: ``--scheme`` of the toy: the paper's scenarios (tcp, repflow) always run; mptcp adds one
+TOY_SCHEMES = ("tcp", "repflow", "mptcp")
 SHORT_BYTES = 10 * 1460
 PORT = 6001
 LARGE_PORT = 6101
@@ -88,14 +104,21 @@ def run_toy(
     say: Callable[[str], None] = lambda _m: None,
     warmup: float = 1.0,
     engine: str = "agent",
+    mptcp_subflows: int | None = None,
 ) -> list[Scenario]:
     """Runs the scenarios on an up toy testbed and returns their measurements.
 
     ``engine="agent"`` sends the short flows with the testbed's own sender (the paper's
     implementation: a copy to port + 1 from the same source port, losers run on unless
     ``cancel``); ``engine="net"`` sends them with ``repflow send`` (the repflow-net library:
-    tcp, repflow, and a fourth scenario with smartrep's probed source ports).
+    tcp, repflow, and a fourth scenario with smartrep's probed source ports). With
+    ``mptcp_subflows`` the short flows also run over MPTCP with that many subflows per
+    connection (H1's and H3's MPTCP endpoints are set here).
     """
+    from contextlib import ExitStack
+
+    from repflow.testbed import mptcp
+
     if engine not in ("agent", "net"):
         raise UserError(f"--engine must be agent or net, got {engine!r}")
     topo = tb.topo
@@ -149,6 +172,10 @@ def run_toy(
     say(f"large flow H2->H4 hashes via {by_addr.get(large_mid or '', '?')}")
     results = []
     names = ["alone", "large", "replicated"] + (["smartrep"] if engine == "net" else [])
+    if mptcp_subflows is not None:
+        mptcp.require_enabled(tb, ["h1", "h3"])
+        mptcp.configure(tb, mptcp_subflows, ["h1", "h3"])
+        names.append("mptcp")
     with tempfile.TemporaryDirectory(prefix="repflow-toy-") as tmp:
         workdir = Path(tmp)
         receivers = (
@@ -156,9 +183,18 @@ def run_toy(
             if engine == "net"
             else sinks(tb, ["h3"], [PORT, PORT + 1])
         )
-        with receivers, sinks(tb, ["h4"], [LARGE_PORT]):
+        extra = ExitStack()
+        if mptcp_subflows is not None:
+            mdir = workdir / "mptcp"
+            mdir.mkdir()
+            extra.enter_context(
+                servers(tb, NET_MPTCP_PORT, mdir, hosts=["h3"], mptcp=True)
+                if engine == "net"
+                else sinks(tb, ["h3"], [MPTCP_PORT], mptcp=True)
+            )
+        with receivers, extra, sinks(tb, ["h4"], [LARGE_PORT]):
             for name in names:
-                copies = 1 if name in ("alone", "large") else 2
+                copies = 1 if name in ("alone", "large", "mptcp") else 2
                 large = None
                 before = tb.qdisc_stats(["s1"])
                 t0 = time.perf_counter()
@@ -190,11 +226,13 @@ def run_toy(
                             tb,
                             "h1",
                             [
-                                "flows", "--dst", h3.addr, "--port", str(PORT),
+                                "flows", "--dst", h3.addr,
+                                "--port", str(MPTCP_PORT if name == "mptcp" else PORT),
                                 "--size", str(SHORT_BYTES), "--count", str(flows),
                                 "--copies", str(copies), "--sports", sp,
                             ]
-                            + (["--cancel"] if cancel else []),
+                            + (["--cancel"] if cancel else [])
+                            + (["--mptcp"] if name == "mptcp" else []),
                             timeout=600,
                         )  # fmt: skip
                 finally:
@@ -209,8 +247,10 @@ def run_toy(
                 )
                 fct = [r["fct"] for r in recs if r["winner"] >= 0]  # type: ignore[union-attr]
                 hit = 0
-                if engine == "net":
-                    hit = -1  # the library chooses its own source ports: not probed here
+                if engine == "net" or name == "mptcp":
+                    # the library chooses its own source ports, MPTCP's joins their own: not
+                    # probed here
+                    hit = -1
                 elif large_mid is not None and name != "alone":
                     for s in map(str, sports):
                         mids = [_middle_of(short_paths[i][s]) for i in range(copies)]  # type: ignore[index]
@@ -234,13 +274,15 @@ def _net_flows(tb: netns.Testbed, name: str, flows: int, workdir: Path) -> list[
 
     h1, h3 = tb.topo.nodes["h1"], tb.topo.nodes["h3"]
     out = workdir / f"send-{name}"
+    port = NET_MPTCP_PORT if name == "mptcp" else NET_PORT
     tb.run_in(
         "h1",
         [
-            *HOSTCMD, "--", "send", "--to", f"{h3.addr}:{NET_PORT}", "--size", str(SHORT_BYTES),
+            *HOSTCMD, "--", "send", "--to", f"{h3.addr}:{port}", "--size", str(SHORT_BYTES),
             "--count", str(flows), "--scheme", NET_SCHEMES[name], "--bind", h1.addr,
             "--link-rate", f"{tb.rate_bps}bps", "--out", str(out),
             *(["--warm"] if NET_SCHEMES[name] == "smartrep" else []),
+            *(["--mptcp"] if name == "mptcp" else []),
         ],
         timeout=600,
     )  # fmt: skip
@@ -273,6 +315,28 @@ def format_table(results: list[Scenario], rate_bps: int, host_shaping: bool = Fa
     return "\n".join(lines)
 
 
+def check_toy_scheme(scheme: str | None, subflows: int | None) -> int | None:
+    """``toy --scheme/--subflows``: the MPTCP scenario's subflows per connection, or ``None``
+    when the toy runs only the paper's scenarios; one clear line on bad input."""
+    from repflow.testbed import mptcp
+
+    if scheme == "mptcp-l":
+        raise UserError(mptcp.MPTCP_L_REFUSAL)
+    if scheme is not None and scheme not in TOY_SCHEMES:
+        raise UserError(
+            f"--scheme: the toy runs tcp and repflow always and adds mptcp; got {scheme!r}"
+        )
+    if subflows is not None:
+        mptcp.check_subflows(subflows)
+    if scheme != "mptcp":
+        if subflows is not None:
+            raise UserError(f"--subflows: only with --scheme mptcp, not {scheme or 'the default'}")
+        return None
+    from repflow.testbed.workload import DEFAULT_SUBFLOWS
+
+    return mptcp.check_subflows(DEFAULT_SUBFLOWS if subflows is None else subflows)
+
+
 def run_cli(args, say: Callable[[str], None]) -> None:
     """``repflow testbed toy``: builds the toy topology, runs Table I, removes it."""
     from repflow.testbed.workload import check_out
@@ -280,6 +344,7 @@ def run_cli(args, say: Callable[[str], None]) -> None:
     rate = parse_rate(args.link_rate)
     if not 10 <= args.flows <= 40_000:
         raise UserError(f"--flows must be between 10 and 40000, got {args.flows}")
+    subflows = check_toy_scheme(getattr(args, "scheme", None), getattr(args, "subflows", None))
     if args.out:
         check_out(args.out)  # before anything is built, not after the experiment
     if netns.read_state(args.prefix) is not None:
@@ -301,7 +366,10 @@ def run_cli(args, say: Callable[[str], None]) -> None:
     )
     say(f"toy topology up in {time.perf_counter() - t0:.1f} s")
     try:
-        results = run_toy(tb, args.flows, args.seed, args.cancel, say, engine=args.engine)
+        results = run_toy(
+            tb, args.flows, args.seed, args.cancel, say, engine=args.engine,
+            mptcp_subflows=subflows,
+        )  # fmt: skip
     finally:
         netns.down(args.prefix)
     print(format_table(results, rate, args.host_shaping))
@@ -325,6 +393,8 @@ def run_cli(args, say: Callable[[str], None]) -> None:
                         "engine": args.engine,
                         "tcp": args.tcp,
                         "rto_min_ms": args.rto_min_ms,
+                        "scheme": getattr(args, "scheme", None),
+                        "subflows": subflows,
                     },
                     "paper": PAPER,
                     "scenarios": [

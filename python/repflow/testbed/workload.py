@@ -47,6 +47,10 @@ HOSTCMD = [sys.executable, "-m", "repflow.testbed.hostcmd"]
 START_TIMEOUT = 180.0
 #: ports each host serves: PORT .. PORT + SERVE_PORTS - 1 (copies use port + i)
 SERVE_PORTS = 4
+#: ``--scheme`` of a testbed run (``mptcp``: TCP flows on the kernel's Multipath TCP)
+SCHEMES = ("tcp", "repflow", "smartrep", "mptcp")
+#: MPTCP's subflows per connection when ``--subflows`` is not given
+DEFAULT_SUBFLOWS = 8
 
 
 # --------------------------------------------------------------------------------- summary
@@ -310,9 +314,14 @@ class Servers(list):
 
 @contextlib.contextmanager
 def servers(
-    tb: Testbed, port: int, logdir: Path, hosts: Sequence[str] | None = None
+    tb: Testbed,
+    port: int,
+    logdir: Path,
+    hosts: Sequence[str] | None = None,
+    mptcp: bool = False,
 ) -> Iterator[Servers]:
-    """``repflow serve`` on every host (or on ``hosts``) for the duration of the block.
+    """``repflow serve`` on every host (or on ``hosts``) for the duration of the block
+    (listening on MPTCP sockets with ``mptcp``).
 
     Ready means: the server's own "listening" line, and the kernel's word that the process we
     started (not another one) owns every one of its ports. A server that exits before that —
@@ -335,6 +344,7 @@ def servers(
                         f"{h.addr}:{port}",
                         "--ports",
                         str(SERVE_PORTS),
+                        *(["--mptcp"] if mptcp else []),
                     ],
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -393,13 +403,22 @@ def check_run_args(
     drain: float,
     port: int,
     flow_timeout: float = 30.0,
+    subflows: int | None = None,
 ) -> str:
     """Every check of :func:`run_workload` that needs no process; returns the workload as the
-    hosts will read it."""
+    hosts will read it. ``subflows`` (MPTCP's subflows per connection) only with ``mptcp``."""
+    from repflow.testbed import mptcp
+
     if not 0 < load <= 1:
         raise UserError(f"--load must be in (0, 1], got {load}")
-    if scheme not in ("tcp", "repflow", "smartrep"):
-        raise UserError(f"--scheme must be tcp, repflow or smartrep, got {scheme!r}")
+    if scheme == "mptcp-l":
+        raise UserError(mptcp.MPTCP_L_REFUSAL)
+    if scheme not in SCHEMES:
+        raise UserError(f"--scheme must be {', '.join(SCHEMES)}, got {scheme!r}")
+    if subflows is not None:
+        mptcp.check_subflows(subflows)
+        if scheme != "mptcp":
+            raise UserError(f"--subflows: only with --scheme mptcp, not {scheme}")
     if not 0 < duration <= 86_400:
         raise UserError(f"--duration must be between 1 ms and 24 h, got {duration:g} s")
     if not 0 <= drain <= 3_600:
@@ -407,6 +426,11 @@ def check_run_args(
     if not 0 < flow_timeout <= 3_600:
         raise UserError(f"--flow-timeout must be between 1 ms and 1 h, got {flow_timeout:g} s")
     check_port(port)
+    if scheme == "mptcp":
+        mptcp.check_ports(
+            DEFAULT_SUBFLOWS if subflows is None else subflows,
+            list(range(port, port + SERVE_PORTS)),
+        )
     return check_workload(workload)
 
 
@@ -441,6 +465,7 @@ def run_workload(
     start_servers: bool = True,
     smartrep_warm: bool = True,
     flow_timeout: float = 30.0,
+    subflows: int | None = None,
     say=lambda _m: None,
 ) -> tuple[Path, dict[str, Any]]:
     """Runs the workload on every host, merges the records into run directory ``out``.
@@ -449,10 +474,15 @@ def run_workload(
     runs can share them) inside :func:`exclusive_hosts`. ``smartrep_warm``: SmartRep hosts probe
     their paths to every peer before the common start (the paper's probe database); ``False``
     makes flows wait for probes. ``flow_timeout``: the library gives up on a flow none of whose
-    copies completed within it (the flow is recorded as failed, with the reason). On failure the
-    per-host logs are kept next to ``out`` and the error names them.
+    copies completed within it (the flow is recorded as failed, with the reason). ``mptcp``:
+    every connection is a kernel Multipath TCP socket with up to ``subflows`` subflows (default
+    8; see :mod:`.mptcp`); the hosts' MPTCP endpoints are set for the run and removed after
+    (with ``start_servers=False`` the caller's :func:`servers` must use ``mptcp=True``, or the
+    connections fall back to TCP, which ``counters.mptcp_MPCapableFallbackACK`` shows). On
+    failure the per-host logs are kept next to ``out`` and the error names them.
     """
     from repflow.runio import write_run
+    from repflow.testbed import mptcp
 
     workload = check_run_args(
         scheme=scheme,
@@ -462,10 +492,15 @@ def run_workload(
         drain=drain,
         port=port,
         flow_timeout=flow_timeout,
+        subflows=subflows,
     )
     check_out(out)
     require_net_commands()
     hosts = tb.topo.hosts
+    use_mptcp = scheme == "mptcp"
+    if use_mptcp:
+        subflows = DEFAULT_SUBFLOWS if subflows is None else subflows
+        mptcp.require_enabled(tb)  # before anything is made
     rate = format_rate(tb.rate_bps)
     parent = Path(out).absolute().parent
     try:
@@ -480,7 +515,15 @@ def run_workload(
             srv: Servers | None = None
             if start_servers:
                 serving.enter_context(exclusive_hosts(tb, say))
-                srv = serving.enter_context(servers(tb, port, work))
+            mp_before: dict[str, dict[str, int]] = {}
+            mp_after: dict[str, dict[str, int]] = {}
+            if use_mptcp:
+                assert subflows is not None
+                mptcp.configure(tb, subflows)
+                serving.callback(mptcp.unconfigure, tb)
+                mp_before = {h.name: mptcp.netstat(tb, h.name) for h in hosts}
+            if start_servers:
+                srv = serving.enter_context(servers(tb, port, work, mptcp=use_mptcp))
             with QueueWatch(tb) as watch:
                 procs: list[subprocess.Popen] = []
                 go = work / "go"
@@ -493,7 +536,9 @@ def run_workload(
                             "--peers", ",".join(f"{o.addr}:{port}" for _, o in peers),
                             "--workload", workload, "--load", str(load), "--link-rate", rate,
                             "--duration", f"{duration}s", "--drain", f"{drain}s",
-                            "--scheme", scheme, "--flow-timeout", f"{flow_timeout}s",
+                            "--scheme", "tcp" if use_mptcp else scheme,
+                            *(["--mptcp"] if use_mptcp else []),
+                            "--flow-timeout", f"{flow_timeout}s",
                             "--seed", str(host_seed(seed, i)), "--out", str(work / f"host-{i}"),
                             "--bind", h.addr, "--host-index", str(i),
                             "--peer-indices", ",".join(str(j) for j, _ in peers),
@@ -512,6 +557,8 @@ def run_workload(
                         srv.check_alive()
                 finally:
                     stop_processes(procs)
+            if use_mptcp:
+                mp_after = {h.name: mptcp.netstat(tb, h.name) for h in hosts}
         flows, counters, metas = merge_host_runs([work / f"host-{i}" for i in range(len(hosts))])
     except UserError as exc:
         keep_logs = True
@@ -536,8 +583,18 @@ def run_workload(
     summary["failure_reasons"] = {
         str(r): int(n) for r, n in reasons.map(_reason_kind).value_counts().items()
     }
+    scheme_config: dict[str, Any] = {"name": scheme}
+    if scheme == "smartrep":
+        scheme_config["warm"] = smartrep_warm
+    if use_mptcp:
+        scheme_config.update(
+            subflows=subflows,
+            signal_ports=mptcp.signal_ports(subflows or 1),
+            path_manager="kernel (in-kernel, signal endpoints with ports)",
+            scheduler="default",
+        )
     config = {
-        "scheme": {"name": scheme, **({"warm": smartrep_warm} if scheme == "smartrep" else {})},
+        "scheme": scheme_config,
         "workload": {"cdf": workload, "load": load},
         "seed": seed,
         "duration": duration,
@@ -559,6 +616,8 @@ def run_workload(
         "hosts": [m.get("config", {}) for m in metas[:1]],
     }
     counters.update(watch.counters())
+    if use_mptcp:
+        counters.update(mptcp.counter_delta(mp_before, mp_after))
     bits = float(flows["size"].sum()) * 8 if len(flows) else 0.0
     counters["offered_load"] = bits / (duration * len(hosts) * tb.rate_bps)
     meta = {
@@ -674,6 +733,7 @@ def parse_run_args(args) -> dict[str, Any]:
     workload = check_run_args(
         scheme=args.scheme, workload=args.workload, load=args.load, duration=duration,
         drain=drain, port=args.port, flow_timeout=flow_timeout,
+        subflows=getattr(args, "subflows", None),
     )  # fmt: skip
     check_out(args.out)
     return {
@@ -699,6 +759,7 @@ def run_cli(tb: Testbed, args, checked: Mapping[str, Any] | None = None, say=pri
         drain=checked["drain"],
         smartrep_warm=not getattr(args, "smartrep_cold", False),
         flow_timeout=checked["flow_timeout"],
+        subflows=getattr(args, "subflows", None),
         show_progress=not getattr(args, "quiet", False),
         say=say,
     )
@@ -723,3 +784,11 @@ def run_cli(tb: Testbed, args, checked: Mapping[str, Any] | None = None, say=pri
         f"drops {c['drops']} (switch {c['switch_drops']}, host {c['host_drops']}), largest "
         f"switch queue {c['max_switch_queue']} packets (sampled every ~1 s)"
     )
+    if args.scheme == "mptcp":
+        print(
+            f"MPTCP: {meta['config']['scheme']['subflows']} subflows per connection at most; "
+            f"{c.get('mptcp_MPCapableACKRX', 0)} connections MP_CAPABLE, "
+            f"{c.get('mptcp_MPJoinAckRx', 0)} subflows joined, "
+            f"{c.get('mptcp_MPCapableFallbackACK', 0) + c.get('mptcp_MPCapableFallbackSYNACK', 0)}"
+            f" fell back to TCP, {c.get('mptcp_MPCapableSYNTXDisabled', 0)} opened as TCP"
+        )

@@ -23,15 +23,21 @@ impl Client {
         written: &AtomicU64,
     ) -> Result<TcpStream, String> {
         use nix::libc;
-        use socket2::{Domain, Protocol, Socket, Type};
+        use socket2::{Domain, Socket, Type};
         let cfg = &self.inner.cfg;
         let domain = if route.dst.is_ipv4() {
             Domain::IPV4
         } else {
             Domain::IPV6
         };
-        let s = Socket::new(domain, Type::STREAM.nonblocking(), Some(Protocol::TCP))
-            .map_err(|e| format!("socket: {e}"))?;
+        let proto = crate::stream_protocol(cfg.mptcp);
+        let s = Socket::new(domain, Type::STREAM.nonblocking(), Some(proto)).map_err(|e| {
+            if cfg.mptcp {
+                crate::NetError::MptcpUnavailable(e).to_string()
+            } else {
+                format!("socket: {e}")
+            }
+        })?;
         let _ = s.set_nodelay(true);
         // Closing resets the connection: a loser stops at once, and no TIME_WAIT is left
         // on the client, so probed source ports can be reused.

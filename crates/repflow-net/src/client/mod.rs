@@ -65,6 +65,10 @@ pub struct ClientConfig {
     /// SmartRep's table learnt at run time: when set, the client keeps a histogram of the
     /// sizes it sends and re-runs RepNumAssign every `every` flows, replacing the copies rule.
     pub auto_table: Option<AutoTable>,
+    /// Open every connection as a Multipath TCP socket (`IPPROTO_MPTCP`): the kernel's path
+    /// manager may then add subflows, and falls back to TCP when the server does not speak
+    /// MPTCP.
+    pub mptcp: bool,
 }
 
 /// Parameters of a copies table re-learnt from the observed flow sizes (SmartRep).
@@ -96,6 +100,7 @@ impl ClientConfig {
             bind_ip: None,
             pool_idle: Duration::from_secs(10),
             auto_table: None,
+            mptcp: false,
         }
     }
 }
