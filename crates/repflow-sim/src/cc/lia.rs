@@ -4,7 +4,7 @@
 //! `alpha = cwnd_total · max_i(cwnd_i / rtt_i²) / (Σ_i cwnd_i / rtt_i)²`; so the connection
 //! takes no more than one TCP would on its best path.
 
-use crate::transport::{slow_start, AckInfo, CongestionControl, Window};
+use crate::transport::{slow_start, AckInfo, CongestionControl, Coupling, Window};
 
 /// LIA's state on one subflow. Until its connection couples it ([`CongestionControl::couple`])
 /// it grows as Reno does.
@@ -57,15 +57,23 @@ impl CongestionControl for Lia {
         }
     }
 
-    fn couple(&mut self, total_cwnd: f64, alpha: f64) {
-        self.total_cwnd = total_cwnd;
-        self.alpha = alpha;
+    fn couple(&mut self, c: &Coupling) {
+        self.total_cwnd = c.total_cwnd;
+        self.alpha = c.alpha;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn coupling(total_cwnd: f64, alpha: f64) -> Coupling {
+        Coupling {
+            total_cwnd,
+            alpha,
+            ..Coupling::default()
+        }
+    }
 
     fn ack(acked: u32) -> AckInfo {
         AckInfo {
@@ -84,7 +92,7 @@ mod tests {
         let a = Lia::alpha(&[(10.0, 100.0)], 10.0);
         assert!((a - 1.0).abs() < 1e-12);
         let mut lia = Lia::new();
-        lia.couple(10.0, a);
+        lia.couple(&coupling(10.0, a));
         let mut w = Window {
             cwnd: 10,
             cwnd_cnt: 0,
@@ -102,7 +110,7 @@ mod tests {
         let a = Lia::alpha(&[(10.0, 100.0), (10.0, 100.0)], 20.0);
         assert!((a - 0.5).abs() < 1e-12);
         let mut lia = Lia::new();
-        lia.couple(20.0, a);
+        lia.couple(&coupling(20.0, a));
         let mut w = Window {
             cwnd: 10,
             cwnd_cnt: 0,

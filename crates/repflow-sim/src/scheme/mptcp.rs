@@ -37,6 +37,9 @@ pub enum Coupling {
     Lia,
     /// Every subflow its own NewReno.
     Uncoupled,
+    /// OLIA (Khalili et al., CoNEXT 2012): LIA's responsiveness without its unfairness to
+    /// paths with fewer losses.
+    Olia,
 }
 
 /// When the subflows after the first open.
@@ -119,6 +122,9 @@ fn cc_factory(coupling: Coupling) -> super::CcFactory {
             Box::new(|_| Box::new(crate::cc::Lia::new()) as Box<dyn CongestionControl>)
         }
         Coupling::Uncoupled => Box::new(|_| Box::new(NewReno)),
+        Coupling::Olia => {
+            Box::new(|_| Box::new(crate::cc::Olia::new()) as Box<dyn CongestionControl>)
+        }
     }
 }
 
@@ -128,7 +134,7 @@ fn cc_factory(coupling: Coupling) -> super::CcFactory {
 pub struct MptcpScheme {
     /// Subflows per connection, 1–64 (8, as in the MPTCP-in-data-centers studies).
     pub subflows: u32,
-    /// Congestion-control coupling: `lia` or `uncoupled`.
+    /// Congestion-control coupling: `lia`, `olia` or `uncoupled`.
     pub coupling: Coupling,
     /// Subflow join timing: `start` or `after-rtt`.
     pub join: Join,
@@ -183,7 +189,7 @@ pub struct MptcpLScheme {
     pub short_subflows: u32,
     /// Subflows of a longer flow (standard MPTCP), 1–64.
     pub subflows: u32,
-    /// Congestion-control coupling of long flows' subflows: `lia` or `uncoupled` (a short
+    /// Congestion-control coupling of long flows' subflows: `lia`, `olia` or `uncoupled` (a short
     /// flow's redundant subflows are each their own NewReno: they carry the same data).
     pub coupling: Coupling,
     /// Subflow join timing: `start` or `after-rtt`.

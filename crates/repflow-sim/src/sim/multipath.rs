@@ -182,13 +182,13 @@ impl World<'_> {
         }
     }
 
-    /// Before an ACK reaches a subflow of a coupled (LIA) connection: gives its congestion
-    /// control the connection's total window and RFC 6356's alpha.
+    /// Before an ACK reaches a subflow of a coupled (LIA, OLIA) connection: gives its
+    /// congestion control what it needs of the other subflows ([`crate::transport::Coupling`]).
     pub(super) fn mp_couple(&mut self, conn_id: u32) {
         let Some(mp) = self.scheme.multipath else {
             return;
         };
-        if mp.coupling != Coupling::Lia {
+        if mp.coupling == Coupling::Uncoupled {
             return;
         }
         let c = &self.conns[conn_id as usize];
@@ -199,20 +199,46 @@ impl World<'_> {
         let (first, n) = (f.first_conn as usize, f.copies as usize);
         let mut total = 0.0;
         let mut paths = [(0.0, 0.0); crate::scheme::MAX_SUBFLOWS as usize];
+        let mut losses = [0.0; crate::scheme::MAX_SUBFLOWS as usize];
+        let mut own = None;
         let mut k = 0;
-        for s in &self.conns[first..first + n] {
+        for (i, s) in self.conns[first..first + n].iter().enumerate() {
             if s.snd.state != SenderState::Established {
                 continue;
             }
             let w = f64::from(s.snd.win.cwnd);
             total += w;
             if let Some(r) = s.snd.srtt() {
+                if first + i == conn_id as usize {
+                    own = Some(k);
+                }
                 paths[k] = (w, r.max(1) as f64);
+                losses[k] = s.snd.loss_interval();
                 k += 1;
             }
         }
-        let alpha = crate::cc::Lia::alpha(&paths[..k], total);
-        self.conns[conn_id as usize].snd.couple(total, alpha);
+        let paths = &paths[..k];
+        let mut c = crate::transport::Coupling {
+            total_cwnd: total,
+            ..Default::default()
+        };
+        match mp.coupling {
+            Coupling::Lia => c.alpha = crate::cc::Lia::alpha(paths, total),
+            Coupling::Olia => {
+                c.sum_w_over_rtt = paths.iter().map(|&(w, r)| w / r).sum();
+                if let Some(o) = own {
+                    c.own_rtt = paths[o].1;
+                    let with_losses: Vec<(f64, f64, f64)> = paths
+                        .iter()
+                        .zip(&losses[..k])
+                        .map(|(&(w, r), &l)| (w, r, l))
+                        .collect();
+                    c.olia_alpha = crate::cc::Olia::alphas(&with_losses)[o];
+                }
+            }
+            Coupling::Uncoupled => {}
+        }
+        self.conns[conn_id as usize].snd.couple(&c);
     }
 
     /// After an ACK on a subflow: the data it acknowledged, a waiting join, and the

@@ -52,11 +52,33 @@ pub trait CongestionControl: Send {
     fn ssthresh_after_timeout(&mut self, w: &Window, flight: u32) -> u32 {
         self.ssthresh_after_loss(w, flight)
     }
-    /// A multipath connection's coupling before an ACK of one of its subflows: the sum of
-    /// its subflows' windows and RFC 6356's `alpha` (uncoupled algorithms ignore it).
-    fn couple(&mut self, total_cwnd: f64, alpha: f64) {
-        let _ = (total_cwnd, alpha);
+    /// A multipath connection's coupling before an ACK of one of its subflows (uncoupled
+    /// algorithms ignore it).
+    fn couple(&mut self, c: &Coupling) {
+        let _ = c;
     }
+    /// OLIA's smoothed loss interval of this subflow: segments acknowledged between its last
+    /// two losses or since the last one, whichever is more (0 for other algorithms).
+    fn loss_interval(&self) -> f64 {
+        0.0
+    }
+}
+
+/// What a coupled congestion control learns about its connection before an ACK of one of its
+/// subflows (windows in segments, RTTs in picoseconds, over the established subflows with an
+/// RTT sample).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Coupling {
+    /// Sum of the subflows' windows (all established subflows).
+    pub total_cwnd: f64,
+    /// RFC 6356's `alpha` (LIA).
+    pub alpha: f64,
+    /// `Σ_p cwnd_p / rtt_p` (OLIA).
+    pub sum_w_over_rtt: f64,
+    /// This subflow's smoothed RTT (OLIA); 0 before a sample.
+    pub own_rtt: f64,
+    /// OLIA's `α_r` of this subflow.
+    pub olia_alpha: f64,
 }
 
 /// Slow start's part of an ACK (RFC 3465, at most [`ABC_LIMIT`] per ACK, up to `ssthresh`):

@@ -2,7 +2,9 @@
 //! recovery (RFC 5681, RFC 6582) and the retransmission timer (RFC 6298).
 
 use super::detect::{DetectParams, DetectSender};
-use super::{AckInfo, CongestionControl, Scoreboard, SenderState, SenderStats, TcpParams, Window};
+use super::{
+    AckInfo, CongestionControl, Coupling, Scoreboard, SenderState, SenderStats, TcpParams, Window,
+};
 use crate::engine::Time;
 use crate::packet::{flag, kind, Packet};
 
@@ -155,8 +157,13 @@ impl Sender {
 
     /// Lets a coupled congestion control see its connection (see
     /// [`CongestionControl::couple`]).
-    pub fn couple(&mut self, total_cwnd: f64, alpha: f64) {
-        self.cc.couple(total_cwnd, alpha);
+    pub fn couple(&mut self, c: &Coupling) {
+        self.cc.couple(c);
+    }
+
+    /// The congestion control's loss interval (see [`CongestionControl::loss_interval`]).
+    pub fn loss_interval(&self) -> f64 {
+        self.cc.loss_interval()
     }
 
     /// The earliest timer deadline: the retransmission timer's or MPTCP-L's aggressive timer's.
