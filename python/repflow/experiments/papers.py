@@ -146,7 +146,14 @@ PAPERS: tuple[Paper, ...] = (
             ),
         ),
         "The paper fixes the RTO at 4 RTT for both MPTCP and MPTCP-L, so the profile's RTO "
-        "does not apply to the subflows; the window and segment size still do.",
+        "does not apply to the subflows; the window and segment size still do. Why MPTCP-L's "
+        "FCT claim fails here, as measured (docs/experiments.md, 'MPTCP-L against MPTCP'): a "
+        "short flow's two copies share its host links (36–42 % more bytes than the workload, "
+        "whose short flows carry 31 % of the bytes; the paper reports 3–5 %), while MPTCP's 8 "
+        "subflows, all opened at the start, send a short flow in its first round trip; MPTCP-L "
+        "retransmits less (its loss detection works) but its short flows finish later. Joining "
+        "the subflows after one RTT (Linux) or fewer subflows move MPTCP more than any TCP "
+        "setting moves either.",
     ),
 )
 
