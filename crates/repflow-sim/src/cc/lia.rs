@@ -4,7 +4,7 @@
 //! `alpha = cwnd_total · max_i(cwnd_i / rtt_i²) / (Σ_i cwnd_i / rtt_i)²`; so the connection
 //! takes no more than one TCP would on its best path.
 
-use crate::transport::{slow_start, AckInfo, CongestionControl, Coupling, Window};
+use crate::transport::{apply_fraction, slow_start, AckInfo, CongestionControl, Coupling, Window};
 
 /// LIA's state on one subflow. Until its connection couples it ([`CongestionControl::couple`])
 /// it grows as Reno does.
@@ -50,11 +50,7 @@ impl CongestionControl for Lia {
             own
         };
         self.acc += f64::from(acked) * per_segment;
-        // (A tolerance for the rounding of sums like ten times 1/10.)
-        while self.acc >= 1.0 - 1e-9 {
-            self.acc = (self.acc - 1.0).max(0.0);
-            w.cwnd += 1;
-        }
+        apply_fraction(&mut self.acc, w);
     }
 
     fn couple(&mut self, c: &Coupling) {
@@ -66,23 +62,13 @@ impl CongestionControl for Lia {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::test_ack as ack;
 
     fn coupling(total_cwnd: f64, alpha: f64) -> Coupling {
         Coupling {
             total_cwnd,
             alpha,
             ..Coupling::default()
-        }
-    }
-
-    fn ack(acked: u32) -> AckInfo {
-        AckInfo {
-            acked,
-            ece: false,
-            ack: 0,
-            snd_nxt: 0,
-            now: 0,
-            bytes_sent: 0,
         }
     }
 

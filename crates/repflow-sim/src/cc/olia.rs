@@ -14,7 +14,7 @@
 //! `r ∈ M`, and 0 otherwise. [`Olia::alphas`] computes them; the connection passes each
 //! subflow its own before an ACK ([`CongestionControl::couple`]).
 
-use crate::transport::{slow_start, AckInfo, CongestionControl, Coupling, Window};
+use crate::transport::{apply_fraction, slow_start, AckInfo, CongestionControl, Coupling, Window};
 
 /// OLIA's state on one subflow. Uncoupled (before its connection couples it) it grows as Reno.
 #[derive(Clone, Copy, Debug, Default)]
@@ -85,15 +85,7 @@ impl CongestionControl for Olia {
             1.0 / wr
         };
         self.acc += f64::from(acked) * per_segment;
-        // (A tolerance for the rounding of sums like ten times 1/10.)
-        while self.acc >= 1.0 - 1e-9 {
-            self.acc = (self.acc - 1.0).max(0.0);
-            w.cwnd += 1;
-        }
-        while self.acc <= -1.0 + 1e-9 {
-            self.acc = (self.acc + 1.0).min(0.0);
-            w.cwnd = w.cwnd.saturating_sub(1).max(1);
-        }
+        apply_fraction(&mut self.acc, w);
     }
 
     fn ssthresh_after_loss(&mut self, w: &Window, flight: u32) -> u32 {
@@ -116,17 +108,7 @@ impl CongestionControl for Olia {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ack(acked: u32) -> AckInfo {
-        AckInfo {
-            acked,
-            ece: false,
-            ack: 0,
-            snd_nxt: 0,
-            now: 0,
-            bytes_sent: 0,
-        }
-    }
+    use crate::transport::test_ack as ack;
 
     #[test]
     fn window_moves_from_the_largest_path_to_a_better_smaller_one() {

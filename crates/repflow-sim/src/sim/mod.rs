@@ -242,21 +242,8 @@ impl<'a> World<'a> {
         let hca_wait = self.choose_hca_ports(src, dst);
         let first_conn = self.conns.len() as u32;
         let n = self.copies_buf.len();
-        self.counters.flows += 1;
-        self.counters.flow_bytes += size;
-        if self.now < self.end_arrivals {
-            self.counters.offered_load += size as f64;
-        }
         self.counters.extra_copy_bytes += size * (n as u64 - 1);
-        self.flows.push(FlowState {
-            spec,
-            start: self.now,
-            first_conn,
-            copies: n as u8,
-            finish: None,
-            winner: -1,
-            mp: NO_MP,
-        });
+        self.push_flow(spec, first_conn, n as u8, NO_MP);
         for i in 0..n {
             let c = self.copies_buf[i];
             let t = FiveTuple {
@@ -297,6 +284,24 @@ impl<'a> World<'a> {
             self.q
                 .push_timer(self.now + hca_wait, ev(EV_HCA, id as u32));
         }
+    }
+
+    /// Counts a new flow and records its state (`mp`: its connection level, or [`NO_MP`]).
+    fn push_flow(&mut self, spec: FlowSpec, first_conn: u32, copies: u8, mp: u32) {
+        self.counters.flows += 1;
+        self.counters.flow_bytes += spec.size;
+        if self.now < self.end_arrivals {
+            self.counters.offered_load += spec.size as f64;
+        }
+        self.flows.push(FlowState {
+            spec,
+            start: self.now,
+            first_conn,
+            copies,
+            finish: None,
+            winner: -1,
+            mp,
+        });
     }
 
     fn start_conn(&mut self, conn_id: u32) {

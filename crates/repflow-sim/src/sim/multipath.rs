@@ -10,7 +10,7 @@
 //! from the sending subflow's map. When the receiver holds every byte the flow is complete
 //! and its subflows stop (a real sender learns it from the DATA_ACK half an RTT later).
 
-use super::{Conn, FlowState, World};
+use super::{Conn, World};
 use crate::network::FiveTuple;
 use crate::packet::Packet;
 use crate::replication::{ephemeral_port, FlowSpec, BASE_PORT};
@@ -66,11 +66,6 @@ impl World<'_> {
         let n = plan.subflows;
         let first_conn = self.conns.len() as u32;
         let size = spec.size;
-        self.counters.flows += 1;
-        self.counters.flow_bytes += size;
-        if self.now < self.end_arrivals {
-            self.counters.offered_load += size as f64;
-        }
         if plan.redundant {
             self.counters.extra_copy_bytes += size * (n as u64 - 1);
         }
@@ -91,15 +86,7 @@ impl World<'_> {
             },
             joined: mp.join == Join::Start,
         });
-        self.flows.push(FlowState {
-            spec,
-            start: self.now,
-            first_conn,
-            copies: n as u8,
-            finish: None,
-            winner: -1,
-            mp: mp_index,
-        });
+        self.push_flow(spec, first_conn, n as u8, mp_index);
         let mut sports: Vec<u16> = Vec::with_capacity(n as usize);
         for i in 0..n {
             // Distinct source ports: each subflow its own five-tuple.

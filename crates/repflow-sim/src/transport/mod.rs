@@ -92,6 +92,34 @@ pub fn slow_start(w: &mut Window, acked: u32) -> u32 {
     acked - acked.min(room)
 }
 
+/// Applies a fractional window change accumulated in `acc` (segments, either sign): whole
+/// segments move into `cwnd` (never below 1), the fraction stays. Coupled increases (LIA,
+/// OLIA) add fractions of a segment per ACK. (A tolerance absorbs the rounding of sums such
+/// as ten times 1/10.)
+pub fn apply_fraction(acc: &mut f64, w: &mut Window) {
+    while *acc >= 1.0 - 1e-9 {
+        *acc = (*acc - 1.0).max(0.0);
+        w.cwnd += 1;
+    }
+    while *acc <= -1.0 + 1e-9 {
+        *acc = (*acc + 1.0).min(0.0);
+        w.cwnd = w.cwnd.saturating_sub(1).max(1);
+    }
+}
+
+/// An ACK of `acked` segments with nothing else set (tests of congestion controls).
+#[cfg(test)]
+pub(crate) fn test_ack(acked: u32) -> AckInfo {
+    AckInfo {
+        acked,
+        ece: false,
+        ack: 0,
+        snd_nxt: 0,
+        now: 0,
+        bytes_sent: 0,
+    }
+}
+
 /// Reno/NewReno window growth: slow start adds one segment per segment acknowledged,
 /// congestion avoidance one segment per window.
 #[derive(Clone, Copy, Debug, Default)]
