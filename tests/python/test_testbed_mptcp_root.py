@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from repflow.testbed import mptcp, netns
 from repflow.testbed.topology import fat_tree, toy
+from repflow.testbed.workload import net_commands_available
 
 pytestmark = [
     pytest.mark.root,
@@ -32,14 +33,6 @@ pytestmark = [
 
 PREFIX = "rftm-"
 
-
-def _net_commands_available() -> bool:
-    from repflow.testbed.workload import HOSTCMD
-
-    return all(
-        subprocess.run([*HOSTCMD, "--", c, "--help"], capture_output=True).returncode == 0
-        for c in ("serve", "load")
-    )
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +75,7 @@ def test_kernel_offers_only_the_default_scheduler(tb):
 
 
 def test_mptcp_run_has_the_tcp_records_columns_and_joined_subflows(tb, env, tmp_path):
-    if not _net_commands_available():
+    if not net_commands_available():
         pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
     import pyarrow.parquet as pq
 

@@ -9,7 +9,6 @@ a testbed a user has up.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 from repflow.testbed import checks, netns
 from repflow.testbed.topology import fat_tree, toy
+from repflow.testbed.workload import net_commands_available
 
 pytestmark = [
     pytest.mark.root,
@@ -150,18 +150,8 @@ def test_repflow_copy_collision_rate_matches_four_paths(fattree):
     assert 0.08 < co.rate < 0.45, co
 
 
-@functools.cache
-def _net_commands_available() -> bool:
-    from repflow.testbed.workload import REPFLOW
-
-    return all(
-        subprocess.run([*REPFLOW, cmd, "--help"], capture_output=True, check=False).returncode == 0
-        for cmd in ("serve", "load")
-    )
-
-
 def test_short_workload_tcp_and_repflow(fattree, tmp_path):
-    if not _net_commands_available():
+    if not net_commands_available():
         pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
     from repflow.runio import load_run
     from repflow.testbed.workload import run_workload, servers
@@ -222,7 +212,7 @@ def test_toy_scenarios(state_dir):
 
 
 def test_toy_with_the_library(state_dir):
-    if not _net_commands_available():
+    if not net_commands_available():
         pytest.skip("`repflow serve`/`repflow send` (repflow-net) are not in this build")
     from repflow.testbed.toyexp import run_toy
 

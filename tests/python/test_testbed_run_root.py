@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from repflow.testbed import netns
 from repflow.testbed.topology import fat_tree
+from repflow.testbed.workload import net_commands_available
 
 pytestmark = [
     pytest.mark.root,
@@ -31,18 +32,10 @@ pytestmark = [
 PREFIX = "rftw-"
 
 
-def _net_commands_available() -> bool:
-    from repflow.testbed.workload import HOSTCMD
-
-    return all(
-        subprocess.run([*HOSTCMD, "--", c, "--help"], capture_output=True).returncode == 0
-        for c in ("serve", "load")
-    )
-
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    if not _net_commands_available():
+    if not net_commands_available():
         pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
     d = tmp_path_factory.mktemp("tbstate")
     old = os.environ.get("REPFLOW_TESTBED_STATE_DIR")

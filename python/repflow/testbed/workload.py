@@ -177,6 +177,15 @@ class QueueWatch:
 
 
 # ------------------------------------------------------------------------------- processes
+def net_commands_available() -> bool:
+    """Whether this build has the host commands a testbed run needs (``repflow serve`` and
+    ``repflow load``, from repflow-net)."""
+    return all(
+        subprocess.run([*HOSTCMD, "--", c, "--help"], capture_output=True).returncode == 0
+        for c in ("serve", "load")
+    )
+
+
 def require_net_commands() -> None:
     """Stops with a clear message unless ``repflow serve`` and ``repflow load`` exist."""
     for cmd in ("serve", "load"):
