@@ -4,6 +4,9 @@ the figures compared (docs/validation.md).
     python3 validation/refs.py traces                      # write the traces (fixtures)
     python3 validation/refs.py htsim --binary PATH         # run htsim's driver on every trace
     python3 validation/refs.py compare                     # our figures beside the fixtures
+    python3 validation/refs.py mptcp-traces                # the MPTCP scenario's trace
+    python3 validation/refs.py htsim-mptcp --binary PATH   # htsim's MPTCP on it (fixtures)
+    python3 validation/refs.py compare-mptcp               # our MPTCP beside htsim's
 
 The reference simulators are built from their public sources outside this repository
 (`validation/htsim/build.sh`); only their results are committed, under
@@ -202,6 +205,157 @@ def htsim_figures(name: str) -> list[dict]:
     return out
 
 
+#: The MPTCP scenario (docs/validation.md, "MPTCP against htsim"): htsim's classic MPTCP
+#: experiment, a permutation of long flows on a fat-tree, here k = 4 at 100 Mb/s so that flows
+#: last seconds (a 250 ms minimum RTO is then small beside them) with few packets. Every flow
+#: carries MPTCP_PACKETS data packets: 1,500 bytes of data each in htsim, 1,460 + 40 B of
+#: headers here, so both send the same packets.
+MPTCP_NAME = "mptcp-permutation-k4"
+MPTCP_K = 4
+MPTCP_PACKETS = 20_000
+MPTCP_NETWORK = {"link_rate": "100Mbps", "gbps": 0.1, "link_delay": "1us",
+                 "queue_packets": 100}  # fmt: skip
+#: (subflows, coupling) pairs run in both simulators.
+MPTCP_RUNS = ((1, "lia"), (2, "lia"), (4, "lia"), (8, "lia"), (2, "uncoupled"),
+              (8, "uncoupled"))  # fmt: skip
+MPTCP_HTSIM_SEEDS = tuple(range(1, 9))
+MPTCP_OUR_SEEDS = tuple(range(1, 11))
+
+
+def _mptcp_permutation() -> list[tuple[int, int, int, int]]:
+    """k = 4: the derangement of `permutation-k4` (same generator), MPTCP_PACKETS packets of
+    1,500 B per flow (htsim's bytes), starts within the first 100 µs."""
+    return [(a, b, MPTCP_PACKETS * 1500, t) for a, b, _, t in _permutation()]
+
+
+def mptcp_config(subflows: int, coupling: str, seed: int) -> dict[str, Any]:
+    """The configuration that replays the MPTCP scenario in this simulator: `mptcp` with all
+    subflows joining at the start (htsim's subflows all open with the flow, each with its own
+    SYN), TCP as for the htsim TCP scenarios, queues of 100 × 1,500 bytes."""
+    rows = sorted(read_trace(MPTCP_NAME), key=lambda r: r[3])
+    trace = [{"src": s, "dst": d, "size": z // 1500 * TCP["mss"], "start": f"{t}ps"}
+             for s, d, z, t in rows]  # fmt: skip
+    return {
+        "seed": seed,
+        "topology": {"kind": "fat-tree", "k": MPTCP_K, "link_rate": MPTCP_NETWORK["link_rate"],
+                     "link_delay": MPTCP_NETWORK["link_delay"]},
+        "queue": {"limit_bytes": MPTCP_NETWORK["queue_packets"] * 1500, "host_limit_packets": 0},
+        "tcp": dict(TCP),
+        "scheme": {"name": "mptcp", "subflows": subflows, "coupling": coupling,
+                   "join": "start"},
+        "workload": {"trace": trace, "drain": "200s"},
+    }  # fmt: skip
+
+
+def mptcp_figures(packets: np.ndarray, fct: np.ndarray, timeouts: np.ndarray, drops: float,
+                  rate_bps: float) -> dict:  # fmt: skip
+    """The compared MPTCP figures of one run. A flow's goodput is its packets × 1,500 B over
+    its FCT, as a fraction of the host link's rate (the same wire bytes in both simulators)."""
+    done = np.isfinite(fct) & (fct > 0)
+    g = packets[done] * 1500 * 8 / fct[done] / rate_bps
+    return {
+        "flows": int(len(fct)),
+        "unfinished": int((~done).sum()),
+        "goodput_mean": float(np.mean(g)),
+        "goodput_p10": float(np.quantile(g, 0.1)),
+        "goodput_min": float(np.min(g)),
+        "drops": float(drops),
+        "timeouts": float(timeouts.sum()),
+    }
+
+
+def ours_mptcp(subflows: int, coupling: str, seed: int) -> dict:
+    """Our MPTCP figures for one seed (the seed moves ECMP's hash salt: every subflow's path)."""
+    from repflow import api
+
+    r = api.simulate(mptcp_config(subflows, coupling, seed))
+    f = r.flows.sort_values("id")
+    return mptcp_figures((f["size"] // TCP["mss"]).to_numpy(), f.fct.to_numpy(),
+                         f.timeouts.to_numpy(), r.metadata["counters"]["drops"],
+                         MPTCP_NETWORK["gbps"] * 1e9)  # fmt: skip
+
+
+def mptcp_fixture(subflows: int, coupling: str, seed: int) -> Path:
+    """htsim's result file of one run."""
+    return FIXTURES / MPTCP_NAME / f"htsim-{coupling}-n{subflows}-seed{seed}.csv"
+
+
+def htsim_mptcp_figures(subflows: int, coupling: str) -> list[dict]:
+    """htsim's MPTCP figures, one per stored seed."""
+    out = []
+    for seed in MPTCP_HTSIM_SEEDS:
+        f = pd.read_csv(mptcp_fixture(subflows, coupling, seed))
+        fct = f.fct.to_numpy(dtype=float, copy=True)
+        fct[fct < 0] = np.nan
+        out.append(mptcp_figures((f["size"] // 1500).to_numpy(), fct, f.timeouts.to_numpy(),
+                                 f.drops.sum(), MPTCP_NETWORK["gbps"] * 1e9))  # fmt: skip
+    return out
+
+
+def cmd_mptcp_traces(_: argparse.Namespace) -> None:
+    d = FIXTURES / MPTCP_NAME
+    d.mkdir(parents=True, exist_ok=True)
+    rows = _mptcp_permutation()
+    (d / "trace.txt").write_text("".join(f"{s} {t} {z} {a}\n" for s, t, z, a in rows))
+    print(f"{MPTCP_NAME}: {len(rows)} flows")
+
+
+def cmd_htsim_mptcp(args: argparse.Namespace) -> None:
+    binary = Path(args.binary).resolve()
+    d = FIXTURES / MPTCP_NAME
+    runs = []
+    for subflows, coupling in MPTCP_RUNS:
+        for seed in MPTCP_HTSIM_SEEDS:
+            out = mptcp_fixture(subflows, coupling, seed).name
+            cmd = [str(binary), "-k", str(MPTCP_K), "-gbps", str(MPTCP_NETWORK["gbps"]),
+                   "-link_us", "1", "-queue_pkts", str(MPTCP_NETWORK["queue_packets"]),
+                   "-trace", "trace.txt", "-out", out, "-subflows", str(subflows), "-cc",
+                   coupling, "-seed", str(seed), "-scan_us", "10", "-end_ms", "200000"]  # fmt: skip
+            subprocess.run(cmd, cwd=d, check=True, stdout=subprocess.DEVNULL)
+            runs.append(" ".join([binary.name, *cmd[1:]]))
+        print(f"{MPTCP_NAME}: htsim {coupling} n={subflows} done")
+    prov = {
+        "reference": "htsim (github.com/Broadcom/csg-htsim)",
+        "commit": args.commit,
+        "build": "make -C sim; bash validation/htsim/build.sh <checkout> (g++ -O2)",
+        "driver": "validation/htsim/trace_mptcp.cpp",
+        "commands (run in this directory)": runs,
+        "network": {**MPTCP_NETWORK, "k": MPTCP_K, "queue": "htsim RandomQueue (drops 10 % of "
+                    "arrivals in the last 3 packets of the buffer, every arrival beyond it); "
+                    "hosts: FairPriorityQueue"},  # fmt: skip
+        "flows": f"a permutation of the 16 hosts, {MPTCP_PACKETS} packets of 1,500 B each",
+        "mptcp": "htsim MultipathTcpSrc: lia = COUPLED_INC (RFC 6356 linked increases), "
+                 "uncoupled = UNCOUPLED; N TcpSrc subflows all starting with the flow, each "
+                 "with its own SYN; htsim has no data-level sequence space, so the driver gives "
+                 "a flow a shared budget of packets (a subflow sends a new packet only while "
+                 "the flow's subflows have sent fewer than the flow's packets) and the flow "
+                 "completes when every packet sent has been acknowledged",
+        "tcp": "htsim TcpSrc defaults: IW 10 packets, ssthresh 100 packets, min RTO 250 ms "
+               "(hard-coded), initial RTO 3 s, SYN first, ACK per packet (40 B), 1,500-byte "
+               "packets, NewReno-style recovery without SACK; a subflow's window halves to at "
+               "least 1 packet (MultipathTcpSrc::deflate_window); RTO checked every 10 µs",
+        "paths": "every subflow a uniformly random equal-cost path (with replacement, as "
+                 "htsim's own fat-tree MPTCP experiments), its ACKs a random reverse path; "
+                 "seeded",
+    }  # fmt: skip
+    (d / "provenance.json").write_text(json.dumps(prov, indent=2, ensure_ascii=False) + "\n")
+
+
+def cmd_compare_mptcp(_: argparse.Namespace) -> None:
+    rows = []
+    for subflows, coupling in MPTCP_RUNS:
+        ref = pd.DataFrame(htsim_mptcp_figures(subflows, coupling))
+        me = pd.DataFrame([ours_mptcp(subflows, coupling, s) for s in MPTCP_OUR_SEEDS])
+        unfinished = int(ref.unfinished.sum() + me.unfinished.sum())
+        for m in ("goodput_mean", "goodput_p10", "goodput_min", "drops", "timeouts"):
+            rows.append({"coupling": coupling, "subflows": subflows, "figure": m,
+                         "htsim": ref[m].mean(), "htsim min": ref[m].min(),
+                         "htsim max": ref[m].max(), "ours": me[m].mean(),
+                         "ours min": me[m].min(), "ours max": me[m].max(),
+                         "unfinished": unfinished})  # fmt: skip
+    print(pd.DataFrame(rows).to_string(float_format=lambda x: f"{x:.4g}"))
+
+
 def cmd_traces(_: argparse.Namespace) -> None:
     for name, (_, build) in SCENARIOS.items():
         d = FIXTURES / name
@@ -311,6 +465,12 @@ def main() -> None:
     n.add_argument("--binary", required=True)
     n.add_argument("--commit", default="unknown")
     n.set_defaults(func=cmd_ns3)
+    sub.add_parser("mptcp-traces").set_defaults(func=cmd_mptcp_traces)
+    m = sub.add_parser("htsim-mptcp")
+    m.add_argument("--binary", required=True)
+    m.add_argument("--commit", default="unknown")
+    m.set_defaults(func=cmd_htsim_mptcp)
+    sub.add_parser("compare-mptcp").set_defaults(func=cmd_compare_mptcp)
     args = p.parse_args()
     args.func(args)
 
