@@ -5,8 +5,11 @@
 // built separately and contains no htsim code.
 //
 //   trace_mptcp -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE -subflows N
-//               -cc lia|uncoupled [-seed S] [-scan_us U] [-end_ms T]
+//               -cc lia|uncoupled [-queue random|droptail] [-seed S] [-scan_us U] [-end_ms T]
 //
+// -queue: switch queues are htsim's RandomQueue (the default: it also drops 10 % of arrivals
+// in the last 3 packets of the buffer) or DropTail (htsim's ECNQueue, whose CE marks htsim's
+// TcpSrc ignores: a plain DropTail queue for TCP and MPTCP).
 // FILE: one flow per line, "src dst size_bytes start_ps"; sizes are whole htsim packets
 // (1,500 bytes each). Every subflow takes a path chosen uniformly at random (seeded, with
 // replacement, as htsim's own fat-tree MPTCP experiments do) among the equal-cost paths, and
@@ -159,14 +162,15 @@ private:
 
 static void usage(const char* p) {
     std::cerr << "usage: " << p << " -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE"
-              << " -subflows N -cc lia|uncoupled [-seed S] [-scan_us U] [-end_ms T]\n";
+              << " -subflows N -cc lia|uncoupled [-queue random|droptail] [-seed S]"
+              << " [-scan_us U] [-end_ms T]\n";
     exit(2);
 }
 
 int main(int argc, char** argv) {
     uint32_t k = 4, queue_pkts = 100, seed = 1, subflows = 1;
     double gbps = 10, link_us = 1, scan_us = 10, end_ms = 10000;
-    const char *trace = nullptr, *out = nullptr, *cc = "lia";
+    const char *trace = nullptr, *out = nullptr, *cc = "lia", *queue = "random";
     for (int i = 1; i < argc; i++) {
         auto next = [&]() -> const char* { if (i + 1 >= argc) usage(argv[0]); return argv[++i]; };
         if (!strcmp(argv[i], "-k")) k = atoi(next());
@@ -177,6 +181,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "-out")) out = next();
         else if (!strcmp(argv[i], "-subflows")) subflows = atoi(next());
         else if (!strcmp(argv[i], "-cc")) cc = next();
+        else if (!strcmp(argv[i], "-queue")) queue = next();
         else if (!strcmp(argv[i], "-seed")) seed = atoi(next());
         else if (!strcmp(argv[i], "-scan_us")) scan_us = atof(next());
         else if (!strcmp(argv[i], "-end_ms")) end_ms = atof(next());
@@ -186,6 +191,10 @@ int main(int argc, char** argv) {
     int algo;
     if (!strcmp(cc, "lia")) algo = COUPLED_INC;  // RFC 6356's linked increases
     else if (!strcmp(cc, "uncoupled")) algo = UNCOUPLED;
+    else usage(argv[0]);
+    queue_type qt;
+    if (!strcmp(queue, "random")) qt = RANDOM;
+    else if (!strcmp(queue, "droptail")) qt = ECN;
     else usage(argv[0]);
     srand(seed);
     srandom(seed);
@@ -211,7 +220,7 @@ int main(int argc, char** argv) {
     qlf.set_sample_period(timeFromMs(1000));
     uint32_t hosts = k * k * k / 4;
     FatTreeTopology top(hosts, speedFromGbps(gbps), memFromPkt(queue_pkts), &qlf, &eventlist,
-                        nullptr, RANDOM, timeFromUs(link_us), 0, FAIR_PRIO);
+                        nullptr, qt, timeFromUs(link_us), 0, FAIR_PRIO);
 
     TcpRtxTimerScanner scanner(timeFromUs(scan_us), eventlist);
     CountingTcpLogger tcplog;
