@@ -121,9 +121,7 @@ def mptcp() -> dict[tuple[str, int, str], tuple[pd.DataFrame, pd.DataFrame]]:
     for name, (_, _, runs, _, our_seeds) in refs.MPTCP_SCENARIOS.items():
         for subflows, coupling in runs:
             ref = pd.DataFrame(refs.htsim_mptcp_figures(name, subflows, coupling))
-            ours = pd.DataFrame(
-                [refs.ours_mptcp(name, subflows, coupling, s) for s in our_seeds]
-            )
+            ours = pd.DataFrame([refs.ours_mptcp(name, subflows, coupling, s) for s in our_seeds])
             out[(name, subflows, coupling)] = (ref, ours)
     return out
 
@@ -173,9 +171,7 @@ def test_mptcp_figures_agree_within_the_seed_spread(mptcp, name, subflows, coupl
     )
 
 
-@pytest.mark.parametrize(
-    ("subflows", "coupling"), list(refs.MPTCP_SCENARIOS["mptcp-pair-k4"][2])
-)
+@pytest.mark.parametrize(("subflows", "coupling"), list(refs.MPTCP_SCENARIOS["mptcp-pair-k4"][2]))
 def test_mptcp_pair_matches_htsim_flow_by_flow(mptcp, subflows, coupling):
     # One shared DropTail port, no path choice: the two simulators run the same mechanics,
     # so each flow's FCT must agree within 5 % and its timeouts within 2 (+ 10 %).
