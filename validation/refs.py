@@ -4,6 +4,9 @@ the figures compared (docs/validation.md).
     python3 validation/refs.py traces                      # write the traces (fixtures)
     python3 validation/refs.py htsim --binary PATH         # run htsim's driver on every trace
     python3 validation/refs.py compare                     # our figures beside the fixtures
+    python3 validation/refs.py mptcp-traces                # the MPTCP scenario's trace
+    python3 validation/refs.py htsim-mptcp --binary PATH   # htsim's MPTCP on it (fixtures)
+    python3 validation/refs.py compare-mptcp               # our MPTCP beside htsim's
 
 The reference simulators are built from their public sources outside this repository
 (`validation/htsim/build.sh`); only their results are committed, under
@@ -202,6 +205,190 @@ def htsim_figures(name: str) -> list[dict]:
     return out
 
 
+#: The MPTCP scenarios (docs/validation.md, "MPTCP against htsim"), k = 4 fat-trees at
+#: 100 Mb/s so that flows of few packets last seconds (a 250 ms minimum RTO is then small beside
+#: them). Every flow carries MPTCP_PACKETS data packets: 1,500 bytes of data each in htsim,
+#: 1,460 + 40 B of headers here, so both send the same packets.
+MPTCP_K = 4
+MPTCP_PACKETS = 20_000
+MPTCP_NETWORK = {"link_rate": "100Mbps", "gbps": 0.1, "link_delay": "1us",
+                 "queue_packets": 100}  # fmt: skip
+
+
+def _mptcp_permutation() -> list[tuple[int, int, int, int]]:
+    """k = 4: the derangement of `permutation-k4` (same generator), MPTCP_PACKETS packets of
+    1,500 B per flow (htsim's bytes), starts within the first 100 µs."""
+    return [(a, b, MPTCP_PACKETS * 1500, t) for a, b, _, t in _permutation()]
+
+
+def _mptcp_pair() -> list[tuple[int, int, int, int]]:
+    """k = 4: two flows into host 1, from its neighbour under the same edge switch (host 0,
+    at t = 0) and from host 2 under the other edge switch of the pod (1 µs later). They share
+    one port (edge → host 1) and nothing else: no path choice matters."""
+    return [(0, 1, MPTCP_PACKETS * 1500, 0), (2, 1, MPTCP_PACKETS * 1500, 1_000_000)]
+
+
+#: name → (trace builder, htsim switch queue, (subflows, coupling) runs, htsim seeds, our
+#: seeds). `mptcp-permutation-k4` is htsim's classic MPTCP experiment (a permutation of long
+#: flows) with its default RandomQueue; `mptcp-pair-k4` is a deterministic check of the
+#: mechanics (one shared port, DropTail in both simulators, no path randomness).
+MPTCP_SCENARIOS = {
+    "mptcp-permutation-k4": (_mptcp_permutation, "random",
+                             ((1, "lia"), (2, "lia"), (4, "lia"), (8, "lia"), (2, "uncoupled"),
+                              (8, "uncoupled")), tuple(range(1, 9)), tuple(range(1, 11))),
+    "mptcp-pair-k4": (_mptcp_pair, "droptail",
+                      ((1, "lia"), (2, "lia"), (4, "lia"), (8, "lia"), (8, "uncoupled")),
+                      (1, 2), (1, 2)),
+}  # fmt: skip
+
+
+def mptcp_config(name: str, subflows: int, coupling: str, seed: int) -> dict[str, Any]:
+    """The configuration that replays MPTCP scenario ``name`` in this simulator: `mptcp` with
+    all subflows joining at the start (htsim's subflows all open with the flow, each with its
+    own SYN), TCP as for the htsim TCP scenarios, switch queues of 100 × 1,500 bytes."""
+    rows = sorted(read_trace(name), key=lambda r: r[3])
+    trace = [{"src": s, "dst": d, "size": z // 1500 * TCP["mss"], "start": f"{t}ps"}
+             for s, d, z, t in rows]  # fmt: skip
+    return {
+        "seed": seed,
+        "topology": {"kind": "fat-tree", "k": MPTCP_K, "link_rate": MPTCP_NETWORK["link_rate"],
+                     "link_delay": MPTCP_NETWORK["link_delay"]},
+        "queue": {"limit_bytes": MPTCP_NETWORK["queue_packets"] * 1500, "host_limit_packets": 0},
+        "tcp": dict(TCP),
+        "scheme": {"name": "mptcp", "subflows": subflows, "coupling": coupling,
+                   "join": "start"},
+        "workload": {"trace": trace, "drain": "200s"},
+    }  # fmt: skip
+
+
+def mptcp_figures(packets: np.ndarray, fct: np.ndarray, timeouts: np.ndarray, drops: float,
+                  rate_bps: float) -> dict:  # fmt: skip
+    """The compared MPTCP figures of one run. A flow's goodput is its packets × 1,500 B over
+    its FCT, as a fraction of the host link's rate (the same wire bytes in both simulators)."""
+    done = np.isfinite(fct) & (fct > 0)
+    g = packets[done] * 1500 * 8 / fct[done] / rate_bps
+    out = {
+        "flows": int(len(fct)),
+        "unfinished": int((~done).sum()),
+        "goodput_mean": float(np.mean(g)),
+        "goodput_p10": float(np.quantile(g, 0.1)),
+        "goodput_min": float(np.min(g)),
+        "drops": float(drops),
+        "timeouts": float(timeouts.sum()),
+    }
+    if len(fct) == 2:  # the pair: per flow (in start order in both)
+        for i in range(2):
+            out[f"fct{i}"] = float(fct[i])
+            out[f"timeouts{i}"] = float(timeouts[i])
+    return out
+
+
+def ours_mptcp(name: str, subflows: int, coupling: str, seed: int) -> dict:
+    """Our MPTCP figures for one seed (the seed moves ECMP's hash salt: every subflow's path)."""
+    from repflow import api
+
+    r = api.simulate(mptcp_config(name, subflows, coupling, seed))
+    f = r.flows.sort_values("id")
+    return mptcp_figures((f["size"] // TCP["mss"]).to_numpy(), f.fct.to_numpy(),
+                         f.timeouts.to_numpy(), r.metadata["counters"]["drops"],
+                         MPTCP_NETWORK["gbps"] * 1e9)  # fmt: skip
+
+
+def mptcp_fixture(name: str, subflows: int, coupling: str, seed: int) -> Path:
+    """htsim's result file of one run."""
+    return FIXTURES / name / f"htsim-{coupling}-n{subflows}-seed{seed}.csv"
+
+
+def htsim_mptcp_figures(name: str, subflows: int, coupling: str) -> list[dict]:
+    """htsim's MPTCP figures, one per stored seed."""
+    out = []
+    for seed in MPTCP_SCENARIOS[name][3]:
+        f = pd.read_csv(mptcp_fixture(name, subflows, coupling, seed))
+        fct = f.fct.to_numpy(dtype=float, copy=True)
+        fct[fct < 0] = np.nan
+        out.append(mptcp_figures((f["size"] // 1500).to_numpy(), fct, f.timeouts.to_numpy(),
+                                 f.drops.sum(), MPTCP_NETWORK["gbps"] * 1e9))  # fmt: skip
+    return out
+
+
+def cmd_mptcp_traces(_: argparse.Namespace) -> None:
+    for name, (build, *_) in MPTCP_SCENARIOS.items():
+        d = FIXTURES / name
+        d.mkdir(parents=True, exist_ok=True)
+        rows = build()
+        (d / "trace.txt").write_text("".join(f"{s} {t} {z} {a}\n" for s, t, z, a in rows))
+        print(f"{name}: {len(rows)} flows")
+
+
+def cmd_htsim_mptcp(args: argparse.Namespace) -> None:
+    binary = Path(args.binary).resolve()
+    for name, (_, queue, mp_runs, seeds, _) in MPTCP_SCENARIOS.items():
+        d = FIXTURES / name
+        runs = []
+        for subflows, coupling in mp_runs:
+            for seed in seeds:
+                out = mptcp_fixture(name, subflows, coupling, seed).name
+                cmd = [str(binary), "-k", str(MPTCP_K), "-gbps", str(MPTCP_NETWORK["gbps"]),
+                       "-link_us", "1", "-queue_pkts", str(MPTCP_NETWORK["queue_packets"]),
+                       "-trace", "trace.txt", "-out", out, "-subflows", str(subflows), "-cc",
+                       coupling, "-queue", queue, "-seed", str(seed), "-scan_us", "10",
+                       "-end_ms", "200000"]  # fmt: skip
+                subprocess.run(cmd, cwd=d, check=True, stdout=subprocess.DEVNULL)
+                runs.append(" ".join([binary.name, *cmd[1:]]))
+            print(f"{name}: htsim {coupling} n={subflows} done")
+        qdesc = (
+            "htsim RandomQueue (drops 10 % of arrivals in the last 3 packets of the buffer, "
+            "every arrival beyond it)"
+            if queue == "random"
+            else "DropTail (htsim's ECNQueue: its CE marks are ignored by htsim's TcpSrc)"
+        )
+        prov = {
+            "reference": "htsim (github.com/Broadcom/csg-htsim)",
+            "commit": args.commit,
+            "build": "make -C sim; bash validation/htsim/build.sh <checkout> (g++ -O2)",
+            "driver": "validation/htsim/trace_mptcp.cpp",
+            "commands (run in this directory)": runs,
+            "network": {**MPTCP_NETWORK, "k": MPTCP_K, "queue": f"switches: {qdesc}; hosts: "
+                        "FairPriorityQueue (unlimited; ACKs at high priority, data of "
+                        "different flows and subflows served round-robin)"},  # fmt: skip
+            "flows": f"trace.txt; {MPTCP_PACKETS} packets of 1,500 B each",
+            "mptcp": "htsim MultipathTcpSrc: lia = COUPLED_INC (RFC 6356 linked increases), "
+                     "uncoupled = UNCOUPLED; N TcpSrc subflows all starting with the flow, "
+                     "each with its own SYN; htsim has no data-level sequence space, so the "
+                     "driver gives a flow a shared budget of packets (a subflow sends a new "
+                     "packet only while the flow's subflows have sent fewer than the flow's "
+                     "packets) and the flow completes when every packet sent has been "
+                     "acknowledged",
+            "tcp": "htsim TcpSrc defaults: IW 10 packets, ssthresh 100 packets, min RTO 250 ms "
+                   "(hard-coded), initial RTO 3 s, SYN first, ACK per packet (40 B), "
+                   "1,500-byte packets, NewReno-style recovery without SACK; a subflow's window "
+                   "halves to at least 1 packet (MultipathTcpSrc::deflate_window); RTO checked "
+                   "every 10 µs",
+            "paths": "every subflow a uniformly random equal-cost path (with replacement, as "
+                     "htsim's own fat-tree MPTCP experiments), its ACKs a random reverse path; "
+                     "seeded",
+        }  # fmt: skip
+        (d / "provenance.json").write_text(json.dumps(prov, indent=2, ensure_ascii=False) + "\n")
+
+
+def cmd_compare_mptcp(_: argparse.Namespace) -> None:
+    for name, (_, _, mp_runs, _, our_seeds) in MPTCP_SCENARIOS.items():
+        rows = []
+        for subflows, coupling in mp_runs:
+            ref = pd.DataFrame(htsim_mptcp_figures(name, subflows, coupling))
+            me = pd.DataFrame([ours_mptcp(name, subflows, coupling, s) for s in our_seeds])
+            unfinished = int(ref.unfinished.sum() + me.unfinished.sum())
+            metrics = [m for m in ref.columns if m not in ("flows", "unfinished")]
+            for m in metrics:
+                rows.append({"coupling": coupling, "subflows": subflows, "figure": m,
+                             "htsim": ref[m].mean(), "htsim min": ref[m].min(),
+                             "htsim max": ref[m].max(), "ours": me[m].mean(),
+                             "ours min": me[m].min(), "ours max": me[m].max(),
+                             "unfinished": unfinished})  # fmt: skip
+        print(f"== {name}")
+        print(pd.DataFrame(rows).to_string(float_format=lambda x: f"{x:.4g}"))
+
+
 def cmd_traces(_: argparse.Namespace) -> None:
     for name, (_, build) in SCENARIOS.items():
         d = FIXTURES / name
@@ -311,6 +498,12 @@ def main() -> None:
     n.add_argument("--binary", required=True)
     n.add_argument("--commit", default="unknown")
     n.set_defaults(func=cmd_ns3)
+    sub.add_parser("mptcp-traces").set_defaults(func=cmd_mptcp_traces)
+    m = sub.add_parser("htsim-mptcp")
+    m.add_argument("--binary", required=True)
+    m.add_argument("--commit", default="unknown")
+    m.set_defaults(func=cmd_htsim_mptcp)
+    sub.add_parser("compare-mptcp").set_defaults(func=cmd_compare_mptcp)
     args = p.parse_args()
     args.func(args)
 

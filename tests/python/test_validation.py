@@ -1,7 +1,8 @@
 """Differential validation against htsim and ns-3 (docs/validation.md): every committed trace
 is replayed in this simulator with TCP set to what the reference's does, and its figures are
 compared with the reference's results stored as fixtures (tests/fixtures/refs/, with
-provenance): htsim on three fat-tree traces, ns-3 on an incast on a star.
+provenance): htsim on three fat-tree traces, ns-3 on an incast on a star, and htsim's MPTCP
+on two k = 4 fat-tree scenarios (the tests at the end of this file).
 
 Tolerance, per figure: the difference between the two simulators' means over seeds (the seed
 picks the ECMP paths: a hash salt here, a random path choice in htsim) must not exceed the mean
@@ -92,3 +93,108 @@ def test_figures_agree_within_the_seed_spread(results, name, metric):
         f"{name} {metric}: htsim {a.mean():.6g} (range {a.min():.6g}–{a.max():.6g}), "
         f"ours {b.mean():.6g} (range {b.min():.6g}–{b.max():.6g})"
     )
+
+
+# MPTCP against htsim (docs/validation.md, "MPTCP against htsim"): htsim's MultipathTcpSrc
+# (LIA = COUPLED_INC, or UNCOUPLED) driven by validation/htsim/trace_mptcp.cpp, its results
+# stored under tests/fixtures/refs/mptcp-*/. Figures per run: per-flow goodput (packets ×
+# 1,500 B over the FCT, as a fraction of the 100 Mb/s host link), its mean and 10th
+# percentile, drops and retransmission timeouts.
+
+MPTCP_METRICS = ("goodput_mean", "goodput_p10", "drops", "timeouts")
+
+#: Figures of the permutation that disagree with htsim beyond the seed spread, measured and
+#: investigated in docs/validation.md (not tuned away): with 4 and 8 subflows this simulator's
+#: mean goodput is 0.08–0.11 of capacity below htsim's, with 1.5–1.7 times its drops and up to
+#: 2.2 times its timeouts. Strict: a change that makes them agree must update the docs.
+MPTCP_KNOWN = {
+    ("mptcp-permutation-k4", 4, "lia", "goodput_mean"),
+    ("mptcp-permutation-k4", 8, "lia", "goodput_mean"),
+    ("mptcp-permutation-k4", 8, "uncoupled", "goodput_mean"),
+    ("mptcp-permutation-k4", 8, "uncoupled", "goodput_p10"),
+}
+
+
+@pytest.fixture(scope="module")
+def mptcp() -> dict[tuple[str, int, str], tuple[pd.DataFrame, pd.DataFrame]]:
+    out = {}
+    for name, (_, _, runs, _, our_seeds) in refs.MPTCP_SCENARIOS.items():
+        for subflows, coupling in runs:
+            ref = pd.DataFrame(refs.htsim_mptcp_figures(name, subflows, coupling))
+            ours = pd.DataFrame([refs.ours_mptcp(name, subflows, coupling, s) for s in our_seeds])
+            out[(name, subflows, coupling)] = (ref, ours)
+    return out
+
+
+def _mptcp_cases() -> list:
+    cases = []
+    for name, (_, _, runs, _, _) in refs.MPTCP_SCENARIOS.items():
+        if name == "mptcp-pair-k4":
+            continue
+        for subflows, coupling in runs:
+            for metric in MPTCP_METRICS:
+                marks = []
+                if (name, subflows, coupling, metric) in MPTCP_KNOWN:
+                    marks = [pytest.mark.xfail(strict=True, reason="docs/validation.md")]
+                cases.append(pytest.param(name, subflows, coupling, metric, marks=marks))
+    return cases
+
+
+def test_mptcp_fixtures_carry_their_provenance():
+    for name, (_, queue, runs, seeds, _) in refs.MPTCP_SCENARIOS.items():
+        d = refs.FIXTURES / name
+        prov = (d / "provenance.json").read_text()
+        assert "csg-htsim" in prov and "trace_mptcp" in prov and "commit" in prov
+        assert f"-queue {queue}" in prov
+        for subflows, coupling in runs:
+            for seed in seeds:
+                assert refs.mptcp_fixture(name, subflows, coupling, seed).is_file()
+
+
+def test_every_mptcp_flow_finishes_in_both(mptcp):
+    for (name, subflows, coupling), (ref, ours) in mptcp.items():
+        assert (ref["unfinished"] == 0).all(), (name, subflows, coupling)
+        assert (ours["unfinished"] == 0).all(), (name, subflows, coupling)
+        assert set(ref["flows"]) == set(ours["flows"])
+
+
+@pytest.mark.parametrize(("name", "subflows", "coupling", "metric"), _mptcp_cases())
+def test_mptcp_figures_agree_within_the_seed_spread(mptcp, name, subflows, coupling, metric):
+    ref, ours = mptcp[(name, subflows, coupling)]
+    a, b = ref[metric], ours[metric]
+    diff = abs(a.mean() - b.mean())
+    spread = ((a.max() - a.min()) + (b.max() - b.min())) / 2
+    assert diff <= spread, (
+        f"{name} {coupling} ×{subflows} {metric}: htsim {a.mean():.6g} "
+        f"(range {a.min():.6g}–{a.max():.6g}), ours {b.mean():.6g} "
+        f"(range {b.min():.6g}–{b.max():.6g})"
+    )
+
+
+@pytest.mark.parametrize(("subflows", "coupling"), list(refs.MPTCP_SCENARIOS["mptcp-pair-k4"][2]))
+def test_mptcp_pair_matches_htsim_flow_by_flow(mptcp, subflows, coupling):
+    # One shared DropTail port, no path choice: the two simulators run the same mechanics,
+    # so each flow's FCT must agree within 5 % and its timeouts within 2 (+ 10 %).
+    ref, ours = mptcp[("mptcp-pair-k4", subflows, coupling)]
+    for i in range(2):
+        a, b = ref[f"fct{i}"].mean(), ours[f"fct{i}"].mean()
+        assert abs(a - b) <= 0.05 * a, f"×{subflows} {coupling} flow {i}: FCT {a:.4f} vs {b:.4f}"
+        ta, tb = ref[f"timeouts{i}"].mean(), ours[f"timeouts{i}"].mean()
+        assert abs(ta - tb) <= 2 + 0.1 * ta, f"×{subflows} {coupling} flow {i}: {ta} vs {tb}"
+
+
+def test_more_subflows_lift_permutation_throughput_in_both(mptcp):
+    # MPTCP's headline (Raiciu et al., SIGCOMM 2011): on a fat-tree permutation, more subflows
+    # find more of the idle paths. In each simulator (means over seeds), LIA's mean goodput
+    # rises from 1 to 2 to 4 subflows, 8 subflows beat 1 by at least 10 % of capacity and are
+    # no worse than 4 (within 0.02); uncoupled, 8 beat 2.
+    for sim in (0, 1):
+        g = {
+            (n, cc): mptcp[("mptcp-permutation-k4", n, cc)][sim]["goodput_mean"].mean()
+            for n, cc in refs.MPTCP_SCENARIOS["mptcp-permutation-k4"][2]
+        }
+        who = ("htsim", "ours")[sim]
+        assert g[(1, "lia")] < g[(2, "lia")] < g[(4, "lia")], (who, g)
+        assert g[(8, "lia")] >= g[(1, "lia")] + 0.10, (who, g)
+        assert g[(8, "lia")] >= g[(4, "lia")] - 0.02, (who, g)
+        assert g[(8, "uncoupled")] > g[(2, "uncoupled")], (who, g)

@@ -1,0 +1,277 @@
+// RepFlow's MPTCP trace driver for htsim (Broadcom/csg-htsim): replays a list of flows, each
+// as one htsim MultipathTcpSrc of N TcpSrc subflows (LIA = htsim's COUPLED_INC, or UNCOUPLED)
+// on its k-ary fat-tree, and writes one CSV row per flow. Written for RepFlow's differential
+// validation (docs/validation.md, "MPTCP against htsim"); it links against an htsim checkout
+// built separately and contains no htsim code.
+//
+//   trace_mptcp -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE -subflows N
+//               -cc lia|uncoupled [-queue random|droptail] [-seed S] [-scan_us U] [-end_ms T]
+//
+// -queue: switch queues are htsim's RandomQueue (the default: it also drops 10 % of arrivals
+// in the last 3 packets of the buffer) or DropTail (htsim's ECNQueue, whose CE marks htsim's
+// TcpSrc ignores: a plain DropTail queue for TCP and MPTCP).
+// FILE: one flow per line, "src dst size_bytes start_ps"; sizes are whole htsim packets
+// (1,500 bytes each). Every subflow takes a path chosen uniformly at random (seeded, with
+// replacement, as htsim's own fat-tree MPTCP experiments do) among the equal-cost paths, and
+// its ACKs a random reverse path.
+//
+// Finite flows. htsim's MPTCP couples only congestion control: without MODEL_RECEIVE_WINDOW
+// each subflow is a TcpSrc with its own byte stream and no data-level sequence space. This
+// driver gives a flow of P packets a shared budget: a subflow may send a new packet (beyond the
+// highest it has ever sent) only while the flow's subflows together have sent fewer than P new
+// packets, so a packet's data lives on one subflow (which retransmits it itself, as htsim's
+// go-back-N TCP does). The flow completes when every subflow has had all it sent acknowledged
+// and the budget is spent: the receiver then holds all P packets. Its subflows then stop
+// (their ACKs and timers are ignored).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <vector>
+
+#include "config.h"
+#include "eventlist.h"
+#include "fat_tree_topology.h"
+#include "logfile.h"
+#include "loggers.h"
+#include "mtcp.h"
+#include "network.h"
+#include "tcp.h"
+
+EventList eventlist;
+
+struct FlowSpec {
+    uint32_t src, dst;
+    uint64_t size;
+    simtime_picosec start;
+};
+
+class Subflow;
+
+struct Conn {
+    uint64_t packets = 0;   // the flow's size, packets
+    uint64_t sent_new = 0;  // new packets its subflows have sent, together
+    std::vector<Subflow*> subs;
+    bool done = false;
+    simtime_picosec finish = 0;
+    uint32_t timeouts = 0;
+    uint32_t fast_recoveries = 0;
+    uint64_t drops = 0;      // data and ACK packets of this flow dropped at a queue
+    uint64_t overshoot = 0;  // packets sent beyond the budget (see Subflow::budget)
+};
+
+static std::vector<Conn> conns;
+static std::map<const void*, size_t> index_of;
+static size_t finished = 0;
+
+class CountingTcpLogger : public TcpLogger {
+public:
+    void logTcp(TcpSrc& src, TcpEvent ev) override {
+        auto it = index_of.find(&src);
+        if (it == index_of.end()) return;
+        if (ev == TCP_TIMEOUT) conns[it->second].timeouts++;
+        if (ev == TCP_RCV_DUP_FASTXMIT) conns[it->second].fast_recoveries++;
+    }
+};
+
+class DropLogger : public TrafficLogger {
+public:
+    explicit DropLogger(size_t i) : _i(i) {}
+    void logTraffic(Packet&, Logged&, TrafficEvent ev) override {
+        if (ev == PKT_DROP) conns[_i].drops++;
+    }
+private:
+    size_t _i;
+};
+
+// A subflow of a finite MPTCP flow: htsim's TcpSrc held to the flow's shared packet budget.
+class Subflow : public TcpSrc {
+public:
+    Subflow(TcpLogger* lg, TrafficLogger* tl, EventList& ev, size_t i)
+        : TcpSrc(lg, tl, ev), _i(i) {}
+
+    // Packets of new data this subflow has sent (its high-water mark).
+    uint64_t hw = 0;
+
+    // Lets TcpSrc::send_packets go up to the highest packet this subflow has sent plus what
+    // is left of the flow's budget (TcpSrc sends while _highest_sent <= _flow_size + 1, and
+    // _highest_sent = 1 + packets · mss after the SYN).
+    void budget() {
+        Conn& c = conns[_i];
+        uint64_t left = c.sent_new < c.packets ? c.packets - c.sent_new : 0;
+        uint64_t allow = hw + left;
+        // allow = 0 cannot be expressed (a subflow that has sent nothing may then send one
+        // packet). Packets beyond the budget are counted in `overshoot`: over all the runs of
+        // the fixtures, 4 flows sent one packet more than their 20,000.
+        _flow_size = allow ? (allow - 1) * _mss : 0;
+    }
+
+    void account() {
+        uint64_t j = _highest_sent > 1 ? (_highest_sent - 1) / _mss : 0;
+        if (j > hw) {
+            Conn& c = conns[_i];
+            uint64_t before = c.sent_new;
+            c.sent_new += j - hw;
+            if (c.sent_new > c.packets)
+                c.overshoot += c.sent_new - std::max(before, c.packets);
+            hw = j;
+            for (Subflow* s : c.subs) s->budget();
+        }
+    }
+
+    bool all_acked() const { return _last_acked >= 1 + hw * _mss; }
+
+    void check_done() {
+        Conn& c = conns[_i];
+        if (c.done || c.sent_new < c.packets) return;
+        for (Subflow* s : c.subs)
+            if (!s->all_acked()) return;
+        c.done = true;
+        c.finish = eventlist().now();
+        finished++;
+        for (Subflow* s : c.subs) s->_RFC2988_RTO_timeout = timeInf;
+    }
+
+    void receivePacket(Packet& pkt) override {
+        if (conns[_i].done) {
+            pkt.free();
+            return;
+        }
+        budget();
+        TcpSrc::receivePacket(pkt);
+        account();
+        check_done();
+    }
+
+    void doNextEvent() override {
+        if (conns[_i].done) return;
+        budget();
+        TcpSrc::doNextEvent();
+        account();
+    }
+
+    void rtx_timer_hook(simtime_picosec now, simtime_picosec period) override {
+        if (conns[_i].done) return;
+        TcpSrc::rtx_timer_hook(now, period);
+    }
+
+private:
+    size_t _i;
+};
+
+static void usage(const char* p) {
+    std::cerr << "usage: " << p << " -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE"
+              << " -subflows N -cc lia|uncoupled [-queue random|droptail] [-seed S]"
+              << " [-scan_us U] [-end_ms T]\n";
+    exit(2);
+}
+
+int main(int argc, char** argv) {
+    uint32_t k = 4, queue_pkts = 100, seed = 1, subflows = 1;
+    double gbps = 10, link_us = 1, scan_us = 10, end_ms = 10000;
+    const char *trace = nullptr, *out = nullptr, *cc = "lia", *queue = "random";
+    for (int i = 1; i < argc; i++) {
+        auto next = [&]() -> const char* { if (i + 1 >= argc) usage(argv[0]); return argv[++i]; };
+        if (!strcmp(argv[i], "-k")) k = atoi(next());
+        else if (!strcmp(argv[i], "-gbps")) gbps = atof(next());
+        else if (!strcmp(argv[i], "-link_us")) link_us = atof(next());
+        else if (!strcmp(argv[i], "-queue_pkts")) queue_pkts = atoi(next());
+        else if (!strcmp(argv[i], "-trace")) trace = next();
+        else if (!strcmp(argv[i], "-out")) out = next();
+        else if (!strcmp(argv[i], "-subflows")) subflows = atoi(next());
+        else if (!strcmp(argv[i], "-cc")) cc = next();
+        else if (!strcmp(argv[i], "-queue")) queue = next();
+        else if (!strcmp(argv[i], "-seed")) seed = atoi(next());
+        else if (!strcmp(argv[i], "-scan_us")) scan_us = atof(next());
+        else if (!strcmp(argv[i], "-end_ms")) end_ms = atof(next());
+        else usage(argv[0]);
+    }
+    if (!trace || !out || subflows < 1) usage(argv[0]);
+    int algo;
+    if (!strcmp(cc, "lia")) algo = COUPLED_INC;  // RFC 6356's linked increases
+    else if (!strcmp(cc, "uncoupled")) algo = UNCOUPLED;
+    else usage(argv[0]);
+    queue_type qt;
+    if (!strcmp(queue, "random")) qt = RANDOM;
+    else if (!strcmp(queue, "droptail")) qt = ECN;
+    else usage(argv[0]);
+    srand(seed);
+    srandom(seed);
+
+    std::vector<FlowSpec> flows;
+    {
+        std::ifstream f(trace);
+        if (!f) { std::cerr << trace << ": cannot read\n"; return 2; }
+        FlowSpec s;
+        unsigned long long size, start;
+        while (f >> s.src >> s.dst >> size >> start) {
+            s.size = size;
+            s.start = start;
+            flows.push_back(s);
+        }
+    }
+    conns.resize(flows.size());
+    eventlist.setEndtime(timeFromMs(end_ms));
+
+    // Never destroyed: htsim's Logfile post-processes its (unused) log on destruction.
+    Logfile* logfile = new Logfile(std::string(out) + ".htsim-log", eventlist);
+    QueueLoggerFactory qlf(logfile, QueueLoggerFactory::LOGGER_SAMPLING, eventlist);
+    qlf.set_sample_period(timeFromMs(1000));
+    uint32_t hosts = k * k * k / 4;
+    FatTreeTopology top(hosts, speedFromGbps(gbps), memFromPkt(queue_pkts), &qlf, &eventlist,
+                        nullptr, qt, timeFromUs(link_us), 0, FAIR_PRIO);
+
+    TcpRtxTimerScanner scanner(timeFromUs(scan_us), eventlist);
+    CountingTcpLogger tcplog;
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<const Route*>*> paths;
+    auto get = [&](uint32_t a, uint32_t b) {
+        auto& v = paths[{a, b}];
+        if (!v) v = top.get_paths(a, b);
+        return v;
+    };
+    for (size_t i = 0; i < flows.size(); i++) {
+        const FlowSpec& s = flows[i];
+        Conn& c = conns[i];
+        uint32_t mss = Packet::data_packet_size();
+        c.packets = (s.size + mss - 1) / mss;
+        auto* mp = new MultipathTcpSrc(algo, eventlist, nullptr);
+        auto* fwd = get(s.src, s.dst);
+        auto* rev = get(s.dst, s.src);
+        for (uint32_t j = 0; j < subflows; j++) {
+            auto* src = new Subflow(&tcplog, new DropLogger(i), eventlist, i);
+            auto* snk = new TcpSink();
+            index_of[src] = i;
+            c.subs.push_back(src);
+            scanner.registerTcp(*src);
+            Route* out_route = new Route(*fwd->at(random() % fwd->size()));
+            out_route->push_back(snk);
+            Route* back = new Route(*rev->at(random() % rev->size()));
+            back->push_back(src);
+            mp->addSubflow(src);
+            src->connect(*out_route, *back, *snk, s.start);
+        }
+        for (Subflow* sf : c.subs) sf->budget();
+    }
+    // MultipathTcpSrc and the timer scanner reschedule themselves forever: stop once every
+    // flow has finished (or at -end_ms).
+    while (finished < flows.size() && eventlist.doNextEvent()) {
+    }
+
+    FILE* o = fopen(out, "w");
+    if (!o) { std::cerr << out << ": cannot write\n"; return 2; }
+    fprintf(o, "id,src,dst,size,start,fct,subflows,timeouts,fast_recoveries,drops,overshoot\n");
+    for (size_t i = 0; i < flows.size(); i++) {
+        const FlowSpec& s = flows[i];
+        const Conn& c = conns[i];
+        double fct = c.done ? (double)(c.finish - s.start) * 1e-12 : -1.0;
+        fprintf(o, "%zu,%u,%u,%llu,%.12g,%.12g,%u,%u,%u,%llu,%llu\n", i, s.src, s.dst,
+                (unsigned long long)s.size, (double)s.start * 1e-12, fct, subflows, c.timeouts,
+                c.fast_recoveries, (unsigned long long)c.drops,
+                (unsigned long long)c.overshoot);
+    }
+    fclose(o);
+    std::remove((std::string(out) + ".htsim-log").c_str());
+    return 0;
+}
