@@ -457,10 +457,29 @@ impl EventQueue {
         }
     }
 
-    /// A likely next near event (a hint, for prefetching its state; `u32::MAX` when none).
+    /// A likely next near event (a hint, for prefetching its state; `u32::MAX` when none):
+    /// the node after the last one popped in its slot, else the first node of the next
+    /// occupied slot in the current bitmap word. (With slots sized to hold about one event,
+    /// the first alone is nearly always none.)
     #[inline]
     pub fn hint(&self) -> u32 {
-        self.wheel.hint
+        let w = &self.wheel;
+        if w.hint != NIL {
+            return w.hint;
+        }
+        let i = w.cur_idx;
+        let word = w.occupied[i >> 6] & (!1u64 << (i & 63));
+        if word == 0 {
+            return NIL;
+        }
+        w.slots[((i & !63) + word.trailing_zeros() as usize) & (WHEEL_SLOTS as usize - 1)].first
+    }
+
+    /// Asks the CPU for the wheel node of near event `id` (see [`EventQueue::hint`]); any
+    /// id is accepted.
+    #[inline]
+    pub fn prefetch_node(&self, id: u32) {
+        crate::routes::prefetch(self.wheel.nodes.as_ptr().wrapping_add(id as usize));
     }
 
     /// Number of pending events.
@@ -569,8 +588,13 @@ mod tests {
         assert_eq!(q.pop(), Some((100, Event::Near(5))));
         assert_eq!(q.hint(), 1);
         assert_eq!(q.pop(), Some((300, Event::Near(1))));
-        assert_eq!(q.hint(), u32::MAX, "the slot is empty");
+        assert_eq!(q.hint(), 2, "the slot is empty: the next occupied slot's first");
         assert_eq!(q.pop(), Some((5000, Event::Near(2))));
+        assert_eq!(q.hint(), u32::MAX, "nothing pending");
+        // A slot a whole turn ahead (its bit lies below the current one's) is not named.
+        q.push_near(5000 + 64 * 512, 4);
+        assert_eq!(q.hint(), u32::MAX);
+        assert_eq!(q.pop(), Some((5000 + 64 * 512, Event::Near(4))));
     }
 
     #[test]

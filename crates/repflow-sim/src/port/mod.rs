@@ -461,6 +461,12 @@ impl Port {
         self.fifo.front().map(|f| f.arrival)
     }
 
+    /// Address of the head packet's entry (a prefetch target: see `routes::prefetch`).
+    #[inline]
+    pub fn head_ptr(&self) -> *const u8 {
+        self.fifo.front_ptr() as *const u8
+    }
+
     /// Removes the head packet (it has arrived at the far end).
     #[inline]
     pub fn pop_arrived(&mut self) -> Packet {

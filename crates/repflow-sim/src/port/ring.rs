@@ -60,6 +60,13 @@ impl Ring {
         }
     }
 
+    /// Address of the front entry's slot (the slot itself if the ring is empty): a prefetch
+    /// target, never read through.
+    #[inline]
+    pub(super) fn front_ptr(&self) -> *const InFlight {
+        self.buf.as_ptr().wrapping_add(self.head as usize)
+    }
+
     #[inline]
     pub(super) fn push_back(&mut self, x: InFlight) {
         if self.len as usize == self.buf.len() {
