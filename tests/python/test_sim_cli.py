@@ -164,6 +164,21 @@ def test_bench_scenarios_grow_the_network(capsys):
     assert exc.value.code == 2 and "k32" in capsys.readouterr().err
 
 
+def test_bench_drain_zero_measures_the_loaded_network_alone(capsys):
+    import json
+
+    base = ["bench", "--duration", "200us", "--json", "--quiet", "--repeat", "1"]
+    assert main(base) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert main([*base, "--drain", "0s"]) == 0
+    loaded = json.loads(capsys.readouterr().out)
+    # By default the run drains until every flow ends, long after the last arrival; with
+    # no drain it stops at the last arrival, with flows left unfinished.
+    assert full["sim_time_s"] > 200e-6 and full["unfinished"] == 0
+    assert loaded["drain"] == "0s" and loaded["sim_time_s"] <= 200e-6 + 1e-9
+    assert loaded["unfinished"] > 0 and loaded["packet_hops"] < full["packet_hops"]
+
+
 def test_bench_repeat_reports_the_median_run_and_every_run(capsys):
     import json
 

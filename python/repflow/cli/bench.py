@@ -56,17 +56,23 @@ def describe(scenario: str) -> str:
 
 
 def bench_config(
-    seed: int = 1, duration: str | None = None, scenario: str = SCENARIO
+    seed: int = 1, duration: str | None = None, scenario: str = SCENARIO,
+    drain: str | None = None,
 ) -> dict[str, Any]:
-    """The configuration of a scenario (everything not named here is the schema default)."""
+    """The configuration of a scenario (everything not named here is the schema default;
+    `drain`: the longest drain after the last arrival, the schema's default if `None`)."""
     k, rate, default_duration = SCENARIOS[scenario]
+    workload: dict[str, Any] = {"cdf": "websearch", "load": 0.5,
+                                "duration": duration or default_duration}
+    if drain is not None:
+        workload["drain"] = drain
     return {
         "seed": seed,
         "topology": {"kind": "fat-tree", "k": k, "link_rate": rate, "link_delay": "1us"},
         "queue": {"limit_packets": 100},
         "routing": {"hash": "default"},
         "tcp": {},
-        "workload": {"cdf": "websearch", "load": 0.5, "duration": duration or default_duration},
+        "workload": workload,
         "scheme": {"name": "tcp"},
     }
 
@@ -90,6 +96,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--duration", default=None, metavar="TIME",
                    help="arrival period (default: the scenario's: 50ms for bench-A, 5ms k16, "
                         "20ms k16-1g, 1ms k32, 5ms k32-1g)")
+    p.add_argument("--drain", default=None, metavar="TIME",
+                   help="longest drain after the last arrival (default: until every flow "
+                        "ends). 0s measures the loaded network alone: in a drain few large "
+                        "flows remain and a hop is cheaper, the more so the larger the network "
+                        "(docs/performance.md)")
     p.add_argument("--repeat", type=int, default=3, metavar="N",
                    help="run N times, each in a fresh process, and report the median run "
                         "with the best and every run (default 3: one run's speed moves with "
@@ -284,7 +295,7 @@ def run_bench(args: argparse.Namespace) -> int:
     """Handler of ``repflow bench``."""
     if args.repeat < 1:
         raise UserError(f"bench --repeat: must be at least 1 run (got {args.repeat})")
-    config = bench_config(args.seed, args.duration, args.scenario)
+    config = bench_config(args.seed, args.duration, args.scenario, args.drain)
     cpu = choose_cpu(args.cpu)
     show_bar = not args.quiet and sys.stderr.isatty()
     results = []
@@ -319,6 +330,7 @@ def run_bench(args: argparse.Namespace) -> int:
         ],
         "best_packet_hops_per_sec": max(hps for _, _, hps in runs),
         "duration": r["config"]["workload"]["duration"],
+        "drain": r["config"]["workload"].get("drain"),
         "flows": r["flows"],
         "unfinished": r["summary"].get("unfinished"),
         "events": c.get("events"),
@@ -350,7 +362,7 @@ def run_bench(args: argparse.Namespace) -> int:
     median_note = f" median of {args.repeat}" if args.repeat > 1 else ""
     print(
         f"{args.scenario}: {describe(args.scenario)}, {report['duration']} of arrivals then "
-        f"drain, seed {args.seed}"
+        f"drain{'' if args.drain is None else ' of at most ' + args.drain}, seed {args.seed}"
     )
     print(f"  runs pinned to CPU {cpu}" if cpu is not None else "  runs not pinned to a CPU")
     rows = [
