@@ -684,9 +684,10 @@ impl<'a> World<'a> {
                 }
             };
             // The likely next event's port line was asked for above and has had this
-            // event's time to arrive: ask for its head packet's entry now, so that the
+            // event's time to arrive: ask for its head packet's entry now (the hint taken
+            // before this event's pushes: a hint need not be right), so that the
             // next arrival finds both (its ring is a separate allocation, cold at scale).
-            if let Some(p) = self.ports.get(self.q.hint() as usize) {
+            if let Some(p) = self.ports.get(hint as usize) {
                 prefetch(p.head_ptr());
             }
             if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
