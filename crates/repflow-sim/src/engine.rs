@@ -588,7 +588,11 @@ mod tests {
         assert_eq!(q.pop(), Some((100, Event::Near(5))));
         assert_eq!(q.hint(), 1);
         assert_eq!(q.pop(), Some((300, Event::Near(1))));
-        assert_eq!(q.hint(), 2, "the slot is empty: the next occupied slot's first");
+        assert_eq!(
+            q.hint(),
+            2,
+            "the slot is empty: the next occupied slot's first"
+        );
         assert_eq!(q.pop(), Some((5000, Event::Near(2))));
         assert_eq!(q.hint(), u32::MAX, "nothing pending");
         // A slot a whole turn ahead (its bit lies below the current one's) is not named.
