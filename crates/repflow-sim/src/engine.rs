@@ -475,6 +475,37 @@ impl EventQueue {
         w.slots[((i & !63) + word.trailing_zeros() as usize) & (WHEEL_SLOTS as usize - 1)].first
     }
 
+    /// The likely next three near events (`u32::MAX` where none is known), in the wheel's
+    /// order: the node after the last one popped in its slot, and after each guess the
+    /// next node of its slot's list or else the first node of the next occupied slot in
+    /// the current bitmap word (timers and overflow are ignored). A prefetch pipeline asks
+    /// for each one's state a few events ahead (see `sim::run`); a wrong guess costs a
+    /// wasted prefetch, never a wrong order.
+    #[inline]
+    pub fn hints(&self) -> [u32; 3] {
+        let w = &self.wheel;
+        let i = w.cur_idx;
+        let mut word = w.occupied[i >> 6] & (!1u64 << (i & 63));
+        let base = i & !63;
+        let mut after = |h: u32| {
+            if let Some(n) = w.nodes.get(h as usize) {
+                if n.next != NIL {
+                    return n.next;
+                }
+            }
+            if word == 0 {
+                return NIL;
+            }
+            let idx = (base + word.trailing_zeros() as usize) & (WHEEL_SLOTS as usize - 1);
+            word &= word - 1;
+            w.slots[idx].first
+        };
+        let h1 = if w.hint != NIL { w.hint } else { after(NIL) };
+        let h2 = after(h1);
+        let h3 = after(h2);
+        [h1, h2, h3]
+    }
+
     /// Asks the CPU for the wheel node of near event `id` (see [`EventQueue::hint`]); any
     /// id is accepted.
     #[inline]
@@ -599,6 +630,24 @@ mod tests {
         q.push_near(5000 + 64 * 512, 4);
         assert_eq!(q.hint(), u32::MAX);
         assert_eq!(q.pop(), Some((5000 + 64 * 512, Event::Near(4))));
+    }
+
+    #[test]
+    fn hints_follow_the_slot_then_the_next_occupied_slots() {
+        let mut q = EventQueue::new(8, 1000, 10_000);
+        for (t, id) in [(100, 3), (100, 5), (300, 1), (5000, 2), (6000, 4)] {
+            q.push_near(t, id);
+        }
+        assert_eq!(q.pop(), Some((100, Event::Near(3))));
+        assert_eq!(q.hints(), [5, 1, 2]);
+        assert_eq!(q.pop(), Some((100, Event::Near(5))));
+        assert_eq!(q.hints(), [1, 2, 4]);
+        assert_eq!(q.pop(), Some((300, Event::Near(1))));
+        assert_eq!(q.hints(), [2, 4, u32::MAX]);
+        // The guesses are the order in which the events then come.
+        assert_eq!(q.pop(), Some((5000, Event::Near(2))));
+        assert_eq!(q.pop(), Some((6000, Event::Near(4))));
+        assert_eq!(q.hints(), [u32::MAX; 3]);
     }
 
     #[test]

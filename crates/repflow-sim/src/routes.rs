@@ -97,6 +97,15 @@ impl Routes {
         }
     }
 
+    /// Asks the CPU for connection `conn`'s routes (any index is accepted).
+    #[inline]
+    pub fn prefetch(&self, conn: u32) {
+        match self {
+            Routes::Narrow(v) => prefetch(v.as_ptr().wrapping_add(conn as usize)),
+            Routes::Wide(v) => prefetch(v.as_ptr().wrapping_add(conn as usize)),
+        }
+    }
+
     /// Moves `pkt` (direction `dir`) past the link it has crossed: returns the next link of
     /// its path, or `None` at the path's end. The narrow form takes the next link from the
     /// packet (`Packet::next`) and stamps the one after it, so the path lookup runs beside

@@ -467,6 +467,12 @@ impl Port {
         self.fifo.front_ptr() as *const u8
     }
 
+    /// The head packet, if any (for prefetching what its next hop needs).
+    #[inline]
+    pub fn head_packet(&self) -> Option<&Packet> {
+        self.fifo.front().map(|f| &f.pkt)
+    }
+
     /// Removes the head packet (it has arrived at the far end).
     #[inline]
     pub fn pop_arrived(&mut self) -> Packet {

@@ -105,6 +105,9 @@ struct FlowState {
     mp: u32,
 }
 
+/// Links from which the run loop prefetches three events ahead instead of one.
+const DEEP_PREFETCH_LINKS: u32 = 16_384;
+
 /// `FlowState::mp` of a flow that is not multipath.
 const NO_MP: u32 = u32::MAX;
 
@@ -639,6 +642,23 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Prefetches for the likely next three events, each stage one event after the one
+    /// before: the third's port line and wheel node; the second's head packet (its port
+    /// line was asked for one event ago); the first's next port and route (its head packet
+    /// was asked for one event ago). Nothing here changes state.
+    #[inline(always)]
+    fn prefetch_pipeline(&self, h1: u32, h2: u32, h3: u32) {
+        prefetch(self.ports.as_ptr().wrapping_add(h3 as usize));
+        self.q.prefetch_node(h3);
+        if let Some(p) = self.ports.get(h2 as usize) {
+            prefetch(p.head_ptr());
+        }
+        if let Some(pkt) = self.ports.get(h1 as usize).and_then(|p| p.head_packet()) {
+            prefetch(self.ports.as_ptr().wrapping_add(pkt.next as usize));
+            self.paths.prefetch(pkt.conn);
+        }
+    }
+
     /// Every event but a packet arrival.
     #[inline(never)]
     fn on_other_event(&mut self, e: u64) {
@@ -660,6 +680,11 @@ impl<'a> World<'a> {
         let mut last_report = Instant::now();
         let mut events: u64 = 0;
         let links = self.ports.len() as u32;
+        // Large networks (the ports' hot lines alone past 1 MiB, half this machine's L2) wait
+        // on memory at every stage of a hop: prefetch for the next three events, in a
+        // pipeline. Measured on the loaded phase: +20 % at k = 32 (49,152 links), nothing
+        // at k = 16 (6,144), −5 % at k = 8 (768), which keep the one-event prefetch.
+        let deep = links >= DEEP_PREFETCH_LINKS;
         while let Some((t, e)) = self.q.pop() {
             if t > t_end {
                 break;
@@ -667,9 +692,16 @@ impl<'a> World<'a> {
             self.now = t;
             events += 1;
             // The likely next event's port (a hint: any id, even none, is harmless).
-            let hint = self.q.hint();
-            prefetch(self.ports.as_ptr().wrapping_add(hint as usize));
-            self.q.prefetch_node(hint);
+            let hint;
+            if deep {
+                let [h1, h2, h3] = self.q.hints();
+                hint = h1;
+                self.prefetch_pipeline(h1, h2, h3);
+            } else {
+                hint = self.q.hint();
+                prefetch(self.ports.as_ptr().wrapping_add(hint as usize));
+                self.q.prefetch_node(hint);
+            }
             // Packet arrivals are nearly all events. A packet forwarded by a switch cannot
             // end the run: the end test is skipped.
             let may_end = match e {
@@ -687,8 +719,10 @@ impl<'a> World<'a> {
             // event's time to arrive: ask for its head packet's entry now (the hint taken
             // before this event's pushes: a hint need not be right), so that the
             // next arrival finds both (its ring is a separate allocation, cold at scale).
-            if let Some(p) = self.ports.get(hint as usize) {
-                prefetch(p.head_ptr());
+            if !deep {
+                if let Some(p) = self.ports.get(hint as usize) {
+                    prefetch(p.head_ptr());
+                }
             }
             if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
             {
