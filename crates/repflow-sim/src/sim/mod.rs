@@ -685,6 +685,7 @@ impl<'a> World<'a> {
         // pipeline. Measured on the loaded phase: +20 % at k = 32 (49,152 links), nothing
         // at k = 16 (6,144), −5 % at k = 8 (768), which keep the one-event prefetch.
         let deep = links >= DEEP_PREFETCH_LINKS;
+        let variant: u32 = std::env::var("V").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         while let Some((t, e)) = self.q.pop() {
             if t > t_end {
                 break;
@@ -694,9 +695,13 @@ impl<'a> World<'a> {
             // The likely next event's port (a hint: any id, even none, is harmless).
             let hint;
             if deep {
-                let [h1, h2, h3] = self.q.hints();
+                let [h1, h2, h3, h4] = self.q.hints();
                 hint = h1;
-                self.prefetch_pipeline(h1, h2, h3);
+                match variant {
+                    1 => self.prefetch_pipeline(h1, h2, h4),
+                    2 => { self.prefetch_pipeline(h1, h2, h4); prefetch(self.ports.as_ptr().wrapping_add(h3 as usize)); }
+                    _ => self.prefetch_pipeline(h1, h2, h3),
+                }
             } else {
                 hint = self.q.hint();
                 prefetch(self.ports.as_ptr().wrapping_add(hint as usize));
