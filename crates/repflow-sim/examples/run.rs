@@ -22,6 +22,21 @@ fn main() {
         std::process::exit(2)
     });
     println!("{}", serde_json::to_string_pretty(&out.counters).unwrap());
+    #[cfg(feature = "parallelism-stats")]
+    {
+        let p = &out.parallelism;
+        println!(
+            "parallelism: window {} ps, {} windows ({} with arrivals), {} arrivals",
+            p.lookahead_ps, p.windows, p.busy_windows, p.arrivals
+        );
+        for (name, v) in [("by pod", &p.by_pod), ("fine-grained", &p.fine_grained)] {
+            let cells: Vec<String> = v.iter().map(|(t, s)| format!("{t}: {s:.2}")).collect();
+            println!(
+                "  speedup bound {name} (threads: bound): {}",
+                cells.join(", ")
+            );
+        }
+    }
     for b in &out.summary.bins {
         println!(
             "{:>14} n={:>6} fct mean {:.3e} p99 {:.3e} sd mean {:.2} p99 {:.2}",

@@ -482,7 +482,7 @@ impl EventQueue {
     /// for each one's state a few events ahead (see `sim::run`); a wrong guess costs a
     /// wasted prefetch, never a wrong order.
     #[inline]
-    pub fn hints(&self) -> [u32; 4] {
+    pub fn hints(&self) -> [u32; 3] {
         let w = &self.wheel;
         let i = w.cur_idx;
         let mut word = w.occupied[i >> 6] & (!1u64 << (i & 63));
@@ -503,8 +503,7 @@ impl EventQueue {
         let h1 = if w.hint != NIL { w.hint } else { after(NIL) };
         let h2 = after(h1);
         let h3 = after(h2);
-        let h4 = after(h3);
-        [h1, h2, h3, h4]
+        [h1, h2, h3]
     }
 
     /// Asks the CPU for the wheel node of near event `id` (see [`EventQueue::hint`]); any

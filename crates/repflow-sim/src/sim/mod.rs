@@ -20,6 +20,8 @@ use thiserror::Error;
 
 mod multipath;
 mod output;
+#[cfg(feature = "parallelism-stats")]
+pub mod parallelism;
 pub use output::{ConnRecord, RunOutput};
 
 /// Why a run could not be done.
@@ -138,6 +140,8 @@ struct World<'a> {
     scheme: SchemeParts,
     /// Connection level of multipath flows.
     mp: Vec<multipath::MpFlow>,
+    #[cfg(feature = "parallelism-stats")]
+    parallelism: parallelism::ParallelismStats,
 }
 
 /// The parts of [`Parts`] the run keeps after building its ports and TCP parameters.
@@ -186,6 +190,8 @@ impl<'a> World<'a> {
         let (arrivals, end_arrivals) = Arrivals::new(cfg, &topo, cdf);
         let topo_links = topo.links.len();
         let priority = parts.priority();
+        #[cfg(feature = "parallelism-stats")]
+        let parallelism = parallelism::ParallelismStats::new(&topo, cfg);
         let mut w = World {
             cfg,
             topo,
@@ -213,6 +219,8 @@ impl<'a> World<'a> {
                 multipath: parts.multipath,
             },
             mp: Vec::new(),
+            #[cfg(feature = "parallelism-stats")]
+            parallelism,
         };
         w.schedule_next_arrival();
         Ok(w)
@@ -685,7 +693,6 @@ impl<'a> World<'a> {
         // pipeline. Measured on the loaded phase: +20 % at k = 32 (49,152 links), nothing
         // at k = 16 (6,144), −5 % at k = 8 (768), which keep the one-event prefetch.
         let deep = links >= DEEP_PREFETCH_LINKS;
-        let variant: u32 = std::env::var("V").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         while let Some((t, e)) = self.q.pop() {
             if t > t_end {
                 break;
@@ -695,13 +702,9 @@ impl<'a> World<'a> {
             // The likely next event's port (a hint: any id, even none, is harmless).
             let hint;
             if deep {
-                let [h1, h2, h3, h4] = self.q.hints();
+                let [h1, h2, h3] = self.q.hints();
                 hint = h1;
-                match variant {
-                    1 => self.prefetch_pipeline(h1, h2, h4),
-                    2 => { self.prefetch_pipeline(h1, h2, h4); prefetch(self.ports.as_ptr().wrapping_add(h3 as usize)); }
-                    _ => self.prefetch_pipeline(h1, h2, h3),
-                }
+                self.prefetch_pipeline(h1, h2, h3);
             } else {
                 hint = self.q.hint();
                 prefetch(self.ports.as_ptr().wrapping_add(hint as usize));
@@ -710,7 +713,11 @@ impl<'a> World<'a> {
             // Packet arrivals are nearly all events. A packet forwarded by a switch cannot
             // end the run: the end test is skipped.
             let may_end = match e {
-                Event::Near(id) if id < links => self.on_arrive(id),
+                Event::Near(id) if id < links => {
+                    #[cfg(feature = "parallelism-stats")]
+                    self.parallelism.on_arrival(t, id);
+                    self.on_arrive(id)
+                }
                 Event::Near(id) => {
                     self.on_tx_done(id - links);
                     true

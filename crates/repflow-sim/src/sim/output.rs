@@ -32,6 +32,10 @@ pub struct RunOutput {
     pub link_stats: Vec<PortStats>,
     /// The network the run used.
     pub topology: Topology,
+    /// How much a conservative parallel engine could gain on this run (feature
+    /// `parallelism-stats`).
+    #[cfg(feature = "parallelism-stats")]
+    pub parallelism: super::parallelism::ParallelismReport,
 }
 
 /// One connection (one copy of a flow).
@@ -229,6 +233,8 @@ impl World<'_> {
             link_packets,
             link_stats,
             topology: self.topo,
+            #[cfg(feature = "parallelism-stats")]
+            parallelism: self.parallelism.finish(),
         }
     }
 }
