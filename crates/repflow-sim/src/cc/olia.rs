@@ -39,34 +39,30 @@ impl Olia {
 
     /// `α_p` of every path from `(w_p, rtt_p, ℓ_p)` (segments, any time unit, segments).
     pub fn alphas(paths: &[(f64, f64, f64)]) -> Vec<f64> {
+        (0..paths.len()).map(|r| Olia::alpha(paths, r)).collect()
+    }
+
+    /// `α_r` of path `r` among `paths` (as in [`Olia::alphas`], without allocating: it runs
+    /// on every ACK of a coupled subflow).
+    pub fn alpha(paths: &[(f64, f64, f64)], r: usize) -> f64 {
         let n = paths.len() as f64;
-        let quality = |&(_, r, l): &(f64, f64, f64)| l * l / r;
+        let quality = |&(_, rtt, l): &(f64, f64, f64)| l * l / rtt;
         let best_q = paths.iter().map(quality).fold(f64::MIN, f64::max);
         let max_w = paths.iter().map(|p| p.0).fold(f64::MIN, f64::max);
         let near = |x: f64, top: f64| x >= top - TIE * top.abs().max(1.0);
-        let in_m: Vec<bool> = paths.iter().map(|p| near(p.0, max_w)).collect();
-        let in_b_not_m: Vec<bool> = paths
-            .iter()
-            .zip(&in_m)
-            .map(|(p, &m)| near(quality(p), best_q) && !m)
-            .collect();
-        let bm = in_b_not_m.iter().filter(|&&x| x).count() as f64;
-        let m = in_m.iter().filter(|&&x| x).count() as f64;
-        paths
-            .iter()
-            .enumerate()
-            .map(|(i, _)| {
-                if bm == 0.0 {
-                    0.0
-                } else if in_b_not_m[i] {
-                    1.0 / (n * bm)
-                } else if in_m[i] {
-                    -1.0 / (n * m)
-                } else {
-                    0.0
-                }
-            })
-            .collect()
+        let in_m = |p: &(f64, f64, f64)| near(p.0, max_w);
+        let in_b_not_m = |p: &(f64, f64, f64)| near(quality(p), best_q) && !in_m(p);
+        let bm = paths.iter().filter(|p| in_b_not_m(p)).count() as f64;
+        let m = paths.iter().filter(|p| in_m(p)).count() as f64;
+        if bm == 0.0 {
+            0.0
+        } else if in_b_not_m(&paths[r]) {
+            1.0 / (n * bm)
+        } else if in_m(&paths[r]) {
+            -1.0 / (n * m)
+        } else {
+            0.0
+        }
     }
 }
 

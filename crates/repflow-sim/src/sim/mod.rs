@@ -615,9 +615,8 @@ impl<'a> World<'a> {
             Some(_) => {
                 let tcp = self.tcp;
                 let mut out = std::mem::take(&mut self.out);
-                let timeouts = c.snd.stats.timeouts;
-                c.snd.on_timer(&tcp, now, &mut out);
-                let (multipath, timed_out) = (c.multipath, c.snd.stats.timeouts > timeouts);
+                let timed_out = c.snd.on_timer(&tcp, now, &mut out);
+                let multipath = c.multipath;
                 self.out = out;
                 self.flush(conn_id);
                 if multipath && timed_out {

@@ -186,7 +186,8 @@ impl World<'_> {
         let (first, n) = (f.first_conn as usize, f.copies as usize);
         let mut total = 0.0;
         let mut paths = [(0.0, 0.0); crate::scheme::MAX_SUBFLOWS as usize];
-        let mut losses = [0.0; crate::scheme::MAX_SUBFLOWS as usize];
+        // OLIA's (w, rtt, loss interval) per path, beside LIA's (w, rtt).
+        let mut with_losses = [(0.0, 0.0, 0.0); crate::scheme::MAX_SUBFLOWS as usize];
         let mut own = None;
         let mut k = 0;
         for (i, s) in self.conns[first..first + n].iter().enumerate() {
@@ -200,7 +201,7 @@ impl World<'_> {
                     own = Some(k);
                 }
                 paths[k] = (w, r.max(1) as f64);
-                losses[k] = s.snd.loss_interval();
+                with_losses[k] = (paths[k].0, paths[k].1, s.snd.loss_interval());
                 k += 1;
             }
         }
@@ -215,12 +216,7 @@ impl World<'_> {
                 c.sum_w_over_rtt = paths.iter().map(|&(w, r)| w / r).sum();
                 if let Some(o) = own {
                     c.own_rtt = paths[o].1;
-                    let with_losses: Vec<(f64, f64, f64)> = paths
-                        .iter()
-                        .zip(&losses[..k])
-                        .map(|(&(w, r), &l)| (w, r, l))
-                        .collect();
-                    c.olia_alpha = crate::cc::Olia::alphas(&with_losses)[o];
+                    c.olia_alpha = crate::cc::Olia::alpha(&with_losses[..k], o);
                 }
             }
             Coupling::Uncoupled => {}

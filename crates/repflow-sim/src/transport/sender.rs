@@ -179,8 +179,9 @@ impl Sender {
     }
 
     /// A timer deadline passed (the caller checked `deadline() <= now`): the aggressive
-    /// timer's or the retransmission timer's.
-    pub fn on_timer(&mut self, p: &TcpParams, now: Time, out: &mut Vec<Packet>) {
+    /// timer's or the retransmission timer's. Returns whether it was a retransmission
+    /// timeout of data (counted in `stats.timeouts`; MPTCP reinjects the subflow's data).
+    pub fn on_timer(&mut self, p: &TcpParams, now: Time, out: &mut Vec<Packet>) -> bool {
         let atimer_due = self
             .detect
             .as_ref()
@@ -188,8 +189,11 @@ impl Sender {
             .is_some_and(|t| t <= now);
         if atimer_due && self.rto_deadline.is_none_or(|r| r > now) {
             self.on_atimer(p, now, out);
+            false
         } else {
+            let before = self.stats.timeouts;
             self.on_timeout(p, now, out);
+            self.stats.timeouts > before
         }
     }
 

@@ -568,7 +568,7 @@ fn mptcp_l_aggressive_timer_resends_a_lost_tail_without_cutting_the_window() {
     assert!(deadline <= MS + 2 * MS + 1, "2 RTTs: {deadline}");
     assert!(s.rto_deadline.expect("RTO armed") > deadline);
     let mut out = Vec::new();
-    s.on_timer(&p, deadline, &mut out);
+    assert!(!s.on_timer(&p, deadline, &mut out), "not a timeout");
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].seq, s.snd_una());
     assert_eq!(s.stats.atimer_retransmits, 1);
@@ -577,7 +577,7 @@ fn mptcp_l_aggressive_timer_resends_a_lost_tail_without_cutting_the_window() {
     // It fires once per stall: the next deadline is the RTO's, which then cuts as usual.
     let next = s.deadline().expect("the RTO");
     assert_eq!(Some(next), s.rto_deadline);
-    s.on_timer(&p, next, &mut out);
+    assert!(s.on_timer(&p, next, &mut out), "a timeout");
     assert_eq!(s.stats.timeouts, 1);
     assert_eq!(s.win.cwnd, 1);
 }
