@@ -698,6 +698,9 @@ mod tests {
         mixes_in_order(EventQueue::new(256, 1000, 1 << 40));
         mixes_in_order(EventQueue::new(256, 1000, 10_000));
         mixes_in_order(EventQueue::new(256, 1, 100));
+        // Wide slots: many events each, pushed out of order into the current and later
+        // slots.
+        mixes_in_order(EventQueue::new(256, 1 << 20, 1 << 30));
     }
 
     #[test]
