@@ -179,6 +179,29 @@ def test_bench_drain_zero_measures_the_loaded_network_alone(capsys):
     assert loaded["unfinished"] > 0 and loaded["packet_hops"] < full["packet_hops"]
 
 
+def test_bench_repflow_point_is_a_point_of_the_paper_study(capsys):
+    import json
+    import tomllib
+    from pathlib import Path
+
+    from repflow.cli.bench import bench_config
+
+    spec = tomllib.loads(
+        (Path(__file__).parents[2] / "experiments" / "repflow-paper.toml").read_text()
+    )
+    base = spec["base"]
+    cfg = bench_config(scenario="repflow-point")
+    assert cfg["topology"] == {**base["topology"]}
+    assert cfg["tcp"] == base["tcp"] and cfg["queue"] == base["queue"]
+    assert cfg["workload"]["duration"] == base["workload"]["duration"]
+    assert "websearch" in spec["grid"]["workload.cdf"] and "tcp" in spec["grid"]["scheme"]
+    argv = ["bench", "--scenario", "repflow-point", "--duration", "200us", "--json", "--quiet",
+            "--repeat", "1"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["hosts"] == 1024 and report["packet_hops"] > 0
+
+
 def test_bench_repeat_reports_the_median_run_and_every_run(capsys):
     import json
 

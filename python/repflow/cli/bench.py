@@ -42,6 +42,14 @@ SCENARIOS: dict[str, tuple[int, str, str]] = {
     "k16-1g": (16, "1Gbps", "20ms"),
     "k32": (32, "10Gbps", "1ms"),
     "k32-1g": (32, "1Gbps", "5ms"),
+    "repflow-point": (16, "1Gbps", "500ms"),
+}
+
+#: What a scenario changes besides (k, rate, duration). "repflow-point" is one point of the
+#: RepFlow paper's study at its scale (experiments/repflow-paper.toml: 2 µs links, initial
+#: window 12; web search at load 0.5, TCP): the point whose cost sets the study's duration.
+SCENARIO_EXTRA: dict[str, dict[str, Any]] = {
+    "repflow-point": {"link_delay": "2us", "tcp": {"init_cwnd": 12}},
 }
 
 
@@ -49,9 +57,13 @@ def describe(scenario: str) -> str:
     """One line saying what a scenario is."""
     k, rate, _ = SCENARIOS[scenario]
     speed = rate.replace("Gbps", " Gb/s")
+    extra = SCENARIO_EXTRA.get(scenario, {})
+    delay = extra.get("link_delay", "1us")
+    iw = extra.get("tcp", {}).get("init_cwnd")
+    tcp = "TCP" if iw is None else f"TCP (initial window {iw})"
     return (
-        f"{k}-pod fat-tree ({k**3 // 4:,} hosts), {speed}, 1 us/link, 100-packet DropTail, TCP, "
-        "web search at load 0.5"
+        f"{k}-pod fat-tree ({k**3 // 4:,} hosts), {speed}, {delay}/link, 100-packet DropTail, "
+        f"{tcp}, web search at load 0.5"
     )
 
 
@@ -68,10 +80,11 @@ def bench_config(
         workload["drain"] = drain
     return {
         "seed": seed,
-        "topology": {"kind": "fat-tree", "k": k, "link_rate": rate, "link_delay": "1us"},
+        "topology": {"kind": "fat-tree", "k": k, "link_rate": rate,
+                     "link_delay": SCENARIO_EXTRA.get(scenario, {}).get("link_delay", "1us")},
         "queue": {"limit_packets": 100},
         "routing": {"hash": "default"},
-        "tcp": {},
+        "tcp": dict(SCENARIO_EXTRA.get(scenario, {}).get("tcp", {})),
         "workload": workload,
         "scheme": {"name": "tcp"},
     }
@@ -91,11 +104,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--scenario", choices=list(SCENARIOS), default=SCENARIO,
                    help="bench-A (k = 8, the reference), or k16 / k32 at 10 Gb/s and -1g at "
-                        "1 Gb/s: how the per-hop cost holds with 1,024 and 8,192 hosts")
+                        "1 Gb/s: how the per-hop cost holds with 1,024 and 8,192 hosts; "
+                        "repflow-point: one point of the RepFlow paper's study (k = 16, "
+                        "1 Gb/s, 0.5 s; about half a minute a run)")
     p.add_argument("--seed", type=int, default=1, help="master seed (default 1)")
     p.add_argument("--duration", default=None, metavar="TIME",
                    help="arrival period (default: the scenario's: 50ms for bench-A, 5ms k16, "
-                        "20ms k16-1g, 1ms k32, 5ms k32-1g)")
+                        "20ms k16-1g, 1ms k32, 5ms k32-1g, 500ms repflow-point)")
     p.add_argument("--drain", default=None, metavar="TIME",
                    help="longest drain after the last arrival (default: until every flow "
                         "ends). 0s measures the loaded network alone: in a drain few large "
