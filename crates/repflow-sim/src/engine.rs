@@ -38,6 +38,8 @@ pub struct EventQueue {
     /// `timer_time`'s wheel slot (`timer_time >> shift`).
     timer_slot: u64,
     seq: u64,
+    /// Insertion number of the event last popped.
+    last_seq: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -172,7 +174,7 @@ impl Wheel {
     }
 
     #[inline]
-    fn push(&mut self, id: u32, time: Time, seq: u64) {
+    fn push<const FRESH: bool>(&mut self, id: u32, time: Time, seq: u64) {
         self.len += 1;
         let abs = time >> self.shift;
         debug_assert!(abs >= self.cur, "event scheduled in the past");
@@ -180,7 +182,7 @@ impl Wheel {
             self.overflow.push(Entry { time, seq, e: id });
             return;
         }
-        self.link::<true>(id, time, seq, abs);
+        self.link::<FRESH>(id, time, seq, abs);
     }
 
     /// Puts node `id` into slot `abs`'s list (within the horizon), in key order. The
@@ -369,6 +371,7 @@ impl EventQueue {
             timer_time: Time::MAX,
             timer_slot: Time::MAX >> shift,
             seq: 0,
+            last_seq: 0,
         }
     }
 
@@ -386,7 +389,31 @@ impl EventQueue {
     pub fn push_near(&mut self, time: Time, id: u32) {
         let seq = self.seq;
         self.seq += 1;
-        self.wheel.push(id, time, seq);
+        self.wheel.push::<true>(id, time, seq);
+    }
+
+    /// Takes the next insertion number without scheduling anything: an event that may
+    /// never be needed keeps its place in the order, and [`EventQueue::push_near_reserved`]
+    /// schedules it later, ordered exactly as if it had been pushed now.
+    #[inline]
+    pub fn reserve_seq(&mut self) -> u64 {
+        let seq = self.seq;
+        self.seq += 1;
+        seq
+    }
+
+    /// Schedules near event `id` at `time` with an insertion number taken earlier by
+    /// [`EventQueue::reserve_seq`] (and not used since), at or after the current time.
+    #[inline]
+    pub fn push_near_reserved(&mut self, time: Time, id: u32, seq: u64) {
+        debug_assert!(seq < self.seq, "a reserved insertion number");
+        self.wheel.push::<false>(id, time, seq);
+    }
+
+    /// Insertion number of the event last popped: with its time, its place in the order.
+    #[inline]
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// Schedules a timer at `time`. Ordered exactly as if it were a near event.
@@ -429,6 +456,7 @@ impl EventQueue {
                         time: w.nodes[id as usize].time,
                     };
                     if l.time < self.timer_time {
+                        self.last_seq = w.nodes[id as usize].seq;
                         w.unlink(l);
                         return Some((l.time, Event::Near(l.id)));
                     }
@@ -449,9 +477,11 @@ impl EventQueue {
         if take_timer {
             let x = self.timers.pop().expect("peeked");
             self.set_timer_time(self.timers.peek().map_or(Time::MAX, |t| t.time));
+            self.last_seq = x.seq;
             Some((x.time, Event::Timer(x.e)))
         } else {
             let l = near.expect("a near event");
+            self.last_seq = self.wheel.nodes[l.id as usize].seq;
             self.wheel.unlink(l);
             Some((l.time, Event::Near(l.id)))
         }

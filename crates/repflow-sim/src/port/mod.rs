@@ -38,9 +38,12 @@ use std::hint::select_unpredictable;
 pub struct SchedEnqueue {
     /// Packets dropped to make room (the arrival may be one of them).
     pub dropped: u32,
-    /// The link was idle and started sending: the caller schedules a transmit-complete event
-    /// at this time.
-    pub tx_done: Option<Time>,
+    /// The link was idle and started sending, to finish at this time: the caller reserves
+    /// the completion's place in the event order ([`Port::sched_set_tx_seq`]).
+    pub started: Option<Time>,
+    /// The arrival is the first packet to wait for the transmission in progress: the caller
+    /// now schedules its completion, `(time, reserved insertion number)`.
+    pub tx_done: Option<(Time, u64)>,
     /// The link's wire was empty: the caller schedules an arrival event for
     /// [`Port::head_arrival`].
     pub head_arrival: bool,
@@ -70,8 +73,13 @@ struct PortExtra {
     /// Scheduled (priority) port: its waiting packets.
     sched: Option<PrioQueue>,
     area_t: Time,
-    /// Scheduled port: a transmit-complete event is pending.
-    tx_pending: bool,
+    /// Scheduled port: the place in the event order (insertion number) of the current
+    /// transmission's completion, at `Port::busy_until`. The completion is an event only
+    /// when a packet waits for it (`tx_event`): with none waiting, a later arrival that
+    /// comes after that place finds the link idle, as it would after the event.
+    tx_seq: u64,
+    /// Scheduled port: the completion is scheduled as an event.
+    tx_event: bool,
 }
 
 impl PortExtra {
@@ -82,7 +90,8 @@ impl PortExtra {
             ecn,
             sched: None,
             area_t: 0,
-            tx_pending: false,
+            tx_seq: 0,
+            tx_event: false,
         })
     }
 }
@@ -271,7 +280,6 @@ impl Port {
         let x = self.extra();
         let tx = x.clock.tx(pkt.bytes as u32);
         x.busy += tx;
-        x.tx_pending = true;
         let finish = now + tx;
         self.busy_until = finish;
         self.last_bytes = pkt.bytes;
@@ -294,22 +302,33 @@ impl Port {
         x.area_t = now;
     }
 
-    /// Offers `pkt`, of priority `prio` (smaller is more urgent), to a scheduled port at `now`.
-    pub fn sched_enqueue(&mut self, pkt: Packet, prio: u32, now: Time) -> SchedEnqueue {
+    /// Offers `pkt`, of priority `prio` (smaller is more urgent), to a scheduled port at
+    /// `now`, by the event of insertion number `seq` (with `now`, its place in the order).
+    pub fn sched_enqueue(&mut self, pkt: Packet, prio: u32, now: Time, seq: u64) -> SchedEnqueue {
         self.sched_area(now);
         let mut r = SchedEnqueue {
             dropped: 0,
+            started: None,
             tx_done: None,
             head_arrival: false,
         };
-        if !self.extra().tx_pending {
+        let busy_until = self.busy_until;
+        let x = self.extra();
+        // The transmission in progress has not completed if its completion's place in the
+        // event order is after this event's.
+        let in_progress = (busy_until, x.tx_seq) > (now, seq);
+        if !in_progress && !x.tx_event {
             r.head_arrival = self.fifo.is_empty();
-            r.tx_done = Some(self.sched_transmit(pkt, now));
+            r.started = Some(self.sched_transmit(pkt, now));
             return r;
         }
-        let q = self.extra().sched.as_mut().expect("a scheduled port");
+        let q = x.sched.as_mut().expect("a scheduled port");
         r.dropped = q.push(pkt, prio);
         let waiting = q.len() as u32;
+        if waiting > 0 && !x.tx_event {
+            x.tx_event = true;
+            r.tx_done = Some((busy_until, x.tx_seq));
+        }
         self.drops += r.dropped as u64;
         if waiting + 1 > self.max_backlog {
             self.max_backlog = waiting + 1;
@@ -317,13 +336,34 @@ impl Port {
         r
     }
 
-    /// The transmission of a scheduled port ended at `now`: starts the next packet, if any.
-    /// Returns its transmit-complete time and whether the wire was empty (the caller then
-    /// schedules an arrival event for [`Port::head_arrival`]).
+    /// Records the place in the event order reserved for the completion of the transmission
+    /// just started (see [`SchedEnqueue::started`] and [`Port::sched_tx_done`]).
+    pub fn sched_set_tx_seq(&mut self, seq: u64) {
+        self.extra().tx_seq = seq;
+    }
+
+    /// Whether packets wait for the transmission in progress (its completion must then be
+    /// scheduled: at `busy_until`, in the place recorded by [`Port::sched_set_tx_seq`]).
+    pub fn sched_waiting(&self) -> Option<(Time, u64)> {
+        let x = self.extra.as_ref()?;
+        let q = x.sched.as_ref()?;
+        (!q.is_empty()).then_some((self.busy_until, x.tx_seq))
+    }
+
+    /// Marks the completion of the transmission in progress as scheduled.
+    pub fn sched_mark_tx_event(&mut self) {
+        self.extra().tx_event = true;
+    }
+
+    /// The transmission of a scheduled port ended at `now` (its completion event): starts
+    /// the next packet, if any. Returns its transmit-complete time and whether the wire was
+    /// empty (the caller then schedules an arrival event for [`Port::head_arrival`]), then
+    /// reserves the completion's place ([`Port::sched_set_tx_seq`]) and schedules it if
+    /// packets still wait ([`Port::sched_waiting`]).
     pub fn sched_tx_done(&mut self, now: Time) -> Option<(Time, bool)> {
         self.sched_area(now);
         let x = self.extra();
-        x.tx_pending = false;
+        x.tx_event = false;
         let pkt = x.sched.as_mut().expect("a scheduled port").pop()?;
         let was_empty = self.fifo.is_empty();
         Some((self.sched_transmit(pkt, now), was_empty))
@@ -756,22 +796,56 @@ mod tests {
             bytes: 1500,
             ..Packet::default()
         };
-        let r = p.sched_enqueue(d(0), 50, 0);
-        assert_eq!(r.tx_done, Some(12_000_000));
-        assert!(r.head_arrival);
-        assert_eq!(p.sched_enqueue(d(1), 40, 1).dropped, 0);
-        assert_eq!(p.sched_enqueue(d(2), 10, 2).dropped, 0);
+        // Events at times 0..3 with insertion numbers 10.. (the completion reserved 11).
+        let r = p.sched_enqueue(d(0), 50, 0, 10);
+        assert_eq!(r.started, Some(12_000_000));
+        assert!(r.head_arrival && r.tx_done.is_none());
+        p.sched_set_tx_seq(11);
+        // The first packet to wait asks for the completion event, in the reserved place.
+        let r = p.sched_enqueue(d(1), 40, 1, 12);
+        assert_eq!((r.dropped, r.tx_done), (0, Some((12_000_000, 11))));
+        let r = p.sched_enqueue(d(2), 10, 2, 13);
+        assert_eq!((r.dropped, r.tx_done, r.started), (0, None, None));
         // Buffer (2 packets) full: the least urgent (conn 1) goes.
-        assert_eq!(p.sched_enqueue(d(3), 20, 3).dropped, 1);
+        assert_eq!(p.sched_enqueue(d(3), 20, 3, 14).dropped, 1);
         assert_eq!(p.drops, 1);
         let mut order = vec![p.pop_arrived().conn];
         let mut t = 12_000_000;
+        let mut seq = 20;
         while let Some((next, _)) = p.sched_tx_done(t) {
+            p.sched_set_tx_seq(seq);
+            if p.sched_waiting().is_some() {
+                p.sched_mark_tx_event();
+            }
+            seq += 1;
             order.push(p.pop_arrived().conn);
             t = next;
         }
         assert_eq!(order, [0, 2, 3]);
         assert_eq!(p.in_system(), 0);
+    }
+
+    #[test]
+    fn scheduled_port_completion_at_the_same_time_follows_the_event_order() {
+        let mut p = Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, 0);
+        let d = |conn| Packet {
+            conn,
+            bytes: 1500,
+            ..Packet::default()
+        };
+        assert!(p.sched_enqueue(d(0), 50, 0, 10).started.is_some());
+        p.sched_set_tx_seq(11);
+        // An arrival at the completion's time but before it in the order waits for it...
+        let r = p.sched_enqueue(d(1), 40, 12_000_000, 5);
+        assert_eq!(r.tx_done, Some((12_000_000, 11)));
+        assert!(r.started.is_none());
+        let mut q = Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, 0);
+        assert!(q.sched_enqueue(d(0), 50, 0, 10).started.is_some());
+        q.sched_set_tx_seq(11);
+        // ... and one after it finds the link idle and is sent at once.
+        let r = q.sched_enqueue(d(1), 40, 12_000_000, 12);
+        assert_eq!(r.started, Some(24_000_000));
+        assert!(r.tx_done.is_none());
     }
 
     #[test]

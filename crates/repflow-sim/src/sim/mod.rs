@@ -458,14 +458,20 @@ impl<'a> World<'a> {
         let c = &self.conns[pkt.conn as usize];
         let priority = self.scheme.priority.expect("a scheme with priority ports");
         let prio = priority(&pkt, c.snd.size(), self.tcp.mss);
+        let done_id = self.tx_done_id(link);
         let port = &mut self.ports[link as usize];
-        let r = port.sched_enqueue(pkt, prio, self.now);
+        let r = port.sched_enqueue(pkt, prio, self.now, self.q.last_seq());
         if r.head_arrival {
             let t = port.head_arrival().expect("just sent");
             self.q.push_near(t, link);
         }
-        if let Some(t) = r.tx_done {
-            self.q.push_near(t, self.tx_done_id(link));
+        if r.started.is_some() {
+            // The completion's place in the order; it becomes an event only if a packet
+            // comes to wait for it.
+            port.sched_set_tx_seq(self.q.reserve_seq());
+        }
+        if let Some((t, seq)) = r.tx_done {
+            self.q.push_near_reserved(t, done_id, seq);
         }
         if r.dropped > 0 {
             self.count_drops(link, r.dropped as u64);
@@ -479,13 +485,18 @@ impl<'a> World<'a> {
 
     /// A scheduled port finished a transmission: it starts its next packet.
     fn on_tx_done(&mut self, link: u32) {
+        let done_id = self.tx_done_id(link);
         let port = &mut self.ports[link as usize];
-        if let Some((done, wire_was_empty)) = port.sched_tx_done(self.now) {
+        if let Some((_, wire_was_empty)) = port.sched_tx_done(self.now) {
             if wire_was_empty {
                 let t = port.head_arrival().expect("just sent");
                 self.q.push_near(t, link);
             }
-            self.q.push_near(done, self.tx_done_id(link));
+            port.sched_set_tx_seq(self.q.reserve_seq());
+            if let Some((t, seq)) = port.sched_waiting() {
+                port.sched_mark_tx_event();
+                self.q.push_near_reserved(t, done_id, seq);
+            }
         }
     }
 
