@@ -352,12 +352,18 @@ impl Wheel {
 
 impl EventQueue {
     /// An empty queue for near-event ids `0..ids`, with slots about `width_ps` wide (rounded
-    /// down to a power of two) and a wheel just wide enough for near events at most
+    /// down to a power of two; wider if the horizon would not fit 16,384 of them) and a
+    /// wheel just wide enough for near events at most
     /// `horizon_ps` after the current time (between 64 and 16,384 slots). Only the speed
     /// depends on the geometry (later near events wait in the overflow heap), never the
     /// order.
     pub fn new(ids: usize, width_ps: u64, horizon_ps: u64) -> Self {
-        let shift = 63 - width_ps.max(1).leading_zeros();
+        let mut shift = 63 - width_ps.max(1).leading_zeros();
+        // Slots too narrow for the horizon to fit the largest wheel would send most events
+        // through the overflow heap: widen them until it fits.
+        while shift < 63 && (horizon_ps >> shift).saturating_add(2) > WHEEL_SLOTS {
+            shift += 1;
+        }
         // An event `horizon_ps` ahead lies at most `(horizon_ps >> shift) + 1` slots after
         // the current one.
         let slots = (horizon_ps >> shift)

@@ -170,13 +170,14 @@ impl<'a> World<'a> {
         // Wheel slots narrow enough that a slot's list stays short. Arrivals come at most one
         // per link per full packet's time, so the density of near events grows with the
         // number of links: slots are a full packet's time on the fastest link divided by a
-        // twelfth of the links (at least 256). At k = 32 (49,152 links) a 256th held ~30
-        // events at load 0.5 during arrivals, and keeping each list in order walked it on
-        // most pushes (27 % of the run's time). Only the speed depends on this, never the
-        // order of events.
+        // third of the links (at least 256; the queue widens them if the horizon would not
+        // fit its wheel). At k = 32 (49,152 links) a 256th held ~30 events at load 0.5
+        // during arrivals, and keeping each list in order walked it on most pushes (27 % of
+        // the run's time); at k = 16 a twelfth of the links still cost the paper-scale run
+        // 18 % against a third. Only the speed depends on this, never the order of events.
         let fastest = topo.links.iter().map(|l| l.rate.bps()).max().unwrap_or(1);
         let full = (cfg.tcp.mss + cfg.tcp.header) as u64;
-        let div = (topo.links.len() as u64 / 12).max(256);
+        let div = (topo.links.len() as u64 / 3).max(256);
         let slot = crate::units::Rate(fastest).tx_time(full) / div;
         // Near events (arrivals at the end of a link, pFabric transmit completions) lie at
         // most a full packet's transmission and a propagation delay ahead: a wheel just that
