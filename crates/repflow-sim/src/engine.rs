@@ -746,6 +746,10 @@ mod tests {
         assert_eq!(slots(EventQueue::new(1, 1000, 10_000)), MIN_SLOTS);
         // bench-A: 1024 ps slots, 2.2 us horizon (2149 slots ahead).
         assert_eq!(slots(EventQueue::new(1, 1171, 2_200_000)), 4096);
+        // Slots asked too narrow for the horizon are widened until it fits: 2.2 us in 256 ps
+        // slots is 8,594 (128 ps would be 17,188, past the 16,384 a wheel has).
+        let q = EventQueue::new(1, 1, 2_200_000);
+        assert_eq!((q.wheel.shift, q.wheel.mask + 1), (8, WHEEL_SLOTS));
     }
 
     /// Random pushes (near ids reused once popped, near and far times, timers) and pops
