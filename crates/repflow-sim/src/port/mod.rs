@@ -565,6 +565,16 @@ mod tests {
         }
     }
 
+    /// A full-size packet of connection `conn`.
+    fn d(conn: u32) -> Packet {
+        Packet { conn, ..pkt() }
+    }
+
+    /// A 1 Gb/s priority-scheduled port holding at most `limit_bytes` waiting.
+    fn sched_port(limit_bytes: u64) -> Port {
+        Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, limit_bytes)
+    }
+
     #[test]
     fn droptail_never_exceeds_its_limit_and_counts_drops() {
         let mut p = port(5);
@@ -790,12 +800,7 @@ mod tests {
 
     #[test]
     fn scheduled_port_sends_by_priority_and_needs_tx_done_events() {
-        let mut p = Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, 3000);
-        let d = |conn| Packet {
-            conn,
-            bytes: 1500,
-            ..Packet::default()
-        };
+        let mut p = sched_port(3000);
         // Events at times 0..3 with insertion numbers 10.. (the completion reserved 11).
         let r = p.sched_enqueue(d(0), 50, 0, 10);
         assert_eq!(r.started, Some(12_000_000));
@@ -827,19 +832,14 @@ mod tests {
 
     #[test]
     fn scheduled_port_completion_at_the_same_time_follows_the_event_order() {
-        let mut p = Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, 0);
-        let d = |conn| Packet {
-            conn,
-            bytes: 1500,
-            ..Packet::default()
-        };
+        let mut p = sched_port(0);
         assert!(p.sched_enqueue(d(0), 50, 0, 10).started.is_some());
         p.sched_set_tx_seq(11);
         // An arrival at the completion's time but before it in the order waits for it...
         let r = p.sched_enqueue(d(1), 40, 12_000_000, 5);
         assert_eq!(r.tx_done, Some((12_000_000, 11)));
         assert!(r.started.is_none());
-        let mut q = Port::new_scheduled(TxClock::new(Rate(1_000_000_000)), 0, 0);
+        let mut q = sched_port(0);
         assert!(q.sched_enqueue(d(0), 50, 0, 10).started.is_some());
         q.sched_set_tx_seq(11);
         // ... and one after it finds the link idle and is sent at once.
