@@ -325,10 +325,7 @@ impl Port {
         let q = x.sched.as_mut().expect("a scheduled port");
         r.dropped = q.push(pkt, prio);
         let waiting = q.len() as u32;
-        if waiting > 0 && !x.tx_event {
-            x.tx_event = true;
-            r.tx_done = Some((busy_until, x.tx_seq));
-        }
+        r.tx_done = self.sched_claim_tx_event();
         self.drops += r.dropped as u64;
         if waiting + 1 > self.max_backlog {
             self.max_backlog = waiting + 1;
@@ -342,24 +339,24 @@ impl Port {
         self.extra().tx_seq = seq;
     }
 
-    /// Whether packets wait for the transmission in progress (its completion must then be
-    /// scheduled: at `busy_until`, in the place recorded by [`Port::sched_set_tx_seq`]).
-    pub fn sched_waiting(&self) -> Option<(Time, u64)> {
-        let x = self.extra.as_ref()?;
-        let q = x.sched.as_ref()?;
-        (!q.is_empty()).then_some((self.busy_until, x.tx_seq))
-    }
-
-    /// Marks the completion of the transmission in progress as scheduled.
-    pub fn sched_mark_tx_event(&mut self) {
-        self.extra().tx_event = true;
+    /// If packets wait for the transmission in progress and its completion is not yet an
+    /// event, marks it as one and returns where the caller schedules it: at `busy_until`, in
+    /// the place recorded by [`Port::sched_set_tx_seq`].
+    pub fn sched_claim_tx_event(&mut self) -> Option<(Time, u64)> {
+        let busy_until = self.busy_until;
+        let x = self.extra.as_mut()?;
+        if x.tx_event || x.sched.as_ref()?.is_empty() {
+            return None;
+        }
+        x.tx_event = true;
+        Some((busy_until, x.tx_seq))
     }
 
     /// The transmission of a scheduled port ended at `now` (its completion event): starts
     /// the next packet, if any. Returns its transmit-complete time and whether the wire was
     /// empty (the caller then schedules an arrival event for [`Port::head_arrival`]), then
     /// reserves the completion's place ([`Port::sched_set_tx_seq`]) and schedules it if
-    /// packets still wait ([`Port::sched_waiting`]).
+    /// packets still wait ([`Port::sched_claim_tx_event`]).
     pub fn sched_tx_done(&mut self, now: Time) -> Option<(Time, bool)> {
         self.sched_area(now);
         let x = self.extra();
@@ -819,9 +816,7 @@ mod tests {
         let mut seq = 20;
         while let Some((next, _)) = p.sched_tx_done(t) {
             p.sched_set_tx_seq(seq);
-            if p.sched_waiting().is_some() {
-                p.sched_mark_tx_event();
-            }
+            p.sched_claim_tx_event();
             seq += 1;
             order.push(p.pop_arrived().conn);
             t = next;

@@ -494,8 +494,7 @@ impl<'a> World<'a> {
                 self.q.push_near(t, link);
             }
             port.sched_set_tx_seq(self.q.reserve_seq());
-            if let Some((t, seq)) = port.sched_waiting() {
-                port.sched_mark_tx_event();
+            if let Some((t, seq)) = port.sched_claim_tx_event() {
                 self.q.push_near_reserved(t, done_id, seq);
             }
         }
