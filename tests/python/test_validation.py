@@ -46,17 +46,22 @@ def results() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     return out
 
 
+def _assert_within_seed_spread(a: pd.Series, b: pd.Series, label: str, reference: str) -> None:
+    """The tolerance of every comparison here: the two simulators' means over the seeds differ
+    by no more than the mean of their seed-to-seed ranges."""
+    diff = abs(a.mean() - b.mean())
+    spread = ((a.max() - a.min()) + (b.max() - b.min())) / 2
+    assert diff <= spread, (
+        f"{label}: {reference} {a.mean():.6g} (range {a.min():.6g}–{a.max():.6g}), "
+        f"ours {b.mean():.6g} (range {b.min():.6g}–{b.max():.6g})"
+    )
+
+
 @pytest.mark.parametrize("metric", METRICS)
 def test_the_star_incast_agrees_with_ns3_within_the_seed_spread(star, metric):
     ref, ours = star
     assert (ref["unfinished"] == 0).all() and (ours["unfinished"] == 0).all()
-    a, b = ref[metric], ours[metric]
-    diff = abs(a.mean() - b.mean())
-    spread = ((a.max() - a.min()) + (b.max() - b.min())) / 2
-    assert diff <= spread, (
-        f"incast-star {metric}: ns-3 {a.mean():.6g} (range {a.min():.6g}–{a.max():.6g}), "
-        f"ours {b.mean():.6g} (range {b.min():.6g}–{b.max():.6g})"
-    )
+    _assert_within_seed_spread(ref[metric], ours[metric], f"incast-star {metric}", "ns-3")
 
 
 def test_fixtures_carry_their_provenance():
@@ -86,13 +91,8 @@ def test_figures_agree_within_the_seed_spread(results, name, metric):
     a, b = ref[metric], ours[metric]
     if a.isna().all() and b.isna().all():
         pytest.skip(f"{name} has no flow for {metric}")
-    diff = abs(a.mean() - b.mean())
-    spread = ((a.max() - a.min()) + (b.max() - b.min())) / 2
-    assert math.isfinite(diff)
-    assert diff <= spread, (
-        f"{name} {metric}: htsim {a.mean():.6g} (range {a.min():.6g}–{a.max():.6g}), "
-        f"ours {b.mean():.6g} (range {b.min():.6g}–{b.max():.6g})"
-    )
+    assert math.isfinite(abs(a.mean() - b.mean()))
+    _assert_within_seed_spread(a, b, f"{name} {metric}", "htsim")
 
 
 # MPTCP against htsim (docs/validation.md, "MPTCP against htsim"): htsim's MultipathTcpSrc
@@ -161,14 +161,8 @@ def test_every_mptcp_flow_finishes_in_both(mptcp):
 @pytest.mark.parametrize(("name", "subflows", "coupling", "metric"), _mptcp_cases())
 def test_mptcp_figures_agree_within_the_seed_spread(mptcp, name, subflows, coupling, metric):
     ref, ours = mptcp[(name, subflows, coupling)]
-    a, b = ref[metric], ours[metric]
-    diff = abs(a.mean() - b.mean())
-    spread = ((a.max() - a.min()) + (b.max() - b.min())) / 2
-    assert diff <= spread, (
-        f"{name} {coupling} ×{subflows} {metric}: htsim {a.mean():.6g} "
-        f"(range {a.min():.6g}–{a.max():.6g}), ours {b.mean():.6g} "
-        f"(range {b.min():.6g}–{b.max():.6g})"
-    )
+    label = f"{name} {coupling} ×{subflows} {metric}"
+    _assert_within_seed_spread(ref[metric], ours[metric], label, "htsim")
 
 
 @pytest.mark.parametrize(("subflows", "coupling"), list(refs.MPTCP_SCENARIOS["mptcp-pair-k4"][2]))
