@@ -121,6 +121,7 @@ impl CongestionControl for Dctcp {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::transport::test_window;
 
     pub(crate) fn ack(ack: u32, acked: u32, ece: bool, snd_nxt: u32, bytes_sent: u64) -> AckInfo {
         AckInfo {
@@ -166,11 +167,7 @@ pub(crate) mod tests {
     #[test]
     fn dctcp_cuts_by_half_alpha_once_per_window() {
         let mut cc = Dctcp::new(1.0 / 16.0, 0.5);
-        let mut w = Window {
-            cwnd: 40,
-            cwnd_cnt: 0,
-            ssthresh: u32::MAX,
-        };
+        let mut w = test_window(40, u32::MAX);
         // First ACK opens the window [.., 40) and echoes CE: cut with α = 0.5 → 40·(1 − 0.25).
         cc.on_ack(&mut w, &ack(1, 1, true, 40, 0));
         assert_eq!(w.cwnd, 30);

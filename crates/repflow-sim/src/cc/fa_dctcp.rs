@@ -61,14 +61,11 @@ impl CongestionControl for FaDctcp {
 mod tests {
     use super::*;
     use crate::cc::dctcp::tests::ack;
+    use crate::transport::test_window;
 
     fn cut(alpha: f64, sent: u64, always_long: bool) -> u32 {
         let mut cc = FaDctcp::new(1.0 / 16.0, alpha, 1_000_000, always_long);
-        let mut w = Window {
-            cwnd: 100,
-            cwnd_cnt: 0,
-            ssthresh: u32::MAX,
-        };
+        let mut w = test_window(100, u32::MAX);
         cc.on_ack(&mut w, &ack(1, 1, true, 100, sent));
         w.cwnd
     }

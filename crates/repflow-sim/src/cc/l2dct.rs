@@ -87,6 +87,7 @@ impl CongestionControl for L2dct {
 mod tests {
     use super::*;
     use crate::cc::dctcp::tests::ack;
+    use crate::transport::test_window;
 
     const P: L2dctParams = L2dctParams {
         w_max: 2.5,
@@ -109,20 +110,12 @@ mod tests {
     fn decrease_is_alpha_to_the_weight() {
         // α = 0.25 (initial), new flow: w_c = 2.5, b = 0.25^2.5 = 1/32: 64 → 64 − 1.
         let mut cc = L2dct::new(1.0 / 16.0, 0.25, P);
-        let mut w = Window {
-            cwnd: 64,
-            cwnd_cnt: 0,
-            ssthresh: u32::MAX,
-        };
+        let mut w = test_window(64, u32::MAX);
         cc.on_ack(&mut w, &ack(1, 1, true, 64, 0));
         assert_eq!(w.cwnd, 63);
         // A flow past the range: w_c = 0.125, b = 0.25^0.125 ≈ 0.8409: 64 → 64 − 26.
         let mut cc = L2dct::new(1.0 / 16.0, 0.25, P);
-        let mut w = Window {
-            cwnd: 64,
-            cwnd_cnt: 0,
-            ssthresh: u32::MAX,
-        };
+        let mut w = test_window(64, u32::MAX);
         cc.on_ack(&mut w, &ack(1, 1, true, 64, 5_000_000));
         assert_eq!(
             w.cwnd,
@@ -137,11 +130,7 @@ mod tests {
         // acknowledged; a heavy flow (k = 0.125/2.5 = 1/20) one per 200.
         for (sent, per_segment) in [(0u64, 10u32), (2_000_000, 200)] {
             let mut cc = L2dct::new(1.0 / 16.0, 0.0, P);
-            let mut w = Window {
-                cwnd: 10,
-                cwnd_cnt: 0,
-                ssthresh: 10,
-            };
+            let mut w = test_window(10, 10);
             for i in 1..per_segment {
                 cc.on_ack(&mut w, &ack(i, 1, false, 1000, sent));
             }

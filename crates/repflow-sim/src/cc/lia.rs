@@ -63,6 +63,7 @@ impl CongestionControl for Lia {
 mod tests {
     use super::*;
     use crate::transport::test_ack as ack;
+    use crate::transport::test_window;
 
     fn coupling(total_cwnd: f64, alpha: f64) -> Coupling {
         Coupling {
@@ -79,11 +80,7 @@ mod tests {
         assert!((a - 1.0).abs() < 1e-12);
         let mut lia = Lia::new();
         lia.couple(&coupling(10.0, a));
-        let mut w = Window {
-            cwnd: 10,
-            cwnd_cnt: 0,
-            ssthresh: 5,
-        };
+        let mut w = test_window(10, 5);
         lia.on_ack(&mut w, &ack(10));
         assert_eq!(w.cwnd, 11);
     }
@@ -97,11 +94,7 @@ mod tests {
         assert!((a - 0.5).abs() < 1e-12);
         let mut lia = Lia::new();
         lia.couple(&coupling(20.0, a));
-        let mut w = Window {
-            cwnd: 10,
-            cwnd_cnt: 0,
-            ssthresh: 5,
-        };
+        let mut w = test_window(10, 5);
         lia.on_ack(&mut w, &ack(39));
         assert_eq!(w.cwnd, 10);
         lia.on_ack(&mut w, &ack(1));

@@ -105,6 +105,7 @@ impl CongestionControl for Olia {
 mod tests {
     use super::*;
     use crate::transport::test_ack as ack;
+    use crate::transport::test_window;
 
     #[test]
     fn window_moves_from_the_largest_path_to_a_better_smaller_one() {
@@ -130,11 +131,7 @@ mod tests {
             own_rtt: 2.0,
             ..Coupling::default()
         });
-        let mut w = Window {
-            cwnd: 10,
-            cwnd_cnt: 0,
-            ssthresh: 5,
-        };
+        let mut w = test_window(10, 5);
         o.on_ack(&mut w, &ack(10));
         assert_eq!(w.cwnd, 11);
         assert_eq!(o.loss_interval(), 10.0);
@@ -154,11 +151,7 @@ mod tests {
             olia_alpha: -0.5,
             ..Coupling::default()
         });
-        let mut w = Window {
-            cwnd: 20,
-            cwnd_cnt: 0,
-            ssthresh: 5,
-        };
+        let mut w = test_window(20, 5);
         // per segment: 20/900 − 0.5/20 = 0.0222 − 0.025 < 0
         o.on_ack(&mut w, &ack(400));
         assert!(w.cwnd < 20, "{}", w.cwnd);

@@ -132,6 +132,7 @@ impl CongestionControl for PfabricTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::test_window;
 
     fn p(conn: u32, seq: u32) -> Packet {
         Packet {
@@ -159,11 +160,7 @@ mod tests {
     #[test]
     fn window_is_fixed_and_regrows_after_a_timeout() {
         let mut cc = PfabricTransport { window: 8 };
-        let mut w = Window {
-            cwnd: 1,
-            cwnd_cnt: 0,
-            ssthresh: 8,
-        };
+        let mut w = test_window(1, 8);
         let info = AckInfo {
             acked: 3,
             ece: false,

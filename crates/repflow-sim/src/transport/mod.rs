@@ -108,6 +108,16 @@ pub fn apply_fraction(acc: &mut f64, w: &mut Window) {
 }
 
 /// An ACK of `acked` segments with nothing else set (tests of congestion controls).
+/// A window of `cwnd` segments with slow-start threshold `ssthresh`, for tests.
+#[cfg(test)]
+pub(crate) fn test_window(cwnd: u32, ssthresh: u32) -> Window {
+    Window {
+        cwnd,
+        cwnd_cnt: 0,
+        ssthresh,
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn test_ack(acked: u32) -> AckInfo {
     AckInfo {

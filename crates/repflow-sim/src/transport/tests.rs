@@ -21,21 +21,13 @@ fn segments_and_payloads() {
 
 #[test]
 fn reno_growth() {
-    let mut w = Window {
-        cwnd: 10,
-        cwnd_cnt: 0,
-        ssthresh: 12,
-    };
+    let mut w = test_window(10, 12);
     reno_increase(&mut w, 4);
     // Slow start is capped at two segments per ACK; the rest of the ACK counts towards
     // congestion avoidance.
     assert_eq!(w.cwnd, 12);
     assert_eq!(w.cwnd_cnt, 2);
-    let mut v = Window {
-        cwnd: 10,
-        cwnd_cnt: 0,
-        ssthresh: 100,
-    };
+    let mut v = test_window(10, 100);
     reno_increase(&mut v, 10);
     assert_eq!(v.cwnd, 12);
     reno_increase(&mut w, 10);
