@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -377,3 +381,38 @@ def test_merge_marks_failed_and_unfinished_flows_with_reasons(tmp_path):
     assert list(flows["outcome"]) == ["finished", "failed", "unfinished"]
     assert flows["reason"][1].endswith("no reply within 30s (stalled)")
     assert list(flows["reason"][[0, 2]]) == ["", ""]
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(_sig, _frame):
+    raise _Stop
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_held_defers_the_handler_until_the_process_is_recorded(sig):
+    """A signal that lands between a process start and its record must not unwind before the
+    record: the handler runs once the block ends, and the record is there for the cleanup."""
+    old = signal.signal(sig, _raise_stop)
+    recorded: list[subprocess.Popen] = []
+    try:
+        with pytest.raises(_Stop):
+            with netns.signals_held():
+                p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+                os.kill(os.getpid(), sig)  # as a SIGTERM/Ctrl-C would, mid-start
+                time.sleep(0.05)  # room for the handler to run, were it not held
+                recorded.append(p)
+        assert recorded and recorded[0].poll() is None
+        assert signal.getsignal(sig) is _raise_stop  # the caller's handler is back
+    finally:
+        signal.signal(sig, old)
+        netns.stop_processes(recorded)
+
+
+def test_signals_held_without_a_signal_changes_nothing():
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    with netns.signals_held():
+        pass
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

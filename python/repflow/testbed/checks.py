@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from repflow.errors import UserError
-from repflow.testbed.netns import Testbed, stop_processes
+from repflow.testbed.netns import Testbed, signals_held, stop_processes
 from repflow.testbed.topology import port_name
 
 AGENT = [sys.executable, "-m", "repflow.testbed.agent"]
@@ -38,16 +38,17 @@ def sinks(
     procs: list[subprocess.Popen] = []
     try:
         for h in hosts:
-            procs.append(
-                tb.popen_in(
-                    h,
-                    [*AGENT, "sink", "--ports", ",".join(map(str, ports))]
-                    + (["--mptcp"] if mptcp else []),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
+            with signals_held():
+                procs.append(
+                    tb.popen_in(
+                        h,
+                        [*AGENT, "sink", "--ports", ",".join(map(str, ports))]
+                        + (["--mptcp"] if mptcp else []),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
                 )
-            )
         for h, p in zip(hosts, procs, strict=True):
             line = p.stdout.readline() if p.stdout else ""
             if not line.startswith('{"ready"'):

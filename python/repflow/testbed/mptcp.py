@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from repflow.errors import UserError
-from repflow.testbed.netns import Testbed, run
+from repflow.testbed.netns import Testbed, run, signals_held, stop_processes
 
 #: first announced port: host ``h`` announces ``ADDR:SIGNAL_PORT+1 .. ADDR:SIGNAL_PORT+N-1``
 SIGNAL_PORT = 7900
@@ -285,19 +285,23 @@ def path_spread(
     try:
         with sinks(tb, [dst], [SPREAD_PORT], mptcp=True):
             before = tb.qdisc_stats(switches)
-            proc = tb.popen_in(
-                src,
-                [*AGENT, "flows", "--dst", topo.nodes[dst].addr, "--port", str(SPREAD_PORT),
-                 "--size", str(size), "--mptcp"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            seen: dict[str, Connection] = {}
-            while proc.poll() is None:
-                for c in connections(tb, src):
-                    if len(c.subflows) >= len(seen.get(c.token, Connection(c.token)).subflows):
-                        seen[c.token] = c
-                time.sleep(0.1)
-            out, err = proc.communicate()
+            with signals_held():
+                proc = tb.popen_in(
+                    src,
+                    [*AGENT, "flows", "--dst", topo.nodes[dst].addr, "--port", str(SPREAD_PORT),
+                     "--size", str(size), "--mptcp"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                )  # fmt: skip
+            try:
+                seen: dict[str, Connection] = {}
+                while proc.poll() is None:
+                    for c in connections(tb, src):
+                        if len(c.subflows) >= len(seen.get(c.token, Connection(c.token)).subflows):
+                            seen[c.token] = c
+                    time.sleep(0.1)
+                out, err = proc.communicate()
+            finally:
+                stop_processes([proc])
             after = tb.qdisc_stats(switches)
     finally:
         unconfigure(tb, [src, dst])

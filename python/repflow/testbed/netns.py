@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -253,6 +254,31 @@ class CommandError(UserError):
     """An iproute2 command failed; the message names the command and its error output."""
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Holds SIGINT and SIGTERM for the block: their handlers run (and may unwind) only once
+    it ends. A process start and the line that records it (``procs.append(tb.popen_in(...))``)
+    belong in one such block, so a Ctrl-C or SIGTERM cannot strike between the fork and the
+    record and leave a process that no cleanup knows about. Outside the main thread, where
+    Python runs no signal handler, it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    old = {
+        sig: signal.signal(sig, lambda s, _frame: caught.append(s))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])  # now to the handler that was in place
+
+
 def run(
     argv: Sequence[str], *, stdin: str | None = None, timeout: float = 60.0, what: str | None = None
 ) -> str:
@@ -375,7 +401,8 @@ class Testbed:
         return run(self.exec_argv(node, argv), timeout=timeout, what=f"on {node}")
 
     def popen_in(self, node: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
-        """Starts ``argv`` inside ``node`` (a child process of the caller)."""
+        """Starts ``argv`` inside ``node`` (a child process of the caller). Call it, and record
+        the process, inside :func:`signals_held`."""
         return subprocess.Popen(self.exec_argv(node, argv), **kwargs)
 
     def qdisc_stats(self, nodes: Sequence[str] | None = None) -> dict[tuple[str, str], dict]:

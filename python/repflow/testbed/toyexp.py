@@ -32,6 +32,7 @@ import numpy as np
 from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.checks import AGENT, agent, sinks
+from repflow.testbed.netns import signals_held
 from repflow.testbed.topology import port_name, toy
 from repflow.testbed.units import format_rate, parse_rate
 from repflow.testbed.workload import servers
@@ -198,27 +199,28 @@ def run_toy(
                 large = None
                 before = tb.qdisc_stats(["s1"])
                 t0 = time.perf_counter()
-                if name != "alone":
-                    large = tb.popen_in(
-                        "h2",
-                        [
-                            *AGENT,
-                            "flows",
-                            "--dst",
-                            h4.addr,
-                            "--port",
-                            str(LARGE_PORT),
-                            "--size",
-                            str(10**15),
-                            "--sports",
-                            str(large_sport),
-                        ],
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                    time.sleep(warmup)
-                say(f"scenario '{LABELS[name]}': {flows} flows of {SHORT_BYTES} B H1->H3")
                 try:
+                    if name != "alone":
+                        with signals_held():
+                            large = tb.popen_in(
+                                "h2",
+                                [
+                                    *AGENT,
+                                    "flows",
+                                    "--dst",
+                                    h4.addr,
+                                    "--port",
+                                    str(LARGE_PORT),
+                                    "--size",
+                                    str(10**15),
+                                    "--sports",
+                                    str(large_sport),
+                                ],
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL,
+                            )
+                        time.sleep(warmup)
+                    say(f"scenario '{LABELS[name]}': {flows} flows of {SHORT_BYTES} B H1->H3")
                     if engine == "net":
                         recs = _net_flows(tb, name, flows, workdir)
                     else:
@@ -237,8 +239,7 @@ def run_toy(
                         )  # fmt: skip
                 finally:
                     if large is not None:
-                        large.terminate()
-                        large.wait(timeout=10)
+                        netns.stop_processes([large], timeout=10)
                 took = time.perf_counter() - t0
                 after = tb.qdisc_stats(["s1"])
                 large_bytes = sum(

@@ -37,7 +37,7 @@ import pandas as pd
 from repflow.errors import UserError
 from repflow.net import summarize as net_summarize
 from repflow.testbed import netns
-from repflow.testbed.netns import Testbed, run, stop_processes
+from repflow.testbed.netns import Testbed, run, signals_held, stop_processes
 from repflow.testbed.units import format_rate, parse_duration
 
 REPFLOW = [sys.executable, "-m", "repflow"]
@@ -342,24 +342,25 @@ def servers(
     try:
         for h in chosen:
             log = open(logdir / f"serve-{h.name}.log", "w")  # noqa: SIM115 - closed with process
-            procs.append(
-                tb.popen_in(
-                    h.name,
-                    [
-                        *HOSTCMD,
-                        "--",
-                        "serve",
-                        "--listen",
-                        f"{h.addr}:{port}",
-                        "--ports",
-                        str(SERVE_PORTS),
-                        *(["--mptcp"] if mptcp else []),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
+            with signals_held():
+                procs.append(
+                    tb.popen_in(
+                        h.name,
+                        [
+                            *HOSTCMD,
+                            "--",
+                            "serve",
+                            "--listen",
+                            f"{h.addr}:{port}",
+                            "--ports",
+                            str(SERVE_PORTS),
+                            *(["--mptcp"] if mptcp else []),
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
                 )
-            )
-            procs.hosts.append(h.name)
+                procs.hosts.append(h.name)
             log.close()
         deadline = time.time() + START_TIMEOUT
         pending = list(zip(chosen, procs, strict=True))
@@ -554,9 +555,10 @@ def run_workload(
                             *(["--warm"] if scheme == "smartrep" and smartrep_warm else []),
                         ]  # fmt: skip
                         log = open(work / f"load-{h.name}.log", "w")  # noqa: SIM115
-                        procs.append(
-                            tb.popen_in(h.name, argv, stdout=log, stderr=subprocess.STDOUT)
-                        )
+                        with signals_held():
+                            procs.append(
+                                tb.popen_in(h.name, argv, stdout=log, stderr=subprocess.STDOUT)
+                            )
                         log.close()
                     _await_ready(tb, procs, work, srv)
                     go.touch()  # every generator starts now, within a few milliseconds
