@@ -693,6 +693,21 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Hands the event just popped, with its node, to the tie statistics.
+    #[cfg(feature = "parallelism-stats")]
+    fn count_tie(&mut self, links: u32, e: Event) {
+        use parallelism::At;
+        let conn = |x: u64| &self.conns[x as u32 as usize];
+        let at = match e {
+            Event::Near(id) if id < links => At::LinkEnd(id),
+            Event::Near(id) => At::LinkStart(id - links),
+            Event::Timer(x) if x >> 32 == EV_RTO => At::Node(conn(x).tuple.src),
+            Event::Timer(x) if x >> 32 == EV_DELACK => At::Node(conn(x).tuple.dst),
+            Event::Timer(_) => return,
+        };
+        self.parallelism.on_event(&self.q.ancestry, at);
+    }
+
     fn run(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<(), SimError> {
         let t_end = self.end_arrivals + self.cfg.workload.drain.ps();
         let mut last_report = Instant::now();
@@ -709,6 +724,8 @@ impl<'a> World<'a> {
             }
             self.now = t;
             events += 1;
+            #[cfg(feature = "parallelism-stats")]
+            self.count_tie(links, e);
             // The likely next event's port (a hint: any id, even none, is harmless).
             let hint;
             if deep {

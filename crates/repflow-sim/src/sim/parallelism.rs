@@ -19,7 +19,7 @@
 //! changes the cost of a hop.
 
 use crate::config::{Config, TopologyKind};
-use crate::engine::Time;
+use crate::engine::{Ancestry, Time, ROOT};
 use crate::network::Topology;
 
 /// Thread counts the report covers.
@@ -40,6 +40,94 @@ pub struct ParallelismReport {
     pub by_pod: Vec<(u32, f64)>,
     /// `(threads, speedup bound)` with a node per LP, ideally spread per window.
     pub fine_grained: Vec<(u32, f64)>,
+    /// Events of one time at one node, and what ordering them as the sequential engine does
+    /// takes.
+    pub ties: TieReport,
+}
+
+/// Ties: pairs of events at one node and one time, popped one after the other there (a
+/// node's events, by packet arrival at its links' ends, transmit completions of its ports,
+/// and its connections' timers). The sequential engine orders them by insertion: by the
+/// processing order of the events that scheduled them, then by push. A partitioned engine
+/// has no global insertion counter: to order a tie as the sequential engine does, it can
+/// compare who scheduled the two events — the same event (then the push index decides:
+/// depth 1), events of different times (depth 2), or events of one time, whose own creators
+/// are compared in turn (depth 3, …). The depth is how many generations of ancestry an
+/// event's key must carry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TieReport {
+    /// Events whose node is known.
+    pub events: u64,
+    /// Ties.
+    pub ties: u64,
+    /// `(depth, ties decided at that depth)`, depths 1–8; the last entry counts depth 9
+    /// and more.
+    pub depths: Vec<(u32, u64)>,
+    /// Greatest depth seen.
+    pub max_depth: u32,
+    /// Ties decided against the sequential order (0 unless this reasoning is wrong).
+    pub violations: u64,
+}
+
+/// Depths [`TieReport::depths`] tells apart.
+const DEPTHS: usize = 9;
+
+/// Measures [`TieReport`] as a run goes.
+pub(super) struct TieStats {
+    /// Node → (time, record) of the last event there.
+    last: Vec<(Time, u32)>,
+    report: TieReport,
+    hist: [u64; DEPTHS],
+}
+
+impl TieStats {
+    fn new(nodes: usize) -> TieStats {
+        TieStats {
+            last: vec![(Time::MAX, 0); nodes],
+            report: TieReport::default(),
+            hist: [0; DEPTHS],
+        }
+    }
+
+    /// The event just popped (the last of `anc`'s records) happened at `node`.
+    fn on_event(&mut self, anc: &Ancestry, node: u32) {
+        let b = (anc.recs.len() - 1) as u32;
+        let t = anc.recs[b as usize].0;
+        self.report.events += 1;
+        let slot = &mut self.last[node as usize];
+        let (lt, a) = std::mem::replace(slot, (t, b));
+        if lt != t {
+            return;
+        }
+        self.report.ties += 1;
+        let (depth, before) = order(&anc.recs, a, b);
+        self.hist[(depth as usize - 1).min(DEPTHS - 1)] += 1;
+        self.report.max_depth = self.report.max_depth.max(depth);
+        self.report.violations += !before as u64;
+    }
+}
+
+/// How the ancestry orders records `a` and `b` (events of one time): the depth at which it
+/// decides, and whether it puts `a` first.
+fn order(recs: &[(Time, u32, u32)], mut a: u32, mut b: u32) -> (u32, bool) {
+    let mut depth = 1;
+    loop {
+        let (_, ca, ia) = recs[a as usize];
+        let (_, cb, ib) = recs[b as usize];
+        if ca == cb {
+            return (depth, ia < ib);
+        }
+        // Events scheduled before the first pop were pushed before all others.
+        if ca == ROOT || cb == ROOT {
+            return (depth, ca == ROOT);
+        }
+        let (ta, tb) = (recs[ca as usize].0, recs[cb as usize].0);
+        if ta != tb {
+            return (depth + 1, ta < tb);
+        }
+        (a, b) = (ca, cb);
+        depth += 1;
+    }
 }
 
 /// Counts arrivals per window, node and pod as a run goes.
@@ -59,6 +147,19 @@ pub(super) struct ParallelismStats {
     /// Critical path so far, per entry of [`THREADS`]: fine-grained, then by pod.
     fine: [u64; THREADS.len()],
     by_pod: [u64; THREADS.len()],
+    /// Link → the node that sends on it.
+    link_from: Vec<u32>,
+    ties: TieStats,
+}
+
+/// Where an event happened, for [`ParallelismStats::on_event`].
+pub(super) enum At {
+    /// At the end of this link.
+    LinkEnd(u32),
+    /// At this link's sending node.
+    LinkStart(u32),
+    /// At this node.
+    Node(u32),
 }
 
 impl ParallelismStats {
@@ -100,7 +201,19 @@ impl ParallelismStats {
             touched: Vec::new(),
             fine: [0; THREADS.len()],
             by_pod: [0; THREADS.len()],
+            link_from: topo.links.iter().map(|l| l.from).collect(),
+            ties: TieStats::new(topo.nodes.len()),
         }
+    }
+
+    /// The event just popped (the last of `anc`'s records) happened `at`.
+    pub(super) fn on_event(&mut self, anc: &Ancestry, at: At) {
+        let node = match at {
+            At::LinkEnd(l) => self.link_to[l as usize],
+            At::LinkStart(l) => self.link_from[l as usize],
+            At::Node(n) => n,
+        };
+        self.ties.on_event(anc, node);
     }
 
     /// A packet arrived at the end of `link` at `now` (times never decrease).
@@ -152,6 +265,8 @@ impl ParallelismStats {
 
     pub(super) fn finish(mut self) -> ParallelismReport {
         self.close_window();
+        let mut ties = std::mem::take(&mut self.ties.report);
+        ties.depths = (1..=DEPTHS as u32).zip(self.ties.hist).collect();
         let speedup = |crit: u64| {
             if crit == 0 {
                 1.0
@@ -175,6 +290,7 @@ impl ParallelismStats {
                 .zip(self.fine)
                 .map(|(&p, c)| (p, speedup(c)))
                 .collect(),
+            ties,
         }
     }
 }
@@ -182,6 +298,53 @@ impl ParallelismStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ancestry_orders_ties_by_the_first_generation_that_differs() {
+        // Two events scheduled before the first pop (0, 1); each schedules one event at 5
+        // (2, 3); those schedule one each at 9 (4, 5), and 3 also a second one at 9 (6).
+        let recs = [
+            (0, ROOT, 0),
+            (0, ROOT, 1),
+            (5, 0, 0),
+            (5, 1, 0),
+            (9, 2, 0),
+            (9, 3, 0),
+            (9, 3, 1),
+        ];
+        // Same creator: the push index decides.
+        assert_eq!(order(&recs, 5, 6), (1, true));
+        assert_eq!(order(&recs, 6, 5), (1, false));
+        // Creators of one time (5), whose creators were pushed in order before any pop.
+        assert_eq!(order(&recs, 4, 5), (3, true));
+        assert_eq!(order(&recs, 5, 4), (3, false));
+        // Creators of different times.
+        let recs = [(0, ROOT, 0), (3, 0, 0), (4, 0, 1), (9, 1, 0), (9, 2, 0)];
+        assert_eq!(order(&recs, 3, 4), (2, true));
+    }
+
+    #[test]
+    fn the_ancestry_agrees_with_the_insertion_order_on_every_tie() {
+        // Sixteen senders start at one instant towards one host: ties at its switch port go
+        // many generations back.
+        let trace: Vec<String> = (1..16)
+            .map(|s| format!(r#"{{"src": {s}, "dst": 0, "size": "200KB", "start": "1ms"}}"#))
+            .collect();
+        let cfg = Config::from_json(&format!(
+            r#"{{"topology": {{"kind": "star", "hosts": 16, "link_rate": "1Gbps",
+                               "link_delay": "10us"}},
+                 "queue": {{"limit_packets": 30}},
+                 "workload": {{"trace": [{}], "drain": "5s"}}}}"#,
+            trace.join(",")
+        ))
+        .expect("a valid config");
+        let out = crate::run(&cfg, &mut |_| true).expect("the run");
+        let t = &out.parallelism.ties;
+        assert!(t.ties > 100, "{t:?}");
+        assert!(t.depths.iter().any(|&(d, n)| d >= 3 && n > 0), "{t:?}");
+        assert_eq!(t.violations, 0, "{t:?}");
+        assert_eq!(t.depths.iter().map(|x| x.1).sum::<u64>(), t.ties);
+    }
 
     fn stats(k: u32) -> (ParallelismStats, Topology) {
         let cfg = Config::from_json(&format!(
