@@ -16,6 +16,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo clippy -p repflow-sim --all-targets --release --features parallelism-stats -- -D warnings
+cargo clippy -p repflow-sim --all-targets --release --features tie-stats -- -D warnings
 echo "== ruff"
 python3 -m ruff check python tests
 echo "== cargo test"
@@ -23,5 +24,6 @@ echo "== cargo test"
 # in one binary would share the port space (on two cores parallelism gains little anyway).
 cargo test --workspace --release -- --test-threads=1
 cargo test -p repflow-sim --release --features parallelism-stats --lib parallelism
+cargo test -p repflow-sim --release --features tie-stats --lib parallelism
 echo "== pytest"
 python3 -m pytest -q -rs tests/python

@@ -29,29 +29,32 @@ fn main() {
             "parallelism: window {} ps, {} windows ({} with arrivals), {} arrivals",
             p.lookahead_ps, p.windows, p.busy_windows, p.arrivals
         );
-        let t = &p.ties;
-        let depths: Vec<String> = t
-            .depths
-            .iter()
-            .map(|(d, n)| {
-                format!(
-                    "{d}{}: {n}",
-                    if *d as usize == t.depths.len() {
-                        "+"
-                    } else {
-                        ""
-                    }
-                )
-            })
-            .collect();
-        println!(
-            "ties (two events of one node at one time): {} of {} events; decided at depth {}; max depth {}, violations {}",
-            t.ties,
-            t.events,
-            depths.join(", "),
-            t.max_depth,
-            t.violations
-        );
+        #[cfg(feature = "tie-stats")]
+        {
+            let t = &p.ties;
+            let depths: Vec<String> = t
+                .depths
+                .iter()
+                .map(|(d, n)| {
+                    format!(
+                        "{d}{}: {n}",
+                        if *d as usize == t.depths.len() {
+                            "+"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect();
+            println!(
+                "ties (two events of one node at one time): {} of {} events; decided at depth {}; max depth {}, violations {}",
+                t.ties,
+                t.events,
+                depths.join(", "),
+                t.max_depth,
+                t.violations
+            );
+        }
         for (name, v) in [("by pod", &p.by_pod), ("fine-grained", &p.fine_grained)] {
             let cells: Vec<String> = v.iter().map(|(t, s)| format!("{t}: {s:.2}")).collect();
             println!(

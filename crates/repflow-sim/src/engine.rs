@@ -40,20 +40,20 @@ pub struct EventQueue {
     seq: u64,
     /// Insertion number of the event last popped.
     last_seq: u64,
-    /// Who scheduled each event (cargo feature `parallelism-stats`).
-    #[cfg(feature = "parallelism-stats")]
+    /// Who scheduled each event (cargo feature `tie-stats`).
+    #[cfg(feature = "tie-stats")]
     pub ancestry: Ancestry,
 }
 
 /// [`Ancestry`]'s creator of the events scheduled before the first pop.
-#[cfg(feature = "parallelism-stats")]
+#[cfg(feature = "tie-stats")]
 pub const ROOT: u32 = u32::MAX;
 
 /// Which event scheduled each event, and as its how-manieth push (cargo feature
-/// `parallelism-stats`). The insertion order among events of one time is the processing
+/// `tie-stats`). The insertion order among events of one time is the processing
 /// order of their creators, then the push index: this records what a partitioned engine,
 /// which has no global insertion counter, would have to compare to reproduce that order.
-#[cfg(feature = "parallelism-stats")]
+#[cfg(feature = "tie-stats")]
 pub struct Ancestry {
     /// Insertion number → (creator's record, push index), while pending.
     pending: std::collections::HashMap<u64, (u32, u32)>,
@@ -64,7 +64,7 @@ pub struct Ancestry {
     cur_i: u32,
 }
 
-#[cfg(feature = "parallelism-stats")]
+#[cfg(feature = "tie-stats")]
 impl Ancestry {
     fn new() -> Ancestry {
         Ancestry {
@@ -427,7 +427,7 @@ impl EventQueue {
             timer_slot: Time::MAX >> shift,
             seq: 0,
             last_seq: 0,
-            #[cfg(feature = "parallelism-stats")]
+            #[cfg(feature = "tie-stats")]
             ancestry: Ancestry::new(),
         }
     }
@@ -446,7 +446,7 @@ impl EventQueue {
     pub fn push_near(&mut self, time: Time, id: u32) {
         let seq = self.seq;
         self.seq += 1;
-        #[cfg(feature = "parallelism-stats")]
+        #[cfg(feature = "tie-stats")]
         self.ancestry.on_push(seq);
         self.wheel.push::<true>(id, time, seq);
     }
@@ -458,7 +458,7 @@ impl EventQueue {
     pub fn reserve_seq(&mut self) -> u64 {
         let seq = self.seq;
         self.seq += 1;
-        #[cfg(feature = "parallelism-stats")]
+        #[cfg(feature = "tie-stats")]
         self.ancestry.on_push(seq);
         seq
     }
@@ -481,7 +481,7 @@ impl EventQueue {
     #[inline]
     pub fn push_timer(&mut self, time: Time, event: u64) {
         self.set_timer_time(self.timer_time.min(time));
-        #[cfg(feature = "parallelism-stats")]
+        #[cfg(feature = "tie-stats")]
         self.ancestry.on_push(self.seq);
         self.timers.push(Entry {
             time,
@@ -521,7 +521,7 @@ impl EventQueue {
                     if l.time < self.timer_time {
                         self.last_seq = w.nodes[id as usize].seq;
                         w.unlink(l);
-                        #[cfg(feature = "parallelism-stats")]
+                        #[cfg(feature = "tie-stats")]
                         self.ancestry.on_pop(l.time, self.last_seq);
                         return Some((l.time, Event::Near(l.id)));
                     }
@@ -543,14 +543,14 @@ impl EventQueue {
             let x = self.timers.pop().expect("peeked");
             self.set_timer_time(self.timers.peek().map_or(Time::MAX, |t| t.time));
             self.last_seq = x.seq;
-            #[cfg(feature = "parallelism-stats")]
+            #[cfg(feature = "tie-stats")]
             self.ancestry.on_pop(x.time, x.seq);
             Some((x.time, Event::Timer(x.e)))
         } else {
             let l = near.expect("a near event");
             self.last_seq = self.wheel.nodes[l.id as usize].seq;
             self.wheel.unlink(l);
-            #[cfg(feature = "parallelism-stats")]
+            #[cfg(feature = "tie-stats")]
             self.ancestry.on_pop(l.time, self.last_seq);
             Some((l.time, Event::Near(l.id)))
         }

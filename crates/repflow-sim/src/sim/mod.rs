@@ -694,7 +694,7 @@ impl<'a> World<'a> {
     }
 
     /// Hands the event just popped, with its node, to the tie statistics.
-    #[cfg(feature = "parallelism-stats")]
+    #[cfg(feature = "tie-stats")]
     fn count_tie(&mut self, links: u32, e: Event) {
         use parallelism::At;
         let conn = |x: u64| &self.conns[x as u32 as usize];
@@ -724,7 +724,7 @@ impl<'a> World<'a> {
             }
             self.now = t;
             events += 1;
-            #[cfg(feature = "parallelism-stats")]
+            #[cfg(feature = "tie-stats")]
             self.count_tie(links, e);
             // The likely next event's port (a hint: any id, even none, is harmless).
             let hint;

@@ -19,7 +19,9 @@
 //! changes the cost of a hop.
 
 use crate::config::{Config, TopologyKind};
-use crate::engine::{Ancestry, Time, ROOT};
+use crate::engine::Time;
+#[cfg(feature = "tie-stats")]
+use crate::engine::{Ancestry, ROOT};
 use crate::network::Topology;
 
 /// Thread counts the report covers.
@@ -41,7 +43,8 @@ pub struct ParallelismReport {
     /// `(threads, speedup bound)` with a node per LP, ideally spread per window.
     pub fine_grained: Vec<(u32, f64)>,
     /// Events of one time at one node, and what ordering them as the sequential engine does
-    /// takes.
+    /// takes (cargo feature `tie-stats`).
+    #[cfg(feature = "tie-stats")]
     pub ties: TieReport,
 }
 
@@ -54,6 +57,7 @@ pub struct ParallelismReport {
 /// depth 1), events of different times (depth 2), or events of one time, whose own creators
 /// are compared in turn (depth 3, …). The depth is how many generations of ancestry an
 /// event's key must carry.
+#[cfg(feature = "tie-stats")]
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TieReport {
     /// Events whose node is known.
@@ -69,10 +73,12 @@ pub struct TieReport {
     pub violations: u64,
 }
 
+#[cfg(feature = "tie-stats")]
 /// Depths [`TieReport::depths`] tells apart.
 const DEPTHS: usize = 9;
 
 /// Measures [`TieReport`] as a run goes.
+#[cfg(feature = "tie-stats")]
 pub(super) struct TieStats {
     /// Node → (time, record) of the last event there.
     last: Vec<(Time, u32)>,
@@ -80,6 +86,7 @@ pub(super) struct TieStats {
     hist: [u64; DEPTHS],
 }
 
+#[cfg(feature = "tie-stats")]
 impl TieStats {
     fn new(nodes: usize) -> TieStats {
         TieStats {
@@ -109,6 +116,7 @@ impl TieStats {
 
 /// How the ancestry orders records `a` and `b` (events of one time): the depth at which it
 /// decides, and whether it puts `a` first.
+#[cfg(feature = "tie-stats")]
 fn order(recs: &[(Time, u32, u32)], mut a: u32, mut b: u32) -> (u32, bool) {
     let mut depth = 1;
     loop {
@@ -148,11 +156,14 @@ pub(super) struct ParallelismStats {
     fine: [u64; THREADS.len()],
     by_pod: [u64; THREADS.len()],
     /// Link → the node that sends on it.
+    #[cfg(feature = "tie-stats")]
     link_from: Vec<u32>,
+    #[cfg(feature = "tie-stats")]
     ties: TieStats,
 }
 
 /// Where an event happened, for [`ParallelismStats::on_event`].
+#[cfg(feature = "tie-stats")]
 pub(super) enum At {
     /// At the end of this link.
     LinkEnd(u32),
@@ -201,12 +212,15 @@ impl ParallelismStats {
             touched: Vec::new(),
             fine: [0; THREADS.len()],
             by_pod: [0; THREADS.len()],
+            #[cfg(feature = "tie-stats")]
             link_from: topo.links.iter().map(|l| l.from).collect(),
+            #[cfg(feature = "tie-stats")]
             ties: TieStats::new(topo.nodes.len()),
         }
     }
 
     /// The event just popped (the last of `anc`'s records) happened `at`.
+    #[cfg(feature = "tie-stats")]
     pub(super) fn on_event(&mut self, anc: &Ancestry, at: At) {
         let node = match at {
             At::LinkEnd(l) => self.link_to[l as usize],
@@ -265,8 +279,12 @@ impl ParallelismStats {
 
     pub(super) fn finish(mut self) -> ParallelismReport {
         self.close_window();
-        let mut ties = std::mem::take(&mut self.ties.report);
-        ties.depths = (1..=DEPTHS as u32).zip(self.ties.hist).collect();
+        #[cfg(feature = "tie-stats")]
+        let ties = {
+            let mut t = std::mem::take(&mut self.ties.report);
+            t.depths = (1..=DEPTHS as u32).zip(self.ties.hist).collect();
+            t
+        };
         let speedup = |crit: u64| {
             if crit == 0 {
                 1.0
@@ -290,6 +308,7 @@ impl ParallelismStats {
                 .zip(self.fine)
                 .map(|(&p, c)| (p, speedup(c)))
                 .collect(),
+            #[cfg(feature = "tie-stats")]
             ties,
         }
     }
@@ -300,6 +319,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "tie-stats")]
     fn ancestry_orders_ties_by_the_first_generation_that_differs() {
         // Two events scheduled before the first pop (0, 1); each schedules one event at 5
         // (2, 3); those schedule one each at 9 (4, 5), and 3 also a second one at 9 (6).
@@ -324,6 +344,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "tie-stats")]
     fn the_ancestry_agrees_with_the_insertion_order_on_every_tie() {
         // Sixteen senders start at one instant towards one host: ties at its switch port go
         // many generations back.
