@@ -59,6 +59,13 @@ const EV_FLOW: u64 = 3;
 /// A flow whose copies waited for HCA probes starts them.
 const EV_HCA: u64 = 4;
 
+/// One end of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Sender,
+    Receiver,
+}
+
 /// Whether a packet of kind `k` takes its connection's data path (data segments and SYNs;
 /// ACKs and SYN-ACKs take the ACK path): the data-path kinds are the even ones, so this is
 /// one bit test.
@@ -328,7 +335,7 @@ impl<'a> World<'a> {
         let mut out = std::mem::take(&mut self.out);
         self.conns[conn_id as usize].snd.start(&tcp, now, &mut out);
         self.out = out;
-        self.flush(conn_id);
+        self.flush(conn_id, End::Sender);
     }
 
     /// Starts the copies of a flow that waited for its HCA probes.
@@ -381,8 +388,10 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Injects the packets a connection emitted and re-arms its timers.
-    fn flush(&mut self, conn_id: u32) {
+    /// Injects the packets one end of a connection emitted and re-arms that end's timer (the
+    /// sender's retransmission timer, the receiver's delayed ACK): an event at one end
+    /// changes nothing at the other.
+    fn flush(&mut self, conn_id: u32, end: End) {
         let mut out = std::mem::take(&mut self.out);
         let mut wire = 0;
         for mut pkt in out.iter().copied() {
@@ -397,16 +406,22 @@ impl<'a> World<'a> {
         self.out = out;
         let now = self.now;
         let c = &mut self.conns[conn_id as usize];
-        if let Some(d) = c.snd.deadline() {
-            if c.rto_at.is_none_or(|a| d < a) {
-                c.rto_at = Some(d.max(now));
-                self.q.push_timer(d.max(now), ev(EV_RTO, conn_id));
+        match end {
+            End::Sender => {
+                if let Some(d) = c.snd.deadline() {
+                    if c.rto_at.is_none_or(|a| d < a) {
+                        c.rto_at = Some(d.max(now));
+                        self.q.push_timer(d.max(now), ev(EV_RTO, conn_id));
+                    }
+                }
             }
-        }
-        if let Some(d) = c.rcv.delack_deadline {
-            if c.delack_at.is_none_or(|a| d < a) {
-                c.delack_at = Some(d.max(now));
-                self.q.push_timer(d.max(now), ev(EV_DELACK, conn_id));
+            End::Receiver => {
+                if let Some(d) = c.rcv.delack_deadline {
+                    if c.delack_at.is_none_or(|a| d < a) {
+                        c.delack_at = Some(d.max(now));
+                        self.q.push_timer(d.max(now), ev(EV_DELACK, conn_id));
+                    }
+                }
             }
         }
     }
@@ -542,17 +557,19 @@ impl<'a> World<'a> {
             self.mp_arrive(conn_id, &pkt, forward);
             return true;
         }
-        if forward {
+        let end = if forward {
             let completed = c.rcv.on_packet(&tcp, &pkt, now, &mut out);
             self.out = out;
             if completed {
                 self.copy_completed(conn_id);
             }
+            End::Receiver
         } else {
             c.snd.on_packet(&tcp, &pkt, c.rcv.sack_log(), now, &mut out);
             self.out = out;
-        }
-        self.flush(conn_id);
+            End::Sender
+        };
+        self.flush(conn_id, end);
         true
     }
 
@@ -567,7 +584,7 @@ impl<'a> World<'a> {
             let c = &mut self.conns[conn_id as usize];
             c.rcv.on_packet(&tcp, pkt, now, &mut out);
             self.out = out;
-            self.flush(conn_id);
+            self.flush(conn_id, End::Receiver);
             self.mp_data(conn_id, pkt);
         } else {
             self.mp_couple(conn_id);
@@ -578,7 +595,7 @@ impl<'a> World<'a> {
                 c.snd.on_loss_report(&tcp, from, to, now, &mut out);
             }
             self.out = out;
-            self.flush(conn_id);
+            self.flush(conn_id, End::Sender);
             self.mp_acked(conn_id, una);
         }
     }
@@ -629,7 +646,7 @@ impl<'a> World<'a> {
                 let timed_out = c.snd.on_timer(&tcp, now, &mut out);
                 let multipath = c.multipath;
                 self.out = out;
-                self.flush(conn_id);
+                self.flush(conn_id, End::Sender);
                 if multipath && timed_out {
                     self.mp_timed_out(conn_id);
                 }
@@ -655,7 +672,7 @@ impl<'a> World<'a> {
                 let mut out = std::mem::take(&mut self.out);
                 c.rcv.on_delack_timer(conn_id, &tcp, &mut out);
                 self.out = out;
-                self.flush(conn_id);
+                self.flush(conn_id, End::Receiver);
             }
         }
     }

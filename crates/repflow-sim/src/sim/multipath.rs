@@ -10,7 +10,7 @@
 //! from the sending subflow's map. When the receiver holds every byte the flow is complete
 //! and its subflows stop (a real sender learns it from the DATA_ACK half an RTT later).
 
-use super::{Conn, World};
+use super::{Conn, End, World};
 use crate::network::FiveTuple;
 use crate::packet::Packet;
 use crate::replication::{ephemeral_port, FlowSpec, BASE_PORT};
@@ -296,7 +296,7 @@ impl World<'_> {
                     sent = true;
                 }
                 if sent {
-                    self.flush(s);
+                    self.flush(s, End::Sender);
                 }
             }
             return;
@@ -333,7 +333,7 @@ impl World<'_> {
                 return;
             };
             self.send_assigned(s, d, &tcp, now);
-            self.flush(s);
+            self.flush(s, End::Sender);
         }
     }
 
