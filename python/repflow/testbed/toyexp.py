@@ -32,7 +32,6 @@ import numpy as np
 from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.checks import AGENT, agent, sinks
-from repflow.testbed.netns import signals_held
 from repflow.testbed.topology import port_name, toy
 from repflow.testbed.units import format_rate, parse_rate
 from repflow.testbed.workload import servers
@@ -201,7 +200,7 @@ def run_toy(
                 t0 = time.perf_counter()
                 try:
                     if name != "alone":
-                        with signals_held():
+                        with netns.signals_held():
                             large = tb.popen_in(
                                 "h2",
                                 [
