@@ -74,6 +74,7 @@ def bench_config(
     """The configuration of a scenario (everything not named here is the schema default;
     `drain`: the longest drain after the last arrival, the schema's default if `None`)."""
     k, rate, default_duration = SCENARIOS[scenario]
+    extra = SCENARIO_EXTRA.get(scenario, {})
     workload: dict[str, Any] = {"cdf": "websearch", "load": 0.5,
                                 "duration": duration or default_duration}
     if drain is not None:
@@ -81,10 +82,10 @@ def bench_config(
     return {
         "seed": seed,
         "topology": {"kind": "fat-tree", "k": k, "link_rate": rate,
-                     "link_delay": SCENARIO_EXTRA.get(scenario, {}).get("link_delay", "1us")},
+                     "link_delay": extra.get("link_delay", "1us")},
         "queue": {"limit_packets": 100},
         "routing": {"hash": "default"},
-        "tcp": dict(SCENARIO_EXTRA.get(scenario, {}).get("tcp", {})),
+        "tcp": dict(extra.get("tcp", {})),
         "workload": workload,
         "scheme": {"name": "tcp"},
     }
