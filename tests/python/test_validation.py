@@ -106,10 +106,12 @@ MPTCP_METRICS = ("goodput_mean", "goodput_p10", "drops", "timeouts")
 #: Figures of the permutation that disagree with htsim beyond the seed spread, measured and
 #: investigated in docs/validation.md (not tuned away): with 4 and 8 subflows this simulator's
 #: mean goodput is 0.08–0.11 of capacity below htsim's, with 1.5–1.7 times its drops and up to
-#: 2.2 times its timeouts. Strict: a change that makes them agree must update the docs.
+#: 2.2 times its timeouts. LIA × 4's mean (−0.076, tolerance 0.086) is at the edge and passes
+#: since ties between simultaneous events go by ancestry. Strict: a change that makes them
+#: agree must update the docs.
 MPTCP_KNOWN = {
-    ("mptcp-permutation-k4", 4, "lia", "goodput_mean"),
     ("mptcp-permutation-k4", 8, "lia", "goodput_mean"),
+    ("mptcp-permutation-k4", 8, "lia", "goodput_p10"),
     ("mptcp-permutation-k4", 8, "uncoupled", "goodput_mean"),
     ("mptcp-permutation-k4", 8, "uncoupled", "goodput_p10"),
 }

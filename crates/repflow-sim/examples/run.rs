@@ -47,12 +47,13 @@ fn main() {
                 })
                 .collect();
             println!(
-                "ties (two events of one node at one time): {} of {} events; decided at depth {}; max depth {}, violations {}",
+                "ties (two events of one node at one time): {} of {} events; decided at depth {}; max depth {}; against an insertion counter's order: {} of depth <= 3, {} deeper",
                 t.ties,
                 t.events,
                 depths.join(", "),
                 t.max_depth,
-                t.violations
+                t.violations,
+                t.deep_reordered
             );
         }
         for (name, v) in [("by pod", &p.by_pod), ("fine-grained", &p.fine_grained)] {

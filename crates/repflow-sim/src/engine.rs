@@ -16,7 +16,9 @@ pub enum Event {
     Timer(u64),
 }
 
-/// The pending events of a run, ordered by `(time, insertion order)`.
+/// The pending events of a run, ordered by time, then by [`Place`]: when each was scheduled
+/// and by what ([`Anc`]), then its rank (a near event's rank is its id, a timer's is
+/// [`TIMER_RANK`] plus its payload). No insertion counter takes part (see [`EventQueue`]).
 ///
 /// Near events (packet arrivals at the end of a link: the bulk of all events) are named by a
 /// small id, of which at most one is pending at a time (a link has one head packet). They go
@@ -28,8 +30,16 @@ pub enum Event {
 /// buffers, no sorting, few branches that depend on the traffic. Events beyond the wheel's
 /// horizon wait in an overflow heap and move onto the wheel as it turns. Timers (one per
 /// open connection, far away, rarely due) live in their own heap. The earliest among them is
-/// served, and all share one sequence counter, so the order is exactly that of a single
-/// priority queue: a seed gives bit-identical runs.
+/// served.
+///
+/// Events of one time go by their ancestry, two generations deep: when they were scheduled,
+/// when the event that scheduled them had been scheduled, and their push index — which is
+/// the order an insertion counter gives whenever two generations tell the events apart
+/// (ties at one node, measured: 70–99 % outside pFabric) — then by rank. The order is
+/// canonical: each event's key is a function of its own history, not of how many events
+/// were pushed before it, so a seed gives bit-identical runs, and a queue holding any subset
+/// of the events (one partition's, in a parallel engine) serves them in the same relative
+/// order as this one.
 pub struct EventQueue {
     wheel: Wheel,
     timers: BinaryHeap<Entry<u64>>,
@@ -37,9 +47,14 @@ pub struct EventQueue {
     timer_time: Time,
     /// `timer_time`'s wheel slot (`timer_time >> shift`).
     timer_slot: u64,
-    seq: u64,
-    /// Insertion number of the event last popped.
-    last_seq: u64,
+    /// The current time: that of the event last popped (0 before the first).
+    now: Time,
+    /// Place of the event last popped.
+    last_place: Place,
+    /// The creator part of the [`Anc`] of events pushed now (see [`anc_b`]).
+    cur_b: u32,
+    /// Pushes since the last pop (the push index of [`Anc`]).
+    cur_i: u32,
     /// Who scheduled each event (cargo feature `tie-stats`).
     #[cfg(feature = "tie-stats")]
     pub ancestry: Ancestry,
@@ -50,13 +65,16 @@ pub struct EventQueue {
 pub const ROOT: u32 = u32::MAX;
 
 /// Which event scheduled each event, and as its how-manieth push (cargo feature
-/// `tie-stats`). The insertion order among events of one time is the processing
-/// order of their creators, then the push index: this records what a partitioned engine,
-/// which has no global insertion counter, would have to compare to reproduce that order.
+/// `tie-stats`): the whole ancestry, against which the queue's two-generation key
+/// ([`Anc`]) is measured — an insertion counter orders a tie by the processing order of the
+/// two events' creators, recursively, which is what this lets one compute.
 #[cfg(feature = "tie-stats")]
 pub struct Ancestry {
-    /// Insertion number → (creator's record, push index), while pending.
-    pending: std::collections::HashMap<u64, (u32, u32)>,
+    /// A pending event's full key → (creator's record, push index) (a list: keys may
+    /// repeat once push indices saturate).
+    pending: std::collections::HashMap<(Time, Anc, u64), Vec<(u32, u32)>>,
+    /// Places taken by [`EventQueue::place`] and not yet scheduled.
+    reserved: std::collections::HashMap<(Anc, u64), (u32, u32)>,
     /// Per popped event, in processing order: `(time, creator's record or ROOT, push
     /// index)`.
     pub recs: Vec<(Time, u32, u32)>,
@@ -69,40 +87,94 @@ impl Ancestry {
     fn new() -> Ancestry {
         Ancestry {
             pending: std::collections::HashMap::new(),
+            reserved: std::collections::HashMap::new(),
             recs: Vec::new(),
             cur: ROOT,
             cur_i: 0,
         }
     }
 
-    fn on_push(&mut self, seq: u64) {
-        self.pending.insert(seq, (self.cur, self.cur_i));
+    fn creator(&mut self) -> (u32, u32) {
+        let c = (self.cur, self.cur_i);
         self.cur_i += 1;
+        c
     }
 
-    fn on_pop(&mut self, time: Time, seq: u64) {
-        let (c, i) = self
+    fn on_push(&mut self, key: (Time, Anc, u64)) {
+        let c = self.creator();
+        self.pending.entry(key).or_default().push(c);
+    }
+
+    fn on_reserve(&mut self, place: Place) {
+        let c = self.creator();
+        self.reserved.insert(place, c);
+    }
+
+    /// A push at a place taken earlier: its creator is the event that took the place.
+    fn on_push_reserved(&mut self, key: (Time, Anc, u64)) {
+        let c = self
+            .reserved
+            .remove(&(key.1, key.2))
+            .unwrap_or((self.cur, u32::MAX));
+        self.pending.entry(key).or_default().push(c);
+    }
+
+    fn on_pop(&mut self, key: (Time, Anc, u64)) {
+        let list = self
             .pending
-            .remove(&seq)
+            .get_mut(&key)
             .expect("every popped event was pushed");
-        self.recs.push((time, c, i));
+        let (c, i) = list.remove(0);
+        if list.is_empty() {
+            self.pending.remove(&key);
+        }
+        self.recs.push((key.0, c, i));
         self.cur = (self.recs.len() - 1) as u32;
         self.cur_i = 0;
     }
 }
 
+/// When an event was scheduled: the current time when it was pushed, then, packed in 32
+/// bits so that they compare in that order, the time the event that pushed it had been
+/// scheduled at (two generations of its ancestry) and its push index (see [`anc_b`]).
+pub type Anc = (Time, u32);
+
+/// The 32-bit part of an [`Anc`]: `!(push - cpush)` in 28 bits (a later creator is a shorter
+/// delay), then the push index `i` in 4. Delays past 268 µs and indices past 15 saturate:
+/// such ties fall to the rank, in a fixed order all the same.
+#[inline(always)]
+pub fn anc_b(push: Time, cpush: Time, i: u32) -> u32 {
+    let c = (push - cpush).min(0x0fff_ffff) as u32;
+    (((!c) & 0x0fff_ffff) << 4) | i.min(15)
+}
+
+/// Where an event stands among the events of its time: when it was scheduled ([`Anc`]),
+/// then its rank.
+pub type Place = (Anc, u64);
+
+/// Rank of a timer with payload 0: among events scheduled at one time for one time, timers
+/// go after every near event, and among themselves by payload (below `TIMER_RANK`).
+pub const TIMER_RANK: u64 = 1 << 63;
+
 #[derive(Clone, Copy)]
 struct Entry<E> {
     time: Time,
-    seq: u64,
+    push: Anc,
+    rank: u64,
     e: E,
 }
 
 impl<E> Entry<E> {
     #[inline]
-    fn key(&self) -> (Time, u64) {
-        (self.time, self.seq)
+    fn key(&self) -> (Time, Anc, u64) {
+        (self.time, self.push, self.rank)
     }
+}
+
+/// A near event's key after its time: scheduled at, then ancestry and id in one integer.
+#[inline(always)]
+fn near_key(push: Time, b: u32, id: u32) -> (Time, u64) {
+    (push, ((b as u64) << 32) | id as u64)
 }
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, o: &Self) -> bool {
@@ -131,13 +203,25 @@ const MIN_SLOTS: u64 = 64;
 /// End of a slot's list.
 const NIL: u32 = u32::MAX;
 
-/// A pending near event: its key and the next node of its slot's list.
+/// A pending near event: its time, when it was scheduled (its rank is its id) and the next
+/// node of its slot's list.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     time: Time,
-    seq: u64,
+    /// When it was scheduled.
+    push: Time,
     /// Next node of the slot's list (`NIL`: the last).
     next: u32,
+    /// The 32-bit part of its [`Anc`].
+    b: u32,
+}
+
+impl Node {
+    #[inline(always)]
+    fn key(&self, id: u32) -> (Time, Time, u64) {
+        let (p, bid) = near_key(self.push, self.b, id);
+        (self.time, p, bid)
+    }
 }
 
 /// One slot of the wheel: a list of nodes in increasing key order.
@@ -196,8 +280,9 @@ impl Wheel {
             nodes: vec![
                 Node {
                     time: 0,
-                    seq: 0,
+                    push: 0,
                     next: NIL,
+                    b: 0,
                 };
                 ids
             ],
@@ -222,50 +307,65 @@ impl Wheel {
         (abs & self.mask & (WHEEL_SLOTS - 1)) as usize
     }
 
-    #[inline]
-    fn push<const FRESH: bool>(&mut self, id: u32, time: Time, seq: u64) {
+    #[inline(always)]
+    fn push<const FRESH: bool>(&mut self, id: u32, time: Time, push: Anc) {
         self.len += 1;
         let abs = time >> self.shift;
         debug_assert!(abs >= self.cur, "event scheduled in the past");
         if abs - self.cur > self.mask {
-            self.overflow.push(Entry { time, seq, e: id });
+            self.overflow.push(Entry {
+                time,
+                push,
+                rank: id as u64,
+                e: id,
+            });
             return;
         }
-        self.link::<FRESH>(id, time, seq, abs);
+        self.link::<FRESH>(id, time, push, abs);
     }
 
     /// Puts node `id` into slot `abs`'s list (within the horizon), in key order. The
-    /// usual cases — an empty slot, or a key after the slot's last (a new event has the
-    /// greatest `seq`, and many events of a slot share one time) — append without branches.
-    /// `FRESH`: `seq` is the newest of all pending events (a push, not a move from the
-    /// overflow heap), so the key is before the last node's exactly if its time is earlier;
-    /// and with the new node's time written first, an empty slot (whose "last node" is the
-    /// new one itself) compares equal: one comparison decides, with no emptiness term.
-    #[inline]
-    fn link<const FRESH: bool>(&mut self, id: u32, time: Time, seq: u64, abs: u64) {
+    /// usual cases — an empty slot, or a key after the slot's last (events mostly come in
+    /// time order, and one scheduled now goes after those of its time scheduled earlier) —
+    /// append without branches. `FRESH`: the event is scheduled now, so no pending event was
+    /// scheduled later, and the key is before the last node's exactly if its time is
+    /// earlier, or equal with both scheduled now and the rest of the key smaller; with the
+    /// new node written first, an empty slot (whose "last node" is the new one itself)
+    /// compares equal: no emptiness term.
+    #[inline(always)]
+    fn link<const FRESH: bool>(&mut self, id: u32, time: Time, push: Anc, abs: u64) {
         let idx = self.index(abs);
         let slot = self.slots[idx];
         let empty = slot.first == NIL;
         // An empty slot's "last node" is the new one itself: the link written to it is
         // overwritten just below.
         let last = select_unpredictable(empty, id, slot.last);
+        let node = Node {
+            time,
+            push: push.0,
+            next: NIL,
+            b: push.1,
+        };
         let before = if FRESH {
-            self.nodes[id as usize].time = time;
-            time < self.nodes[last as usize].time
+            self.nodes[id as usize] = node;
+            let ln = self.nodes[last as usize];
+            let (_, bid) = near_key(push.0, push.1, id);
+            let (_, lbid) = near_key(ln.push, ln.b, last);
+            (time < ln.time) | ((time == ln.time) & (push.0 == ln.push) & (bid < lbid))
         } else {
             let ln = self.nodes[last as usize];
-            !empty & ((time, seq) < (ln.time, ln.seq))
+            !empty & (node.key(id) < ln.key(last))
         };
+        if !FRESH {
+            self.nodes[id as usize] = node;
+        }
         if before {
-            self.insert_before_later::<FRESH>(idx, id, time, seq);
+            self.insert_before_later(idx, id);
             return;
         }
         self.nodes[last as usize].next = id;
-        self.nodes[id as usize] = Node {
-            time,
-            seq,
-            next: NIL,
-        };
+        // (An empty slot's last node is the new one: its next is set back to none.)
+        self.nodes[id as usize].next = NIL;
         self.slots[idx] = Slot {
             first: select_unpredictable(empty, id, slot.first),
             last: id,
@@ -273,33 +373,17 @@ impl Wheel {
         self.occupied[idx >> 6] |= 1 << (idx & 63);
     }
 
-    /// `link` of a key before the last of the non-empty slot `idx`: walks from the slot's
-    /// first node to the first later one (the last node is later, so the walk ends).
+    /// `link` of node `id` (written, with no next) before the last of the non-empty slot
+    /// `idx`: walks from the slot's first node to the first later one (the last node is
+    /// later, so the walk ends).
     #[cold]
     #[inline(never)]
-    fn insert_before_later<const FRESH: bool>(
-        &mut self,
-        idx: usize,
-        id: u32,
-        time: Time,
-        seq: u64,
-    ) {
-        // A fresh key (the newest `seq`) is before a node's exactly if its time is earlier.
-        let before = |n: &Node| {
-            if FRESH {
-                time < n.time
-            } else {
-                (time, seq) < (n.time, n.seq)
-            }
-        };
+    fn insert_before_later(&mut self, idx: usize, id: u32) {
+        let key = self.nodes[id as usize].key(id);
         let first = self.slots[idx].first;
         let f = self.nodes[first as usize];
-        if before(&f) {
-            self.nodes[id as usize] = Node {
-                time,
-                seq,
-                next: first,
-            };
+        if key < f.key(first) {
+            self.nodes[id as usize].next = first;
             self.slots[idx].first = id;
             return;
         }
@@ -307,13 +391,13 @@ impl Wheel {
         let mut x = f.next;
         loop {
             let n = self.nodes[x as usize];
-            if before(&n) {
+            if key < n.key(x) {
                 break;
             }
             prev = x;
             x = n.next;
         }
-        self.nodes[id as usize] = Node { time, seq, next: x };
+        self.nodes[id as usize].next = x;
         self.nodes[prev as usize].next = id;
     }
 
@@ -393,7 +477,7 @@ impl Wheel {
                     break;
                 }
                 let y = self.overflow.pop().expect("peeked");
-                self.link::<false>(y.e, y.time, y.seq, abs);
+                self.link::<false>(y.e, y.time, y.push, abs);
             }
         }
     }
@@ -425,8 +509,10 @@ impl EventQueue {
             timers: BinaryHeap::new(),
             timer_time: Time::MAX,
             timer_slot: Time::MAX >> shift,
-            seq: 0,
-            last_seq: 0,
+            now: 0,
+            last_place: ((0, 0), 0),
+            cur_b: anc_b(0, 0, 0),
+            cur_i: 0,
             #[cfg(feature = "tie-stats")]
             ancestry: Ancestry::new(),
         }
@@ -440,55 +526,84 @@ impl EventQueue {
     }
 
     /// Schedules near event `id` (such as a packet arrival at the end of link `id`) at
-    /// `time`. An id has at most one pending event: pushing it again before it is popped
-    /// corrupts the queue.
+    /// `time`, as scheduled now. An id has at most one pending event: pushing it again
+    /// before it is popped corrupts the queue.
     #[inline]
     pub fn push_near(&mut self, time: Time, id: u32) {
-        let seq = self.seq;
-        self.seq += 1;
+        let a = self.anc();
         #[cfg(feature = "tie-stats")]
-        self.ancestry.on_push(seq);
-        self.wheel.push::<true>(id, time, seq);
+        self.ancestry.on_push((time, a, id as u64));
+        self.wheel.push::<true>(id, time, a);
     }
 
-    /// Takes the next insertion number without scheduling anything: an event that may
-    /// never be needed keeps its place in the order, and [`EventQueue::push_near_reserved`]
-    /// schedules it later, ordered exactly as if it had been pushed now.
+    /// Schedules near event `id` at `time` (not before the current time) as if it had been
+    /// scheduled at `push` (not after the current time): an event that may never be needed
+    /// is decided late and keeps the place it would have had (see [`EventQueue::place`]).
     #[inline]
-    pub fn reserve_seq(&mut self) -> u64 {
-        let seq = self.seq;
-        self.seq += 1;
+    pub fn push_near_as_of(&mut self, time: Time, id: u32, push: Anc) {
+        debug_assert!(push.0 <= self.now && time >= self.now, "out of order");
         #[cfg(feature = "tie-stats")]
-        self.ancestry.on_push(seq);
-        seq
+        self.ancestry.on_push_reserved((time, push, id as u64));
+        self.wheel.push::<false>(id, time, push);
     }
 
-    /// Schedules near event `id` at `time` with an insertion number taken earlier by
-    /// [`EventQueue::reserve_seq`] (and not used since), at or after the current time.
+    /// [`EventQueue::push_near_as_of`] at `place`.
     #[inline]
-    pub fn push_near_reserved(&mut self, time: Time, id: u32, seq: u64) {
-        debug_assert!(seq < self.seq, "a reserved insertion number");
-        self.wheel.push::<false>(id, time, seq);
+    pub fn push_near_at(&mut self, time: Time, id: u32, place: Place) {
+        self.push_near_as_of(time, id, place.0);
     }
 
-    /// Insertion number of the event last popped: with its time, its place in the order.
+    /// The place near event `id` at `time` takes when scheduled now (a push: it counts in
+    /// the push index of the events scheduled after it).
     #[inline]
-    pub fn last_seq(&self) -> u64 {
-        self.last_seq
+    pub fn place(&mut self, id: u32) -> Place {
+        let p = (self.anc(), id as u64);
+        #[cfg(feature = "tie-stats")]
+        self.ancestry.on_reserve(p);
+        p
     }
 
-    /// Schedules a timer at `time`. Ordered exactly as if it were a near event.
+    /// The [`Anc`] of the next push.
+    #[inline(always)]
+    fn anc(&mut self) -> Anc {
+        let i = self.cur_i;
+        self.cur_i += 1;
+        (self.now, self.cur_b | i.min(15))
+    }
+
+    /// Records the event just popped, at `time` and `place`.
+    #[inline(always)]
+    fn popped(&mut self, time: Time, place: Place) {
+        #[cfg(feature = "tie-stats")]
+        self.ancestry.on_pop((time, place.0, place.1));
+        self.now = time;
+        self.last_place = place;
+        self.cur_b = anc_b(time, place.0 .0, 0);
+        self.cur_i = 0;
+    }
+
+    /// Place of the event last popped: with its time, its place in the order.
+    #[inline]
+    pub fn last_place(&self) -> Place {
+        self.last_place
+    }
+
+    /// Schedules a timer at `time`, as scheduled now; among the events scheduled at one time
+    /// for one time, timers go after near events, and among themselves by payload. `event`
+    /// must be below [`TIMER_RANK`].
     #[inline]
     pub fn push_timer(&mut self, time: Time, event: u64) {
+        let anc = self.anc();
+        debug_assert!(event < TIMER_RANK, "timer payload too large");
         self.set_timer_time(self.timer_time.min(time));
         #[cfg(feature = "tie-stats")]
-        self.ancestry.on_push(self.seq);
+        self.ancestry.on_push((time, anc, TIMER_RANK | event));
         self.timers.push(Entry {
             time,
-            seq: self.seq,
+            push: anc,
+            rank: TIMER_RANK | event,
             e: event,
         });
-        self.seq += 1;
     }
 
     /// Removes and returns the earliest event, with its time.
@@ -519,10 +634,9 @@ impl EventQueue {
                         time: w.nodes[id as usize].time,
                     };
                     if l.time < self.timer_time {
-                        self.last_seq = w.nodes[id as usize].seq;
+                        let n = w.nodes[id as usize];
                         w.unlink(l);
-                        #[cfg(feature = "tie-stats")]
-                        self.ancestry.on_pop(l.time, self.last_seq);
+                        self.popped(l.time, ((n.push, n.b), id as u64));
                         return Some((l.time, Event::Near(l.id)));
                     }
                 }
@@ -537,21 +651,21 @@ impl EventQueue {
             (None, None) => return None,
             (Some(_), None) => false,
             (None, Some(_)) => true,
-            (Some(n), Some(t)) => t.key() < (n.time, self.wheel.nodes[n.id as usize].seq),
+            (Some(n), Some(t)) => {
+                let x = self.wheel.nodes[n.id as usize];
+                t.key() < (n.time, (x.push, x.b), n.id as u64)
+            }
         };
         if take_timer {
             let x = self.timers.pop().expect("peeked");
             self.set_timer_time(self.timers.peek().map_or(Time::MAX, |t| t.time));
-            self.last_seq = x.seq;
-            #[cfg(feature = "tie-stats")]
-            self.ancestry.on_pop(x.time, x.seq);
+            self.popped(x.time, (x.push, x.rank));
             Some((x.time, Event::Timer(x.e)))
         } else {
             let l = near.expect("a near event");
-            self.last_seq = self.wheel.nodes[l.id as usize].seq;
+            let x = self.wheel.nodes[l.id as usize];
             self.wheel.unlink(l);
-            #[cfg(feature = "tie-stats")]
-            self.ancestry.on_pop(l.time, self.last_seq);
+            self.popped(l.time, ((x.push, x.b), l.id as u64));
             Some((l.time, Event::Near(l.id)))
         }
     }
@@ -750,24 +864,31 @@ mod tests {
     }
 
     #[test]
-    fn queue_orders_by_time_then_insertion() {
+    fn queue_orders_by_time_then_place() {
         use Event::{Near, Timer};
         let mut q = EventQueue::new(8, 1000, 10_000);
+        // Before the first pop, the pushes of one (notional) event: index 0, 1, 2, 3.
         q.push_near(10, 0);
-        q.push_near(5, 1);
         q.push_timer(10, 100);
-        q.push_near(5, 2);
-        assert_eq!(q.pop(), Some((5, Near(1))));
         q.push_near(5, 3);
+        q.push_near(5, 1);
+        let b0 = anc_b(0, 0, 0);
+        // Scheduled by one event for one time: in push order, whatever the ids.
+        assert_eq!(q.pop(), Some((5, Near(3))));
+        assert_eq!(q.last_place(), ((0, b0 | 2), 3));
+        // Scheduled later (at 5): after id 1; among themselves in push order, timer or not.
         q.push_timer(5, 101);
+        q.push_near(5, 2);
         q.push_near(7, 4);
+        let b5 = anc_b(5, 0, 0);
+        assert_eq!(q.place(6), ((5, b5 | 3), 6));
         assert_eq!(q.len(), 6);
         assert_eq!(
             drain(&mut q),
             [
-                (5, Near(2)),
-                (5, Near(3)),
+                (5, Near(1)),
                 (5, Timer(101)),
+                (5, Near(2)),
                 (7, Near(4)),
                 (10, Near(0)),
                 (10, Timer(100))
@@ -777,17 +898,41 @@ mod tests {
     }
 
     #[test]
+    fn ties_between_creators_of_one_time_go_by_their_own_scheduling_times() {
+        use Event::Near;
+        let mut q = EventQueue::new(8, 1000, 100_000);
+        // Two events at 100, the first scheduled at 0 (id 1), the other at 50 (id 0): 1
+        // goes first. Each schedules an event at 300 (ids 2 and 3 resp.).
+        q.push_near(50, 7);
+        q.push_near(100, 1);
+        assert_eq!(q.pop(), Some((50, Near(7))));
+        q.push_near(100, 0);
+        assert_eq!(q.pop(), Some((100, Near(1))));
+        q.push_near(300, 3);
+        assert_eq!(q.pop(), Some((100, Near(0))));
+        q.push_near(300, 2);
+        // Both scheduled at 100; 3's creator had been scheduled earlier (at 0, against 50).
+        assert_eq!(drain(&mut q), [(300, Near(3)), (300, Near(2))]);
+    }
+
+    #[test]
     fn a_crowded_slot_pops_in_key_order() {
-        // One 1024 ps slot holding many ids with few distinct times: ties go by insertion.
+        // One 1024 ps slot holding many ids with few distinct times, pushed by one event in
+        // no order of id: ties go by push index (which saturates at 15), then by id.
         let mut q = EventQueue::new(64, 1024, 4096);
         let mut rng = Rng::new(5, 5);
         let mut want = Vec::new();
-        for id in 0..64u32 {
+        for i in 0..64u32 {
+            let id = (i * 37) % 64;
             let t = 2048 + rng.below(4);
             q.push_near(t, id);
-            want.push((t, Event::Near(id)));
+            want.push((t, i.min(15), id));
         }
-        want.sort_by_key(|&(t, _)| t); // stable: insertion order within a time
+        want.sort();
+        let want: Vec<_> = want
+            .into_iter()
+            .map(|(t, _, id)| (t, Event::Near(id)))
+            .collect();
         assert_eq!(drain(&mut q), want);
     }
 
@@ -816,50 +961,71 @@ mod tests {
     }
 
     /// Random pushes (near ids reused once popped, near and far times, timers) and pops
-    /// against a reference: every pop is the least `(time, insertion)` pending.
+    /// against a reference: every pop is the least `(time, scheduled at, rank)` pending.
     fn mixes_in_order(mut q: EventQueue) {
         let mut rng = Rng::new(9, 9);
         let mut now = 0u64;
         let mut free: Vec<u32> = (0..256).rev().collect();
-        // Pending events as (time, insertion number, event).
-        let mut pending: Vec<(Time, u64, Event)> = Vec::new();
+        // Pending events as ((time, ancestry, rank), event); the queue's ancestry state
+        // modelled alongside.
+        type Key = (Time, Anc, u64);
+        let mut pending: Vec<(Key, Event)> = Vec::new();
+        let (mut cur_b, mut i) = (anc_b(0, 0, 0), 0u32);
+        let mut earlier = 0u64; // a past time, for near events placed as of then
         let mut n = 0u64;
         for _ in 0..60_000 {
             if rng.below(10) < 6 || pending.is_empty() {
-                let t = match rng.below(3) {
+                // Far, near and present times, and a coarse lattice (as equal packet sizes
+                // make), so that many events share a time and a time of scheduling.
+                let t = match rng.below(4) {
                     0 => now + rng.below(5_000),
                     1 => now + rng.below(50_000_000),
+                    2 => now + 1000 * rng.below(4),
                     _ => now,
                 };
-                let e = match free.pop() {
+                let fresh = (now, cur_b | i.min(15));
+                let (key, e) = match free.pop() {
                     Some(id) if rng.below(2) == 0 => {
-                        q.push_near(t, id);
-                        Event::Near(id)
+                        if rng.below(4) == 0 {
+                            let anc = (earlier, rng.below(1 << 32) as u32);
+                            q.push_near_as_of(t, id, anc);
+                            ((t, anc, id as u64), Event::Near(id))
+                        } else {
+                            q.push_near(t, id);
+                            i += 1;
+                            ((t, fresh, id as u64), Event::Near(id))
+                        }
                     }
                     other => {
                         free.extend(other);
                         q.push_timer(t, n);
-                        Event::Timer(n)
+                        i += 1;
+                        ((t, fresh, TIMER_RANK | n), Event::Timer(n))
                     }
                 };
-                pending.push((t, n, e));
+                pending.push((key, e));
                 n += 1;
             } else {
                 let got = q.pop().expect("events pending");
-                let i = (0..pending.len())
-                    .min_by_key(|&i| (pending[i].0, pending[i].1))
+                let k = (0..pending.len())
+                    .min_by_key(|&k| pending[k].0)
                     .expect("not empty");
-                let (t, _, e) = pending.swap_remove(i);
-                assert_eq!(got, (t, e));
+                let (key, e) = pending.swap_remove(k);
+                assert_eq!(got, (key.0, e));
+                assert_eq!(q.last_place(), (key.1, key.2));
                 if let Event::Near(id) = e {
                     free.push(id);
                 }
-                now = t;
+                if key.0 > now {
+                    earlier = now;
+                }
+                now = key.0;
+                (cur_b, i) = (anc_b(now, key.1 .0, 0), 0);
             }
             assert_eq!(q.len(), pending.len());
         }
-        pending.sort_by_key(|&(t, s, _)| (t, s));
-        let want: Vec<_> = pending.iter().map(|&(t, _, e)| (t, e)).collect();
+        pending.sort_by_key(|&(k, _)| k);
+        let want: Vec<_> = pending.iter().map(|&(k, e)| (k.0, e)).collect();
         assert_eq!(drain(&mut q), want);
     }
 

@@ -27,7 +27,7 @@ mod ring;
 pub use discipline::{DropTail, EcnThreshold, Qdisc};
 pub use prio::PrioQueue;
 
-use crate::engine::Time;
+use crate::engine::{Place, Time};
 use crate::network::TxClock;
 use crate::packet::Packet;
 use ring::{InFlight, Ring};
@@ -38,12 +38,12 @@ use std::hint::select_unpredictable;
 pub struct SchedEnqueue {
     /// Packets dropped to make room (the arrival may be one of them).
     pub dropped: u32,
-    /// The link was idle and started sending, to finish at this time: the caller reserves
-    /// the completion's place in the event order ([`Port::sched_set_tx_seq`]).
+    /// The link was idle and started sending, to finish at this time: the caller records
+    /// the completion's place in the event order ([`Port::sched_set_tx_place`]).
     pub started: Option<Time>,
     /// The arrival is the first packet to wait for the transmission in progress: the caller
-    /// now schedules its completion, `(time, reserved insertion number)`.
-    pub tx_done: Option<(Time, u64)>,
+    /// now schedules its completion, at this time and place.
+    pub tx_done: Option<(Time, Place)>,
     /// The link's wire was empty: the caller schedules an arrival event for
     /// [`Port::head_arrival`].
     pub head_arrival: bool,
@@ -73,11 +73,11 @@ struct PortExtra {
     /// Scheduled (priority) port: its waiting packets.
     sched: Option<PrioQueue>,
     area_t: Time,
-    /// Scheduled port: the place in the event order (insertion number) of the current
+    /// Scheduled port: the place in the event order (see `engine::Place`) of the current
     /// transmission's completion, at `Port::busy_until`. The completion is an event only
     /// when a packet waits for it (`tx_event`): with none waiting, a later arrival that
     /// comes after that place finds the link idle, as it would after the event.
-    tx_seq: u64,
+    tx_place: Place,
     /// Scheduled port: the completion is scheduled as an event.
     tx_event: bool,
 }
@@ -90,7 +90,7 @@ impl PortExtra {
             ecn,
             sched: None,
             area_t: 0,
-            tx_seq: 0,
+            tx_place: Place::default(),
             tx_event: false,
         })
     }
@@ -303,8 +303,14 @@ impl Port {
     }
 
     /// Offers `pkt`, of priority `prio` (smaller is more urgent), to a scheduled port at
-    /// `now`, by the event of insertion number `seq` (with `now`, its place in the order).
-    pub fn sched_enqueue(&mut self, pkt: Packet, prio: u32, now: Time, seq: u64) -> SchedEnqueue {
+    /// `now`, by the event at `place` (with `now`, its place in the order).
+    pub fn sched_enqueue(
+        &mut self,
+        pkt: Packet,
+        prio: u32,
+        now: Time,
+        place: Place,
+    ) -> SchedEnqueue {
         self.sched_area(now);
         let mut r = SchedEnqueue {
             dropped: 0,
@@ -316,7 +322,7 @@ impl Port {
         let x = self.extra();
         // The transmission in progress has not completed if its completion's place in the
         // event order is after this event's.
-        let in_progress = (busy_until, x.tx_seq) > (now, seq);
+        let in_progress = (busy_until, x.tx_place) > (now, place);
         if !in_progress && !x.tx_event {
             r.head_arrival = self.fifo.is_empty();
             r.started = Some(self.sched_transmit(pkt, now));
@@ -333,29 +339,29 @@ impl Port {
         r
     }
 
-    /// Records the place in the event order reserved for the completion of the transmission
-    /// just started (see [`SchedEnqueue::started`] and [`Port::sched_tx_done`]).
-    pub fn sched_set_tx_seq(&mut self, seq: u64) {
-        self.extra().tx_seq = seq;
+    /// Records the place in the event order of the completion of the transmission just
+    /// started (see [`SchedEnqueue::started`] and [`Port::sched_tx_done`]).
+    pub fn sched_set_tx_place(&mut self, place: Place) {
+        self.extra().tx_place = place;
     }
 
     /// If packets wait for the transmission in progress and its completion is not yet an
     /// event, marks it as one and returns where the caller schedules it: at `busy_until`, in
-    /// the place recorded by [`Port::sched_set_tx_seq`].
-    pub fn sched_claim_tx_event(&mut self) -> Option<(Time, u64)> {
+    /// the place recorded by [`Port::sched_set_tx_place`].
+    pub fn sched_claim_tx_event(&mut self) -> Option<(Time, Place)> {
         let busy_until = self.busy_until;
         let x = self.extra.as_mut()?;
         if x.tx_event || x.sched.as_ref()?.is_empty() {
             return None;
         }
         x.tx_event = true;
-        Some((busy_until, x.tx_seq))
+        Some((busy_until, x.tx_place))
     }
 
     /// The transmission of a scheduled port ended at `now` (its completion event): starts
     /// the next packet, if any. Returns its transmit-complete time and whether the wire was
     /// empty (the caller then schedules an arrival event for [`Port::head_arrival`]), then
-    /// reserves the completion's place ([`Port::sched_set_tx_seq`]) and schedules it if
+    /// records the completion's place ([`Port::sched_set_tx_place`]) and schedules it if
     /// packets still wait ([`Port::sched_claim_tx_event`]).
     pub fn sched_tx_done(&mut self, now: Time) -> Option<(Time, bool)> {
         self.sched_area(now);
@@ -798,26 +804,28 @@ mod tests {
     #[test]
     fn scheduled_port_sends_by_priority_and_needs_tx_done_events() {
         let mut p = sched_port(3000);
-        // Events at times 0..3 with insertion numbers 10.. (the completion reserved 11).
-        let r = p.sched_enqueue(d(0), 50, 0, 10);
+        // Events at times 0..3 (scheduled then, ranks 10..); the completion is placed as
+        // scheduled at 0 with rank 11.
+        let r = p.sched_enqueue(d(0), 50, 0, ((0, 0), 10));
         assert_eq!(r.started, Some(12_000_000));
         assert!(r.head_arrival && r.tx_done.is_none());
-        p.sched_set_tx_seq(11);
-        // The first packet to wait asks for the completion event, in the reserved place.
-        let r = p.sched_enqueue(d(1), 40, 1, 12);
-        assert_eq!((r.dropped, r.tx_done), (0, Some((12_000_000, 11))));
-        let r = p.sched_enqueue(d(2), 10, 2, 13);
+        p.sched_set_tx_place(((0, 0), 11));
+        // The first packet to wait asks for the completion event, in its place.
+        let r = p.sched_enqueue(d(1), 40, 1, ((1, 0), 12));
+        assert_eq!(
+            (r.dropped, r.tx_done),
+            (0, Some((12_000_000, ((0, 0), 11))))
+        );
+        let r = p.sched_enqueue(d(2), 10, 2, ((2, 0), 13));
         assert_eq!((r.dropped, r.tx_done, r.started), (0, None, None));
         // Buffer (2 packets) full: the least urgent (conn 1) goes.
-        assert_eq!(p.sched_enqueue(d(3), 20, 3, 14).dropped, 1);
+        assert_eq!(p.sched_enqueue(d(3), 20, 3, ((3, 0), 14)).dropped, 1);
         assert_eq!(p.drops, 1);
         let mut order = vec![p.pop_arrived().conn];
         let mut t = 12_000_000;
-        let mut seq = 20;
         while let Some((next, _)) = p.sched_tx_done(t) {
-            p.sched_set_tx_seq(seq);
+            p.sched_set_tx_place(((t, 0), 11));
             p.sched_claim_tx_event();
-            seq += 1;
             order.push(p.pop_arrived().conn);
             t = next;
         }
@@ -828,19 +836,23 @@ mod tests {
     #[test]
     fn scheduled_port_completion_at_the_same_time_follows_the_event_order() {
         let mut p = sched_port(0);
-        assert!(p.sched_enqueue(d(0), 50, 0, 10).started.is_some());
-        p.sched_set_tx_seq(11);
-        // An arrival at the completion's time but before it in the order waits for it...
-        let r = p.sched_enqueue(d(1), 40, 12_000_000, 5);
-        assert_eq!(r.tx_done, Some((12_000_000, 11)));
+        assert!(p.sched_enqueue(d(0), 50, 0, ((0, 0), 10)).started.is_some());
+        p.sched_set_tx_place(((0, 0), 11));
+        // An arrival at the completion's time but before it in the order (scheduled as
+        // early, of a smaller rank) waits for it...
+        let r = p.sched_enqueue(d(1), 40, 12_000_000, ((0, 0), 5));
+        assert_eq!(r.tx_done, Some((12_000_000, ((0, 0), 11))));
         assert!(r.started.is_none());
-        let mut q = sched_port(0);
-        assert!(q.sched_enqueue(d(0), 50, 0, 10).started.is_some());
-        q.sched_set_tx_seq(11);
-        // ... and one after it finds the link idle and is sent at once.
-        let r = q.sched_enqueue(d(1), 40, 12_000_000, 12);
-        assert_eq!(r.started, Some(24_000_000));
-        assert!(r.tx_done.is_none());
+        // ... and one after it (of a larger rank, of a later creator, or scheduled later) finds
+        // the link idle and is sent at once.
+        for place in [((0, 0), 12), ((0, 1), 0), ((1, 0), 0)] {
+            let mut q = sched_port(0);
+            assert!(q.sched_enqueue(d(0), 50, 0, ((0, 0), 10)).started.is_some());
+            q.sched_set_tx_place(((0, 0), 11));
+            let r = q.sched_enqueue(d(1), 40, 12_000_000, place);
+            assert_eq!(r.started, Some(24_000_000));
+            assert!(r.tx_done.is_none());
+        }
     }
 
     #[test]

@@ -476,7 +476,7 @@ impl<'a> World<'a> {
         let prio = priority(&pkt, c.snd.size(), self.tcp.mss);
         let done_id = self.tx_done_id(link);
         let port = &mut self.ports[link as usize];
-        let r = port.sched_enqueue(pkt, prio, self.now, self.q.last_seq());
+        let r = port.sched_enqueue(pkt, prio, self.now, self.q.last_place());
         if r.head_arrival {
             let t = port.head_arrival().expect("just sent");
             self.q.push_near(t, link);
@@ -484,10 +484,10 @@ impl<'a> World<'a> {
         if r.started.is_some() {
             // The completion's place in the order; it becomes an event only if a packet
             // comes to wait for it.
-            port.sched_set_tx_seq(self.q.reserve_seq());
+            port.sched_set_tx_place(self.q.place(done_id));
         }
-        if let Some((t, seq)) = r.tx_done {
-            self.q.push_near_reserved(t, done_id, seq);
+        if let Some((t, place)) = r.tx_done {
+            self.q.push_near_at(t, done_id, place);
         }
         if r.dropped > 0 {
             self.count_drops(link, r.dropped as u64);
@@ -508,9 +508,9 @@ impl<'a> World<'a> {
                 let t = port.head_arrival().expect("just sent");
                 self.q.push_near(t, link);
             }
-            port.sched_set_tx_seq(self.q.reserve_seq());
-            if let Some((t, seq)) = port.sched_claim_tx_event() {
-                self.q.push_near_reserved(t, done_id, seq);
+            port.sched_set_tx_place(self.q.place(done_id));
+            if let Some((t, place)) = port.sched_claim_tx_event() {
+                self.q.push_near_at(t, done_id, place);
             }
         }
     }
