@@ -110,6 +110,11 @@ impl Ancestry {
         self.reserved.insert(place, c);
     }
 
+    /// A push with a push index taken earlier by the current event.
+    fn on_push_taken(&mut self, key: (Time, Anc, u64), i: u32) {
+        self.pending.entry(key).or_default().push((self.cur, i));
+    }
+
     /// A push at a place taken earlier: its creator is the event that took the place.
     fn on_push_reserved(&mut self, key: (Time, Anc, u64)) {
         let c = self
@@ -545,6 +550,96 @@ impl EventQueue {
         #[cfg(feature = "tie-stats")]
         self.ancestry.on_push_reserved((time, push, id as u64));
         self.wheel.push::<false>(id, time, push);
+    }
+
+    /// Takes the [`Anc`] of the next push without scheduling anything: the push index is
+    /// used whether or not an event is then scheduled with it
+    /// ([`EventQueue::push_near_taken`]), so that the places of this event's later pushes do
+    /// not depend on whether it was.
+    #[inline(always)]
+    pub fn take_anc(&mut self) -> Anc {
+        self.anc()
+    }
+
+    /// Schedules near event `id` at `time` with an [`Anc`] taken by the current event
+    /// ([`EventQueue::take_anc`]): ordered exactly as [`EventQueue::push_near`] would have
+    /// ordered it at that push.
+    #[inline]
+    pub fn push_near_taken(&mut self, time: Time, id: u32, anc: Anc) {
+        debug_assert!(anc.0 == self.now, "a place taken now");
+        #[cfg(feature = "tie-stats")]
+        self.ancestry
+            .on_push_taken((time, anc, id as u64), anc.1 & 15);
+        self.wheel.push::<true>(id, time, anc);
+    }
+
+    /// Schedules a timer at `time` with an [`Anc`] taken by the current event
+    /// ([`EventQueue::take_anc`]).
+    pub fn push_timer_as(&mut self, time: Time, event: u64, anc: Anc) {
+        debug_assert!(anc.0 == self.now && event < TIMER_RANK, "a place taken now");
+        #[cfg(feature = "tie-stats")]
+        self.ancestry
+            .on_push_taken((time, anc, TIMER_RANK | event), anc.1 & 15);
+        self.set_timer_time(self.timer_time.min(time));
+        self.timers.push(Entry {
+            time,
+            push: anc,
+            rank: TIMER_RANK | event,
+            e: event,
+        });
+    }
+
+    /// Schedules near event `id` at `time`, which another queue's current event scheduled
+    /// with [`Anc`] `anc` (a partitioned run hands events between queues at the end of a
+    /// window: `time` is not before this queue's current time, `anc` may be after it).
+    pub fn push_near_remote(&mut self, time: Time, id: u32, anc: Anc) {
+        assert!(time >= self.now, "an event handed over in the past");
+        self.wheel.push::<false>(id, time, anc);
+    }
+
+    /// [`EventQueue::push_near_remote`] for a timer.
+    pub fn push_timer_remote(&mut self, time: Time, event: u64, anc: Anc) {
+        assert!(time >= self.now, "an event handed over in the past");
+        self.set_timer_time(self.timer_time.min(time));
+        self.timers.push(Entry {
+            time,
+            push: anc,
+            rank: TIMER_RANK | event,
+            e: event,
+        });
+    }
+
+    /// Time of the earliest pending event, without taking it (nor turning the wheel).
+    pub fn peek_time(&self) -> Option<Time> {
+        let w = &self.wheel;
+        let near = match w.least() {
+            Some(l) => Some(l.time),
+            None if w.len == 0 => None,
+            None => {
+                let slot = w
+                    .next_occupied()
+                    .map(|abs| w.nodes[w.slots[w.index(abs)].first as usize].time);
+                let over = w.overflow.peek().map(|y| y.time);
+                match (slot, over) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+        };
+        let timer = (self.timer_time != Time::MAX).then_some(self.timer_time);
+        match (near, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// [`EventQueue::pop`] if the earliest event is before `limit`; else `None`, the event
+    /// left in place.
+    pub fn pop_before(&mut self, limit: Time) -> Option<(Time, Event)> {
+        if self.peek_time()? >= limit {
+            return None;
+        }
+        self.pop()
     }
 
     /// [`EventQueue::push_near_as_of`] at `place`.
@@ -1006,7 +1101,11 @@ mod tests {
                 pending.push((key, e));
                 n += 1;
             } else {
+                let peeked = q.peek_time();
+                // Nothing before the earliest time: pop_before leaves it in place.
+                assert_eq!(q.pop_before(peeked.expect("events pending")), None);
                 let got = q.pop().expect("events pending");
+                assert_eq!(peeked, Some(got.0));
                 let k = (0..pending.len())
                     .min_by_key(|&k| pending[k].0)
                     .expect("not empty");

@@ -82,6 +82,65 @@ impl Routes {
         }
     }
 
+    /// Replaces the routes of connection `conn` (already pushed).
+    pub fn set(&mut self, conn: u32, fwd: Path, rev: Path) {
+        if let Routes::Narrow(v) = self {
+            if fwd.len() < MAX_HOPS && rev.len() < MAX_HOPS {
+                let mut r = [[NO_LINK; MAX_HOPS]; 2];
+                for (dst, p) in r.iter_mut().zip([&fwd, &rev]) {
+                    for (d, &l) in dst.iter_mut().zip(p.links()) {
+                        *d = l as u16; // below NO_LINK: checked in `new`
+                    }
+                }
+                v[conn as usize] = r;
+                return;
+            }
+        }
+        if let Routes::Wide(v) = self {
+            v[conn as usize] = [fwd, rev];
+            return;
+        }
+        // A path too long for the narrow form: rebuild through `push`, which converts.
+        let n = self.len();
+        let mut all: Vec<(Path, Path)> = (0..n as u32).map(|c| self.get(c)).collect();
+        all[conn as usize] = (fwd, rev);
+        *self = Routes::Narrow(Vec::new());
+        for (f, r) in all {
+            self.push(f, r);
+        }
+    }
+
+    /// Connections with routes.
+    pub fn len(&self) -> usize {
+        match self {
+            Routes::Narrow(v) => v.len(),
+            Routes::Wide(v) => v.len(),
+        }
+    }
+
+    /// Whether no connection has routes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The routes of connection `conn` (data path, ACK path).
+    pub fn get(&self, conn: u32) -> (Path, Path) {
+        match self {
+            Routes::Narrow(v) => {
+                let [f, r] = v[conn as usize].map(|links| {
+                    let mut p = Path::default();
+                    links
+                        .iter()
+                        .take_while(|&&l| l != NO_LINK)
+                        .for_each(|&l| p.push(l as u32));
+                    p
+                });
+                (f, r)
+            }
+            Routes::Wide(v) => (v[conn as usize][0], v[conn as usize][1]),
+        }
+    }
+
     /// Puts `pkt` (of connection `pkt.conn`, direction `dir`: 0 data, 1 ACK) on the first
     /// link of its path and returns that link.
     #[inline]

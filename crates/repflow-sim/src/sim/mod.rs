@@ -3,7 +3,7 @@
 
 use crate::arrivals::{load_cdf, Arrivals};
 use crate::config::{Config, ConfigError};
-use crate::engine::{Event, EventQueue, Rng, Time};
+use crate::engine::{Anc, Event, EventQueue, Rng, Time};
 use crate::hca::{disjoint_paths, paths_collide, Hca};
 use crate::metrics::Counters;
 use crate::network::{FiveTuple, NodeKind, Path, Topology};
@@ -58,6 +58,12 @@ const EV_DELACK: u64 = 2;
 const EV_FLOW: u64 = 3;
 /// A flow whose copies waited for HCA probes starts them.
 const EV_HCA: u64 = 4;
+/// A copy completed at its receiver: its source learns it (SmartRep's HCA frees the copy's
+/// port). Sent from the receiver, it takes the ACK path's propagation delay.
+const EV_RELEASE: u64 = 5;
+/// A flow completed at its receiver: the source stops this copy (or subflow). Sent like
+/// [`EV_RELEASE`].
+const EV_CANCEL: u64 = 6;
 
 /// One end of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +141,11 @@ struct World<'a> {
     now: Time,
     out: Vec<Packet>,
     arrivals: Arrivals,
-    pending: Option<Arrival>,
+    /// The next arrival, scheduled (its flow's id is `arrivals_scheduled - 1`), with the
+    /// time its flow event is due and that event's place.
+    pending: Option<(Arrival, Time, Anc)>,
+    /// Arrivals drawn so far.
+    arrivals_scheduled: u64,
     rng_ports: Rng,
     arrivals_done: bool,
     end_arrivals: Time,
@@ -213,6 +223,7 @@ impl<'a> World<'a> {
             out: Vec::with_capacity(64),
             arrivals,
             pending: None,
+            arrivals_scheduled: 0,
             rng_ports: Rng::new(cfg.seed, 2),
             arrivals_done: false,
             end_arrivals,
@@ -234,44 +245,65 @@ impl<'a> World<'a> {
         Ok(w)
     }
 
+    /// Draws the next arrival and schedules its flow event. The chain of flow events is
+    /// independent of the network: each is scheduled by the one before as its first push
+    /// (push index 0; the first before any event), at its arrival time or the previous
+    /// flow's if earlier, so its time and place follow from the arrivals alone (a
+    /// partitioned run draws them ahead).
     fn schedule_next_arrival(&mut self) {
         let capped = self
             .cfg
             .workload
             .max_flows
-            .is_some_and(|m| self.flows.len() as u64 >= m);
+            .is_some_and(|m| self.arrivals_scheduled >= m);
         let next = self.arrivals.next(self.end_arrivals);
         match next {
             Some(a) if !capped => {
-                self.pending = Some(a);
-                self.q.push_timer(a.time.max(self.now), ev(EV_FLOW, 0));
+                let id = self.arrivals_scheduled;
+                self.arrivals_scheduled += 1;
+                let t = a.time.max(self.now);
+                let anc = self.q.take_anc();
+                self.q.push_timer_as(t, ev(EV_FLOW, id as u32), anc);
+                self.pending = Some((a, t, anc));
             }
-            _ => self.arrivals_done = true,
+            _ => {
+                self.q.take_anc();
+                self.arrivals_done = true;
+            }
         }
     }
 
-    fn start_flow(&mut self) {
-        let a = self.pending.take().expect("a flow event has its arrival");
+    /// A flow event: the flow's arrival (drawn when its event was scheduled) becomes a flow.
+    fn on_flow(&mut self) {
+        let (a, t, _) = self.pending.take().expect("a flow event has its arrival");
+        self.schedule_next_arrival();
+        let id = self.admit_flow(a, t);
+        self.launch_flow(id);
+    }
+
+    /// Records flow `arrival` (its event due at `t`) with its copies, their five-tuples and
+    /// connections: all that depends on the arrivals alone (the replication policy's port
+    /// draws included), so that flows and connections are numbered in arrival order however
+    /// a run is partitioned. Returns the flow's id.
+    fn admit_flow(&mut self, a: Arrival, t: Time) -> u32 {
         let (src, dst, size) = (a.src, a.dst, a.size);
         let id = self.flows.len() as u64;
         let spec = FlowSpec { id, src, dst, size };
         if self.scheme.multipath.is_some() {
-            self.start_mp_flow(spec);
-            return;
+            self.admit_mp_flow(spec, t);
+            return id as u32;
         }
         self.copies_buf.clear();
         let paths = disjoint_paths(&self.topo, src, dst);
         self.scheme
             .policy
             .plan_paths(&spec, paths, &mut self.rng_ports, &mut self.copies_buf);
-        let hca_wait = self.choose_hca_ports(src, dst);
         let first_conn = self.conns.len() as u32;
         let n = self.copies_buf.len();
-        self.counters.extra_copy_bytes += size * (n as u64 - 1);
-        self.push_flow(spec, first_conn, n as u8, NO_MP);
+        self.push_flow(spec, t, first_conn, n as u8, NO_MP);
         for i in 0..n {
             let c = self.copies_buf[i];
-            let t = FiveTuple {
+            let tuple = FiveTuple {
                 src,
                 dst,
                 sport: c.sport,
@@ -279,48 +311,72 @@ impl<'a> World<'a> {
                 proto: 6,
             };
             let conn_id = self.conns.len() as u32;
-            let (fwd, rev) = (self.topo.path(t), self.topo.path(t.reversed()));
-            self.paths.push(fwd, rev);
-            let snd = Sender::new(conn_id, size, &self.tcp, (self.scheme.cc)(t.dport));
-            let total = snd.total_segments();
-            self.conns.push(Conn {
-                flow: id as u32,
-                copy: i as u8,
-                tuple: t,
-                fwd,
-                rev,
-                snd,
-                rcv: Receiver::new(total, self.tcp.sack),
-                rto_at: None,
-                delack_at: None,
-                wire_bytes: 0,
-                completed_at: None,
-                multipath: false,
-            });
-            self.counters.connections += 1;
-            if hca_wait == 0 {
-                self.start_conn(conn_id);
-            }
+            let conn = self.new_conn(conn_id, id as u32, i as u8, tuple, size);
+            self.paths.push(conn.fwd, conn.rev);
+            self.conns.push(conn);
         }
-        if n > 1 {
-            self.count_collisions(first_conn, n as u32);
-        }
-        if hca_wait > 0 {
-            self.q
-                .push_timer(self.now + hca_wait, ev(EV_HCA, id as u32));
+        id as u32
+    }
+
+    /// A connection of `size` bytes, copy `copy` of flow `flow`, on five-tuple `t`.
+    fn new_conn(&self, conn_id: u32, flow: u32, copy: u8, t: FiveTuple, size: u64) -> Conn {
+        let (fwd, rev) = (self.topo.path(t), self.topo.path(t.reversed()));
+        let snd = Sender::new(conn_id, size, &self.tcp, (self.scheme.cc)(t.dport));
+        let total = snd.total_segments();
+        Conn {
+            flow,
+            copy,
+            tuple: t,
+            fwd,
+            rev,
+            snd,
+            rcv: Receiver::new(total, self.tcp.sack),
+            rto_at: None,
+            delack_at: None,
+            wire_bytes: 0,
+            completed_at: None,
+            multipath: false,
         }
     }
 
-    /// Counts a new flow and records its state (`mp`: its connection level, or [`NO_MP`]).
-    fn push_flow(&mut self, spec: FlowSpec, first_conn: u32, copies: u8, mp: u32) {
+    /// Starts flow `id` at its source: SmartRep's HCA may replace its copies' source ports
+    /// (and drop copies beyond the link-disjoint paths it finds), then the copies start, at
+    /// once or after the probes.
+    fn launch_flow(&mut self, id: u32) {
+        let f = &self.flows[id as usize];
+        if f.mp != NO_MP {
+            self.launch_mp_flow(id);
+            return;
+        }
+        let (first_conn, spec) = (f.first_conn, f.spec);
+        let hca_wait = self.choose_hca_ports(id);
+        let n = self.flows[id as usize].copies as u32;
+        self.counters.extra_copy_bytes += spec.size * (n as u64 - 1);
+        self.counters.connections += n as u64;
+        if hca_wait == 0 {
+            for c in first_conn..first_conn + n {
+                self.start_conn(c);
+            }
+        }
+        if n > 1 {
+            self.count_collisions(first_conn, n);
+        }
+        if hca_wait > 0 {
+            self.q.push_timer(self.now + hca_wait, ev(EV_HCA, id));
+        }
+    }
+
+    /// Counts a new flow, due at `t`, and records its state (`mp`: its connection level, or
+    /// [`NO_MP`]).
+    fn push_flow(&mut self, spec: FlowSpec, t: Time, first_conn: u32, copies: u8, mp: u32) {
         self.counters.flows += 1;
         self.counters.flow_bytes += spec.size;
-        if self.now < self.end_arrivals {
+        if t < self.end_arrivals {
             self.counters.offered_load += spec.size as f64;
         }
         self.flows.push(FlowState {
             spec,
-            start: self.now,
+            start: t,
             first_conn,
             copies,
             finish: None,
@@ -348,29 +404,40 @@ impl<'a> World<'a> {
     }
 
     /// Replaces the planned source ports of a multi-copy flow by HCA's (once per flow, off
-    /// the per-packet path); drops copies beyond the link-disjoint paths found. Returns how
-    /// long the flow waits for its probes.
-    fn choose_hca_ports(&mut self, src: u32, dst: u32) -> Time {
-        let n = self.copies_buf.len() as u32;
+    /// the per-packet path); drops copies beyond the link-disjoint paths found (their
+    /// connections stay numbered but never start). Returns how long the flow waits for its
+    /// probes.
+    fn choose_hca_ports(&mut self, id: u32) -> Time {
+        let f = &self.flows[id as usize];
+        let (first, n, spec) = (f.first_conn, f.copies as u32, f.spec);
         let Some(hca) = self.scheme.hca.as_mut() else {
             return 0;
         };
         if n < 2 || !self.scheme.policy.probes_paths() {
             return 0;
         }
-        let dport = self.copies_buf[0].dport;
-        let Some(wait) = hca.choose(&self.topo, src, dst, dport, n, &mut self.hca_ports) else {
+        let dport = self.conns[first as usize].tuple.dport;
+        let Some(wait) = hca.choose(
+            &self.topo,
+            spec.src,
+            spec.dst,
+            dport,
+            n,
+            &mut self.hca_ports,
+        ) else {
             return 0;
         };
-        if self.hca_ports.is_empty() {
-            self.copies_buf.truncate(1);
-        } else {
-            self.copies_buf.truncate(self.hca_ports.len());
-            for (c, &p) in self.copies_buf.iter_mut().zip(&self.hca_ports) {
-                c.sport = p;
-                c.dport = dport;
-            }
+        let kept = self.hca_ports.len().max(1) as u32;
+        for i in 0..self.hca_ports.len() as u32 {
+            let c = first + i;
+            let mut t = self.conns[c as usize].tuple;
+            t.sport = self.hca_ports[i as usize];
+            t.dport = dport;
+            let conn = self.new_conn(c, id, i as u8, t, spec.size);
+            self.paths.set(c, conn.fwd, conn.rev);
+            self.conns[c as usize] = conn;
         }
+        self.flows[id as usize].copies = kept as u8;
         wait
     }
 
@@ -535,8 +602,12 @@ impl<'a> World<'a> {
     fn on_arrive(&mut self, link: u32) -> bool {
         let port = &mut self.ports[link as usize];
         let mut pkt = port.pop_arrived();
+        // The next packet's arrival is this event's first push, whether or not a packet is
+        // there yet: the places of its other pushes do not depend on that (in a partitioned
+        // run the packet may have been admitted by a queue not yet run to this time).
+        let anc = self.q.take_anc();
         if let Some(t) = port.head_arrival() {
-            self.q.push_near(t, link);
+            self.q.push_near_taken(t, link, anc);
         }
         // Hops are counted by the ports (`Port::packets`), summed after the run.
         let forward = on_data_path(pkt.kind);
@@ -602,8 +673,8 @@ impl<'a> World<'a> {
 
     fn copy_completed(&mut self, conn_id: u32) {
         self.conns[conn_id as usize].completed_at = Some(self.now);
-        if let Some(h) = self.scheme.hca.as_mut() {
-            h.release(self.conns[conn_id as usize].tuple);
+        if self.scheme.hca.is_some() {
+            self.send_to_source(conn_id, EV_RELEASE);
         }
         let c = &self.conns[conn_id as usize];
         let (flow_id, copy) = (c.flow as usize, c.copy);
@@ -618,12 +689,37 @@ impl<'a> World<'a> {
             let (first, n) = (f.first_conn, f.copies as u32);
             for other in first..first + n {
                 if other != conn_id {
-                    self.conns[other as usize].snd.cancel();
-                    if let Some(h) = self.scheme.hca.as_mut() {
-                        h.release(self.conns[other as usize].tuple);
-                    }
+                    self.send_to_source(other, EV_CANCEL);
                 }
             }
+        }
+    }
+
+    /// Tells connection `conn`'s source, from its receiver, that something happened there
+    /// (event `tag`): it learns it the ACK path's propagation delay later, as from the ACK
+    /// that would carry it. (Nothing at a distance acts at once: what happens at one host
+    /// depends only on what reached it.)
+    fn send_to_source(&mut self, conn: u32, tag: u64) {
+        let c = &self.conns[conn as usize];
+        let delay: Time = c
+            .rev
+            .links()
+            .iter()
+            .map(|&l| self.topo.links[l as usize].delay)
+            .sum();
+        let t = self.now + delay;
+        self.q.push_timer(t, ev(tag, conn));
+    }
+
+    /// The source of connection `conn` learns that its flow completed: it stops the copy
+    /// (and frees its HCA port), or, for a subflow, the whole multipath connection.
+    fn on_cancel(&mut self, conn: u32) {
+        self.conns[conn as usize].snd.cancel();
+        if let Some(h) = self.scheme.hca.as_mut() {
+            h.release(self.conns[conn as usize].tuple);
+        }
+        if self.conns[conn as usize].multipath {
+            self.mp_stop(conn);
         }
     }
 
@@ -694,6 +790,12 @@ impl<'a> World<'a> {
         }
     }
 
+    /// The smallest link delay: the least time between an event at one node and its
+    /// effect at another (0 if a link has none).
+    fn lookahead(&self) -> Time {
+        self.topo.links.iter().map(|l| l.delay).min().unwrap_or(0)
+    }
+
     /// Every event but a packet arrival.
     #[inline(never)]
     fn on_other_event(&mut self, e: u64) {
@@ -701,11 +803,14 @@ impl<'a> World<'a> {
         match e >> 32 {
             EV_RTO => self.on_rto(id),
             EV_DELACK => self.on_delack(id),
-            EV_FLOW => {
-                self.start_flow();
-                self.schedule_next_arrival();
-            }
+            EV_FLOW => self.on_flow(),
             EV_HCA => self.start_probed_flow(id),
+            EV_RELEASE => {
+                if let Some(h) = self.scheme.hca.as_mut() {
+                    h.release(self.conns[id as usize].tuple);
+                }
+            }
+            EV_CANCEL => self.on_cancel(id),
             _ => unreachable!("unknown event tag"),
         }
     }
@@ -727,6 +832,11 @@ impl<'a> World<'a> {
 
     fn run(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<(), SimError> {
         let t_end = self.end_arrivals + self.cfg.workload.drain.ps();
+        // Events at `limit` or later are not run: past the drain, or past the end of the
+        // lookahead window in which the last flow completed (a partitioned run sees that
+        // only at a window's end: ending there too gives both the same counters).
+        let mut limit = t_end.saturating_add(1);
+        let lookahead = self.lookahead();
         let mut last_report = Instant::now();
         let mut events: u64 = 0;
         let links = self.ports.len() as u32;
@@ -736,7 +846,7 @@ impl<'a> World<'a> {
         // at k = 16 (6,144), −5 % at k = 8 (768), which keep the one-event prefetch.
         let deep = links >= DEEP_PREFETCH_LINKS;
         while let Some((t, e)) = self.q.pop() {
-            if t > t_end {
+            if t >= limit {
                 break;
             }
             self.now = t;
@@ -782,7 +892,7 @@ impl<'a> World<'a> {
             }
             if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
             {
-                break;
+                limit = limit.min(window_end(t, lookahead));
             }
             if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
                 last_report = Instant::now();
@@ -801,6 +911,12 @@ impl<'a> World<'a> {
         self.counters.events = events;
         Ok(())
     }
+}
+
+/// End of the lookahead window holding time `t`: windows are `lookahead` long from time 0
+/// (`lookahead` 0: `t` itself).
+fn window_end(t: Time, lookahead: Time) -> Time {
+    t.checked_div(lookahead).map_or(t, |w| (w + 1) * lookahead)
 }
 
 /// Runs one simulation. `progress` is called now and then; returning `false` cancels the run.

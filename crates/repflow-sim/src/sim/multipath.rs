@@ -7,8 +7,9 @@
 //! subflow's window is still `tcp.max_window`); the receiver's data-level view is the union
 //! of what its subflows delivered, and the sender's (DATA_ACK) the union of what its
 //! subflows had acknowledged; the DSS mapping a real packet carries in an option is read
-//! from the sending subflow's map. When the receiver holds every byte the flow is complete
-//! and its subflows stop (a real sender learns it from the DATA_ACK half an RTT later).
+//! from the sending subflow's map. When the receiver holds every byte the flow is complete;
+//! the source learns it one ACK path's propagation delay later (as from the DATA_ACK), per
+//! subflow, and stops.
 
 use super::{Conn, End, World};
 use crate::network::FiveTuple;
@@ -56,19 +57,18 @@ pub(super) struct MpFlow {
     cursors: Vec<u32>,
     /// Every subflow has been started.
     joined: bool,
+    /// The source has learnt that the flow completed: nothing more is scheduled.
+    stopped: bool,
 }
 
 impl World<'_> {
     /// Starts a flow of a multipath scheme: one connection of the plan's subflows.
-    pub(super) fn start_mp_flow(&mut self, spec: FlowSpec) {
+    pub(super) fn admit_mp_flow(&mut self, spec: FlowSpec, t: crate::engine::Time) {
         let mp = self.scheme.multipath.expect("a multipath scheme");
         let plan = *mp.for_size(spec.size);
         let n = plan.subflows;
         let first_conn = self.conns.len() as u32;
         let size = spec.size;
-        if plan.redundant {
-            self.counters.extra_copy_bytes += size * (n as u64 - 1);
-        }
         let total = self.tcp.segments(size);
         let mp_index = self.mp.len() as u32;
         self.mp.push(MpFlow {
@@ -85,8 +85,9 @@ impl World<'_> {
                 Vec::new()
             },
             joined: mp.join == Join::Start,
+            stopped: false,
         });
-        self.push_flow(spec, first_conn, n as u8, mp_index);
+        self.push_flow(spec, t, first_conn, n as u8, mp_index);
         let mut sports: Vec<u16> = Vec::with_capacity(n as usize);
         for i in 0..n {
             // Distinct source ports: each subflow its own five-tuple.
@@ -128,8 +129,19 @@ impl World<'_> {
                 completed_at: None,
                 multipath: true,
             });
-            self.counters.connections += 1;
         }
+    }
+
+    /// Starts multipath flow `id` at its source: its first subflow, or all of them.
+    pub(super) fn launch_mp_flow(&mut self, id: u32) {
+        let mp = self.scheme.multipath.expect("a multipath scheme");
+        let f = &self.flows[id as usize];
+        let (first_conn, n, size) = (f.first_conn, f.copies as u32, f.spec.size);
+        let plan = self.mp[f.mp as usize].plan;
+        if plan.redundant {
+            self.counters.extra_copy_bytes += size * (n as u64 - 1);
+        }
+        self.counters.connections += n as u64;
         if plan.redundant && n > 1 {
             self.count_collisions(first_conn, n);
         }
@@ -137,7 +149,7 @@ impl World<'_> {
         for c in first_conn..first_conn + started {
             self.start_conn(c);
         }
-        self.mp_pump(spec.id as u32);
+        self.mp_pump(id);
     }
 
     /// A subflow's data segment reached the receiver: data-level reassembly; the flow
@@ -165,8 +177,16 @@ impl World<'_> {
         self.counters.flows_finished += 1;
         self.conns[conn_id as usize].completed_at = Some(self.now);
         for s in first..first + n {
-            self.conns[s as usize].snd.cancel();
+            self.send_to_source(s, super::EV_CANCEL);
         }
+    }
+
+    /// The source learns, from subflow `conn`, that the flow completed: the connection level
+    /// sends nothing more (each subflow stops as its own word arrives).
+    pub(super) fn mp_stop(&mut self, conn: u32) {
+        let flow = self.conns[conn as usize].flow;
+        let mpi = self.flows[flow as usize].mp as usize;
+        self.mp[mpi].stopped = true;
     }
 
     /// Before an ACK reaches a subflow of a coupled (LIA, OLIA) connection: gives its
@@ -272,10 +292,10 @@ impl World<'_> {
     /// The scheduler: gives data segments to subflows with window space and sends them.
     fn mp_pump(&mut self, flow: u32) {
         let f = &self.flows[flow as usize];
-        if f.finish.is_some() {
+        let (first, n, mpi) = (f.first_conn, f.copies as u32, f.mp as usize);
+        if self.mp[mpi].stopped {
             return;
         }
-        let (first, n, mpi) = (f.first_conn, f.copies as u32, f.mp as usize);
         let tcp = self.tcp;
         let now = self.now;
         if self.mp[mpi].plan.redundant {

@@ -206,9 +206,11 @@ impl World<'_> {
             wall = counters.wall_time,
             "simulation done"
         );
+        // (Copies HCA dropped keep their numbers but never started: not listed.)
         let connections = self
             .conns
             .iter()
+            .filter(|c| (c.copy as u32) < self.flows[c.flow as usize].copies as u32)
             .map(|c| ConnRecord {
                 flow: c.flow as u64,
                 copy: c.copy as u32,
