@@ -594,12 +594,17 @@ impl EventQueue {
     /// window: `time` is not before this queue's current time, `anc` may be after it).
     pub fn push_near_remote(&mut self, time: Time, id: u32, anc: Anc) {
         assert!(time >= self.now, "an event handed over in the past");
+        // (Ancestry is recorded for sequential runs only: the creator is unknown here.)
+        #[cfg(feature = "tie-stats")]
+        self.ancestry.on_push_taken((time, anc, id as u64), 0);
         self.wheel.push::<false>(id, time, anc);
     }
 
     /// [`EventQueue::push_near_remote`] for a timer.
     pub fn push_timer_remote(&mut self, time: Time, event: u64, anc: Anc) {
         assert!(time >= self.now, "an event handed over in the past");
+        #[cfg(feature = "tie-stats")]
+        self.ancestry.on_push_taken((time, anc, TIMER_RANK | event), 0);
         self.set_timer_time(self.timer_time.min(time));
         self.timers.push(Entry {
             time,

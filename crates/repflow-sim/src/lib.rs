@@ -40,4 +40,6 @@ pub mod workload;
 
 pub use config::{Config, ConfigError};
 pub use metrics::{Counters, FlowRecord, Summary};
-pub use sim::{run, ConnRecord, Progress, RunOutput, SimError};
+pub use sim::{
+    run, run_partitioned, ConnRecord, PartitionPlan, Partitioning, Progress, RunOutput, SimError,
+};

@@ -24,6 +24,14 @@ pub mod flag {
     pub const ECE: u8 = 4;
 }
 
+/// A bit of [`Packet::hop`] (whose values stay below `network::MAX_HOPS`): the simulator's
+/// own mark, in a partitioned run only, that this packet's arrival at the end of the link it
+/// is on was scheduled when it was admitted (not by the arrival of the packet ahead).
+/// Cleared when the packet leaves the link. (The flag bits are all taken: MPTCP-L's
+/// sequence tags use the high five.)
+pub const HOP_WIRE_SCHEDULED: u8 = 0x80;
+const _: () = assert!(crate::network::MAX_HOPS < HOP_WIRE_SCHEDULED as usize);
+
 /// A packet in flight. Small and `Copy` (24 bytes): it travels by value through port FIFOs.
 /// (A priority, as pFabric's, is not carried: the scheme gives it to a scheduled port.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

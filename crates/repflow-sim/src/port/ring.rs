@@ -60,6 +60,16 @@ impl Ring {
         }
     }
 
+    /// The last entry, if any.
+    #[inline]
+    pub(super) fn back_mut(&mut self) -> Option<&mut InFlight> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.buf.len() - 1;
+        Some(&mut self.buf[(self.head + self.len - 1) as usize & mask])
+    }
+
     /// Address of the front entry's slot (the slot itself if the ring is empty): a prefetch
     /// target, never read through.
     #[inline]

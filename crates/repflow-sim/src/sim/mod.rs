@@ -22,7 +22,9 @@ mod multipath;
 mod output;
 #[cfg(feature = "parallelism-stats")]
 pub mod parallelism;
+mod partition;
 pub use output::{ConnRecord, RunOutput};
+pub use partition::{PartitionPlan, Partitioning};
 
 /// Why a run could not be done.
 #[derive(Debug, Error)]
@@ -126,7 +128,9 @@ const DEEP_PREFETCH_LINKS: u32 = 16_384;
 /// `FlowState::mp` of a flow that is not multipath.
 const NO_MP: u32 = u32::MAX;
 
-struct World<'a> {
+/// A run's state. `P`: a partitioned run ([`partition`]), whose queue `q` is the part
+/// being run's.
+struct World<'a, const P: bool = false> {
     cfg: &'a Config,
     topo: Topology,
     ports: Vec<Port>,
@@ -138,6 +142,8 @@ struct World<'a> {
     /// Near events: ids `0..links` are packet arrivals at the end of a link, ids
     /// `links..2 * links` a scheduled port's transmit completions.
     q: EventQueue,
+    /// `q`'s ids, slot width and horizon (a partitioned run makes one queue per part).
+    q_shape: (usize, u64, u64),
     now: Time,
     out: Vec<Packet>,
     arrivals: Arrivals,
@@ -157,6 +163,10 @@ struct World<'a> {
     scheme: SchemeParts,
     /// Connection level of multipath flows.
     mp: Vec<multipath::MpFlow>,
+    /// A partitioned run's parts (`P`), else `None`.
+    part: Option<Box<partition::Parts>>,
+    /// Time and place of the last flow event a partitioned run drew.
+    gen_prev: Option<(Time, Anc)>,
     #[cfg(feature = "parallelism-stats")]
     parallelism: parallelism::ParallelismStats,
 }
@@ -170,8 +180,8 @@ struct SchemeParts {
     multipath: Option<MultipathPlan>,
 }
 
-impl<'a> World<'a> {
-    fn new(cfg: &'a Config) -> Result<World<'a>, SimError> {
+impl<'a, const P: bool> World<'a, P> {
+    fn new(cfg: &'a Config) -> Result<World<'a, P>, SimError> {
         let cdf = load_cdf(cfg).map_err(SimError::Input)?;
         let topo = Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
         let parts = cfg.scheme.build(&Context {
@@ -219,6 +229,7 @@ impl<'a> World<'a> {
             paths: Routes::new(topo_links),
             flows: Vec::new(),
             q: EventQueue::new(2 * topo_links, slot, horizon),
+            q_shape: (2 * topo_links, slot, horizon),
             now: 0,
             out: Vec::with_capacity(64),
             arrivals,
@@ -238,10 +249,14 @@ impl<'a> World<'a> {
                 multipath: parts.multipath,
             },
             mp: Vec::new(),
+            part: None,
+            gen_prev: None,
             #[cfg(feature = "parallelism-stats")]
             parallelism,
         };
-        w.schedule_next_arrival();
+        if !P {
+            w.schedule_next_arrival();
+        }
         Ok(w)
     }
 
@@ -273,11 +288,18 @@ impl<'a> World<'a> {
         }
     }
 
-    /// A flow event: the flow's arrival (drawn when its event was scheduled) becomes a flow.
-    fn on_flow(&mut self) {
+    /// Flow event `id`: the flow's arrival (drawn when its event was scheduled) becomes a
+    /// flow. (A partitioned run admitted it when it drew it, and scheduled the next.)
+    fn on_flow(&mut self, id: u32) {
+        if P {
+            self.q.take_anc();
+            self.launch_flow(id);
+            return;
+        }
         let (a, t, _) = self.pending.take().expect("a flow event has its arrival");
         self.schedule_next_arrival();
-        let id = self.admit_flow(a, t);
+        let admitted = self.admit_flow(a, t);
+        debug_assert_eq!(admitted, id);
         self.launch_flow(id);
     }
 
@@ -518,6 +540,10 @@ impl<'a> World<'a> {
     /// schedules its arrival if it found the link idle.
     #[inline(always)]
     fn enqueue_fifo<const FAST: bool>(&mut self, link: u32, pkt: Packet) {
+        if P {
+            self.enqueue_fifo_part::<FAST>(link, pkt);
+            return;
+        }
         let port = &mut self.ports[link as usize];
         let r = if FAST {
             port.enqueue_fast(pkt, self.now)
@@ -543,14 +569,20 @@ impl<'a> World<'a> {
         let prio = priority(&pkt, c.snd.size(), self.tcp.mss);
         let done_id = self.tx_done_id(link);
         let port = &mut self.ports[link as usize];
-        let r = port.sched_enqueue(pkt, prio, self.now, self.q.last_place());
-        if r.head_arrival {
+        let place = self.q.last_place();
+        let r = port.sched_enqueue(pkt, prio, self.now, place);
+        if P {
+            if r.started.is_some() {
+                self.wire_admitted(link, r.head_arrival, place);
+            }
+        } else if r.head_arrival {
             let t = port.head_arrival().expect("just sent");
             self.q.push_near(t, link);
         }
         if r.started.is_some() {
             // The completion's place in the order; it becomes an event only if a packet
             // comes to wait for it.
+            let port = &mut self.ports[link as usize];
             port.sched_set_tx_place(self.q.place(done_id));
         }
         if let Some((t, place)) = r.tx_done {
@@ -569,12 +601,16 @@ impl<'a> World<'a> {
     /// A scheduled port finished a transmission: it starts its next packet.
     fn on_tx_done(&mut self, link: u32) {
         let done_id = self.tx_done_id(link);
+        let place = self.q.last_place();
         let port = &mut self.ports[link as usize];
         if let Some((_, wire_was_empty)) = port.sched_tx_done(self.now) {
-            if wire_was_empty {
+            if P {
+                self.wire_admitted(link, wire_was_empty, place);
+            } else if wire_was_empty {
                 let t = port.head_arrival().expect("just sent");
                 self.q.push_near(t, link);
             }
+            let port = &mut self.ports[link as usize];
             port.sched_set_tx_place(self.q.place(done_id));
             if let Some((t, place)) = port.sched_claim_tx_event() {
                 self.q.push_near_at(t, done_id, place);
@@ -606,7 +642,16 @@ impl<'a> World<'a> {
         // there yet: the places of its other pushes do not depend on that (in a partitioned
         // run the packet may have been admitted by a queue not yet run to this time).
         let anc = self.q.take_anc();
-        if let Some(t) = port.head_arrival() {
+        if P {
+            // Unless its admission scheduled it already (see `wire_admitted`).
+            pkt.hop &= !crate::packet::HOP_WIRE_SCHEDULED;
+            if let Some(h) = port.head_packet() {
+                if h.hop & crate::packet::HOP_WIRE_SCHEDULED == 0 {
+                    let t = port.head_arrival().expect("a head packet");
+                    self.q.push_near_taken(t, link, anc);
+                }
+            }
+        } else if let Some(t) = port.head_arrival() {
             self.q.push_near_taken(t, link, anc);
         }
         // Hops are counted by the ports (`Port::packets`), summed after the run.
@@ -707,8 +752,8 @@ impl<'a> World<'a> {
             .iter()
             .map(|&l| self.topo.links[l as usize].delay)
             .sum();
-        let t = self.now + delay;
-        self.q.push_timer(t, ev(tag, conn));
+        let (t, src) = (self.now + delay, c.tuple.src);
+        self.push_timer_at(t, ev(tag, conn), src);
     }
 
     /// The source of connection `conn` learns that its flow completed: it stops the copy
@@ -803,7 +848,7 @@ impl<'a> World<'a> {
         match e >> 32 {
             EV_RTO => self.on_rto(id),
             EV_DELACK => self.on_delack(id),
-            EV_FLOW => self.on_flow(),
+            EV_FLOW => self.on_flow(id),
             EV_HCA => self.start_probed_flow(id),
             EV_RELEASE => {
                 if let Some(h) = self.scheme.hca.as_mut() {
@@ -830,7 +875,27 @@ impl<'a> World<'a> {
         self.parallelism.on_event(&self.q.ancestry, at);
     }
 
+    /// Handles one event (of `links` links' network); returns whether it may have ended
+    /// the run.
+    #[inline]
+    fn step(&mut self, links: u32, e: Event) -> bool {
+        match e {
+            Event::Near(id) if id < links => self.on_arrive(id),
+            Event::Near(id) => {
+                self.on_tx_done(id - links);
+                true
+            }
+            Event::Timer(x) => {
+                self.on_other_event(x);
+                true
+            }
+        }
+    }
+
     fn run(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> Result<(), SimError> {
+        if P {
+            return self.run_partitioned(progress);
+        }
         let t_end = self.end_arrivals + self.cfg.workload.drain.ps();
         // Events at `limit` or later are not run: past the drain, or past the end of the
         // lookahead window in which the last flow completed (a partitioned run sees that
@@ -926,11 +991,35 @@ pub fn run(
 ) -> Result<RunOutput, SimError> {
     config.validate()?;
     let wall = Instant::now();
-    let mut world = World::new(config)?;
+    let mut world: World<'_, false> = World::new(config)?;
     tracing::info!(
         hosts = world.topo.n_hosts,
         links = world.topo.links.len(),
         "simulation starting"
+    );
+    world.run(progress)?;
+    Ok(world.output(config, wall))
+}
+
+/// Runs one simulation as [`run`] does, with the network split into parts that each keep
+/// their own event queue and are run one lookahead window (the smallest link delay) at a
+/// time, the events one part schedules for another handed over at the window's end: the
+/// schedule of a parallel engine, on one thread. The records, counters and statistics are
+/// those of [`run`], bit for bit, whatever the plan.
+pub fn run_partitioned(
+    config: &Config,
+    plan: &PartitionPlan,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput, SimError> {
+    config.validate()?;
+    let wall = Instant::now();
+    let mut world: World<'_, true> = World::new(config)?;
+    world.partition(plan)?;
+    tracing::info!(
+        hosts = world.topo.n_hosts,
+        links = world.topo.links.len(),
+        parts = world.part.as_ref().map_or(0, |p| p.n),
+        "partitioned simulation starting"
     );
     world.run(progress)?;
     Ok(world.output(config, wall))

@@ -61,7 +61,7 @@ pub(super) struct MpFlow {
     stopped: bool,
 }
 
-impl World<'_> {
+impl<const P: bool> World<'_, P> {
     /// Starts a flow of a multipath scheme: one connection of the plan's subflows.
     pub(super) fn admit_mp_flow(&mut self, spec: FlowSpec, t: crate::engine::Time) {
         let mp = self.scheme.multipath.expect("a multipath scheme");

@@ -59,7 +59,7 @@ pub struct ConnRecord {
     pub payload_bytes: u64,
 }
 
-impl World<'_> {
+impl<const P: bool> World<'_, P> {
     fn hops(&self, path: &Path) -> Vec<Hop> {
         path.links()
             .iter()

@@ -18,7 +18,7 @@
 //! example), packets handed between threads, and how a smaller per-thread working set
 //! changes the cost of a hop.
 
-use crate::config::{Config, TopologyKind};
+use crate::config::Config;
 use crate::engine::Time;
 #[cfg(feature = "tie-stats")]
 use crate::engine::{Ancestry, ROOT};
@@ -186,30 +186,8 @@ pub(super) enum At {
 
 impl ParallelismStats {
     pub(super) fn new(topo: &Topology, cfg: &Config) -> ParallelismStats {
-        let t = &cfg.topology;
-        let (pod, pods) = if t.kind == TopologyKind::FatTree {
-            let k = t.k as usize;
-            let half = k / 2;
-            let hpe = t.fat_tree_hosts_per_edge() as usize;
-            let hosts = k * half * hpe;
-            // Builder order: hosts, edge switches, aggregation switches, core switches.
-            let pod = (0..topo.nodes.len())
-                .map(|n| {
-                    (if n < hosts {
-                        n / (half * hpe)
-                    } else if n < hosts + k * half {
-                        (n - hosts) / half
-                    } else if n < hosts + 2 * k * half {
-                        (n - hosts - k * half) / half
-                    } else {
-                        (n - hosts - 2 * k * half) % k
-                    }) as u32
-                })
-                .collect();
-            (pod, k)
-        } else {
-            (Vec::new(), 0)
-        };
+        let (pod, pods) =
+            super::partition::fat_tree_pods(topo, cfg).unwrap_or_else(|| (Vec::new(), 0));
         ParallelismStats {
             lookahead: topo.links.iter().map(|l| l.delay).min().unwrap_or(1).max(1),
             link_to: topo.links.iter().map(|l| l.to).collect(),

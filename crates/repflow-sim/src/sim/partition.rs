@@ -1,0 +1,387 @@
+//! A partitioned run: the network split into parts (fat-tree pods, or single nodes), each
+//! with its own event queue, run one lookahead window at a time. Within a window each part
+//! runs its own events in order, alone; the events it schedules for another part (a packet
+//! that reaches a node of that part, a message to a connection's source) lie at least one
+//! lookahead ahead, so they are handed over when the window ends. This is the schedule of a
+//! conservative parallel engine, run on one thread: the parts of a window may run in any
+//! order (a test runs them in reverse) and the results stay those of the sequential engine,
+//! bit for bit, because
+//! - events of one time are ordered by their own ancestry, never by a global counter
+//!   ([`crate::engine::Anc`]);
+//! - what happens at a host depends only on what reached it: completions reach the source
+//!   as messages one ACK path's propagation delay later, flows are numbered and their
+//!   replication ports drawn in arrival order before they start;
+//! - a link is shared by two parts (its port's queue at the sending node, its far end at
+//!   the receiving one), and whether the next packet's arrival is scheduled by its
+//!   admission or by the arrival of the packet ahead of it is decided from the port's own
+//!   history (`wire_admitted`), not from which part happened to run first;
+//! - the run ends at the end of the window in which the last flow completes, in both.
+//!
+//! Everything else a part touches belongs to its nodes, except state read across a link
+//! whose content is settled before the reader can see it (a packet's path, the receiver's
+//! SACK log prefix an ACK names, the sender's mapping of a segment a packet carries). A
+//! parallel engine must still give each part its own storage for these (they live in
+//! shared vectors here).
+
+use super::{ev, Event, EventQueue, Progress, SimError, World, EV_FLOW};
+use crate::config::TopologyKind;
+use crate::engine::{anc_b, Anc, Place, Time};
+use crate::network::Topology;
+use crate::packet::HOP_WIRE_SCHEDULED;
+use crate::units::PS_PER_SEC;
+use std::time::Instant;
+
+/// How a partitioned run splits the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Partitioning {
+    /// `n` parts: a fat-tree's pod `p` (its hosts, edge and aggregation switches) in part
+    /// `p mod n`, its core switches dealt round-robin; in another topology, node `i` in
+    /// part `i mod n`.
+    Pods(u32),
+    /// Every node a part of its own (the finest split).
+    Nodes,
+}
+
+/// A partitioned run's plan ([`super::run_partitioned`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionPlan {
+    /// How the network is split.
+    pub partitioning: Partitioning,
+    /// Run the parts of each window in reverse order. The results do not depend on the
+    /// order (that is what the tests check with this).
+    pub reverse: bool,
+}
+
+/// A partitioned run's parts.
+pub(super) struct Parts {
+    /// Number of parts.
+    pub(super) n: u32,
+    /// Node → its part.
+    node_part: Vec<u32>,
+    /// Link → the part of its far end (where its arrivals are handled).
+    link_end_part: Vec<u32>,
+    /// Each part's queue; the part being run has swapped its own into `World::q`.
+    queues: Vec<EventQueue>,
+    /// The part being run.
+    cur: u32,
+    /// End of the window being run: every event handed to another part is at or after it.
+    window_end: Time,
+    /// Per part, the events other parts scheduled for it in this window.
+    inbox: Vec<Vec<(Time, Anc, Event)>>,
+    /// Per link, the arrival time and arrival-event place of the packet admitted last.
+    wire_last: Vec<Option<(Time, Anc)>>,
+    /// Order in which a window runs the parts.
+    order: Vec<u32>,
+}
+
+impl Parts {
+    /// Hands `e`, at `t` and scheduled with `anc`, to part `p`.
+    fn send(&mut self, p: u32, t: Time, anc: Anc, e: Event) {
+        assert!(
+            t >= self.window_end,
+            "an event for another part inside the lookahead window"
+        );
+        self.inbox[p as usize].push((t, anc, e));
+    }
+}
+
+/// Node → pod of a fat-tree (its core switches dealt round-robin), or `None` for another
+/// topology. Nodes are numbered as the builder makes them: hosts, edge, aggregation and
+/// core switches.
+pub(super) fn fat_tree_pods(topo: &Topology, cfg: &crate::Config) -> Option<(Vec<u32>, usize)> {
+    let t = &cfg.topology;
+    if t.kind != TopologyKind::FatTree {
+        return None;
+    }
+    let k = t.k as usize;
+    let half = k / 2;
+    let hpe = t.fat_tree_hosts_per_edge() as usize;
+    let hosts = k * half * hpe;
+    let pod = (0..topo.nodes.len())
+        .map(|n| {
+            (if n < hosts {
+                n / (half * hpe)
+            } else if n < hosts + k * half {
+                (n - hosts) / half
+            } else if n < hosts + 2 * k * half {
+                (n - hosts - k * half) / half
+            } else {
+                (n - hosts - 2 * k * half) % k
+            }) as u32
+        })
+        .collect();
+    Some((pod, k))
+}
+
+impl<const P: bool> World<'_, P> {
+    /// Splits the network as `plan` says (a partitioned run, before it starts).
+    pub(super) fn partition(&mut self, plan: &PartitionPlan) -> Result<(), SimError> {
+        if let Some((i, l)) = self
+            .topo
+            .links
+            .iter()
+            .enumerate()
+            .find(|(_, l)| l.delay == 0)
+        {
+            return Err(SimError::Input(format!(
+                "a partitioned run needs every link's delay above 0 (its lookahead); link {i} \
+                 ({} -> {}) has none",
+                l.from, l.to
+            )));
+        }
+        let nodes = self.topo.nodes.len();
+        let (node_part, n) = match plan.partitioning {
+            Partitioning::Nodes => ((0..nodes as u32).collect::<Vec<u32>>(), nodes as u32),
+            Partitioning::Pods(0) => {
+                return Err(SimError::Input(
+                    "a partitioned run needs at least one part".into(),
+                ))
+            }
+            Partitioning::Pods(n) => match fat_tree_pods(&self.topo, self.cfg) {
+                Some((pod, _)) => (pod.iter().map(|&p| p % n).collect(), n),
+                None => ((0..nodes as u32).map(|i| i % n).collect(), n),
+            },
+        };
+        let link_end_part = self
+            .topo
+            .links
+            .iter()
+            .map(|l| node_part[l.to as usize])
+            .collect();
+        let (ids, slot, horizon) = self.q_shape;
+        let queues = (0..n)
+            .map(|_| EventQueue::new(ids, slot, horizon))
+            .collect();
+        let mut order: Vec<u32> = (0..n).collect();
+        if plan.reverse {
+            order.reverse();
+        }
+        self.q = EventQueue::new(0, 1, 1);
+        self.part = Some(Box::new(Parts {
+            n,
+            node_part,
+            link_end_part,
+            queues,
+            cur: u32::MAX,
+            window_end: 0,
+            inbox: vec![Vec::new(); n as usize],
+            wire_last: vec![None; self.topo.links.len()],
+            order,
+        }));
+        Ok(())
+    }
+
+    fn parts(&mut self) -> &mut Parts {
+        self.part.as_mut().expect("a partitioned run")
+    }
+
+    /// Schedules timer `payload` at `t` for the part of `node` (this part's own queue, or
+    /// handed over at the window's end).
+    pub(super) fn push_timer_at(&mut self, t: Time, payload: u64, node: u32) {
+        if P {
+            let p = self.parts();
+            let owner = p.node_part[node as usize];
+            if owner != p.cur {
+                let anc = self.q.take_anc();
+                self.parts().send(owner, t, anc, Event::Timer(payload));
+                return;
+            }
+        }
+        self.q.push_timer(t, payload);
+    }
+
+    /// [`World::enqueue_fifo`] in a partitioned run.
+    #[inline(never)]
+    pub(super) fn enqueue_fifo_part<const FAST: bool>(
+        &mut self,
+        link: u32,
+        pkt: crate::packet::Packet,
+    ) {
+        let place = self.q.last_place();
+        let port = &mut self.ports[link as usize];
+        let was_empty = port.wire_is_empty();
+        let r = if FAST {
+            port.enqueue_fast(pkt, self.now)
+        } else {
+            port.enqueue_general(pkt, self.now)
+        };
+        match r {
+            Some(_) => self.wire_admitted(link, was_empty, place),
+            None => self.count_drops(link, 1),
+        }
+    }
+
+    /// A packet was just admitted to `link` (its port's queue) by the current event, at
+    /// `place`; `was_empty`: no packet was on the link before, as this part sees it.
+    ///
+    /// The sequential engine schedules a packet's arrival at the link's end when it is
+    /// admitted to an empty link (as this event's push), else when the packet ahead of it
+    /// arrives (as that arrival's first push). Whether that packet had arrived is a matter
+    /// of time order — its arrival event before or after this one — which this part
+    /// decides from the time and place of the last admitted packet's arrival event: the
+    /// same answer whichever part ran first. If the packet ahead is still on its way, its
+    /// arrival will schedule this one, unless the far end's part has already run past it
+    /// (the link looks empty here): then the arrival is handed over now, in the place the
+    /// arrival ahead would have given it.
+    pub(super) fn wire_admitted(&mut self, link: u32, was_empty: bool, place: Place) {
+        let now = self.now;
+        let arrival = self.ports[link as usize]
+            .last_admitted()
+            .expect("just admitted")
+            .0;
+        let last = self.parts().wire_last[link as usize];
+        let ahead_on_wire =
+            last.filter(|&(t, anc)| (t, anc, link as u64) > (now, place.0, place.1));
+        let (anc, schedule) = match ahead_on_wire {
+            None => (self.q.take_anc(), true),
+            Some((t, a)) => ((t, anc_b(t, a.0, 0)), was_empty),
+        };
+        self.parts().wire_last[link as usize] = Some((arrival, anc));
+        if !schedule {
+            return;
+        }
+        let (_, pkt) = self.ports[link as usize]
+            .last_admitted()
+            .expect("just admitted");
+        pkt.hop |= HOP_WIRE_SCHEDULED;
+        let p = self.parts();
+        let owner = p.link_end_part[link as usize];
+        if owner != p.cur {
+            p.send(owner, arrival, anc, Event::Near(link));
+        } else {
+            // The far end is this part, which runs in time order: the link was empty
+            // exactly when the packet ahead had arrived, and the place is this event's.
+            debug_assert!(ahead_on_wire.is_none());
+            self.q.push_near_taken(arrival, link, anc);
+        }
+    }
+
+    /// Admits the flows that arrive before `limit` and hands each flow event to its source's
+    /// part, in the place the sequential engine's chain of flow events gives it.
+    fn draw_arrivals(&mut self, limit: Time) {
+        loop {
+            if self.pending.is_none() {
+                if self.arrivals_done {
+                    return;
+                }
+                let capped = self
+                    .cfg
+                    .workload
+                    .max_flows
+                    .is_some_and(|m| self.arrivals_scheduled >= m);
+                let next = self.arrivals.next(self.end_arrivals);
+                match next {
+                    Some(a) if !capped => {
+                        self.arrivals_scheduled += 1;
+                        // Scheduled by the previous flow event as its first push (the
+                        // first before any event).
+                        let (t, anc) = match self.gen_prev {
+                            None => (a.time, (0, anc_b(0, 0, 0))),
+                            Some((pt, pa)) => (a.time.max(pt), (pt, anc_b(pt, pa.0, 0))),
+                        };
+                        self.pending = Some((a, t, anc));
+                    }
+                    _ => {
+                        self.arrivals_done = true;
+                        return;
+                    }
+                }
+            }
+            let (a, t, anc) = self.pending.expect("drawn above");
+            if t >= limit {
+                return;
+            }
+            self.pending = None;
+            self.gen_prev = Some((t, anc));
+            let id = self.admit_flow(a, t);
+            let p = self.parts();
+            let owner = p.node_part[a.src as usize];
+            p.inbox[owner as usize].push((t, anc, Event::Timer(ev(EV_FLOW, id))));
+        }
+    }
+
+    /// Puts the events handed over in this window into their parts' queues.
+    fn deliver(&mut self) {
+        let p = self.part.as_mut().expect("a partitioned run");
+        for (q, inbox) in p.queues.iter_mut().zip(p.inbox.iter_mut()) {
+            for (t, anc, e) in inbox.drain(..) {
+                match e {
+                    Event::Near(id) => q.push_near_remote(t, id, anc),
+                    Event::Timer(x) => q.push_timer_remote(t, x, anc),
+                }
+            }
+        }
+    }
+
+    /// The earliest pending event of any part, or flow not yet admitted.
+    fn next_time(&self) -> Option<Time> {
+        let p = self.part.as_ref().expect("a partitioned run");
+        let queued = p.queues.iter().filter_map(|q| q.peek_time()).min();
+        let flow = self.pending.map(|(_, t, _)| t);
+        match (queued, flow) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The run loop of a partitioned run.
+    pub(super) fn run_partitioned(
+        &mut self,
+        progress: &mut dyn FnMut(&Progress) -> bool,
+    ) -> Result<(), SimError> {
+        let end = (self.end_arrivals + self.cfg.workload.drain.ps()).saturating_add(1);
+        let lookahead = self.lookahead();
+        let links = self.ports.len() as u32;
+        let n = self.parts().n as usize;
+        let mut events: u64 = 0;
+        let mut last = 0;
+        let mut last_report = Instant::now();
+        let mut start = 0;
+        loop {
+            let window_end = start + lookahead;
+            let limit = window_end.min(end);
+            self.parts().window_end = window_end;
+            self.draw_arrivals(limit);
+            self.deliver();
+            for i in 0..n {
+                let p = self.part.as_mut().expect("a partitioned run");
+                let part = p.order[i];
+                p.cur = part;
+                std::mem::swap(&mut self.q, &mut p.queues[part as usize]);
+                while let Some((t, e)) = self.q.pop_before(limit) {
+                    self.now = t;
+                    last = last.max(t);
+                    events += 1;
+                    self.step(links, e);
+                }
+                let p = self.part.as_mut().expect("a partitioned run");
+                std::mem::swap(&mut self.q, &mut p.queues[part as usize]);
+                p.cur = u32::MAX;
+            }
+            self.deliver();
+            if self.arrivals_done && self.counters.flows_finished == self.counters.flows {
+                break;
+            }
+            match self.next_time() {
+                Some(t) if t < end => start = t / lookahead * lookahead,
+                _ => break,
+            }
+            if last_report.elapsed().as_millis() >= 200 {
+                last_report = Instant::now();
+                let p = Progress {
+                    sim_time: last as f64 / PS_PER_SEC as f64,
+                    duration: self.end_arrivals as f64 / PS_PER_SEC as f64,
+                    flows_started: self.counters.flows,
+                    flows_finished: self.counters.flows_finished,
+                    events,
+                };
+                if !progress(&p) {
+                    return Err(SimError::Cancelled);
+                }
+            }
+        }
+        self.now = last;
+        self.counters.events = events;
+        Ok(())
+    }
+}
