@@ -1,7 +1,9 @@
 //! Runs a simulation from a JSON configuration given on the command line (or the bench-A
 //! scenario with `bench-a`) and prints counters and summary; used for profiling.
+//! `REPFLOW_PARTITIONS=pods:N` (or `nodes`, with `:rev` to run each window's parts in
+//! reverse) runs it partitioned ([`repflow_sim::run_partitioned`]) instead.
 
-use repflow_sim::{run, Config};
+use repflow_sim::{run, run_partitioned, Config, PartitionPlan, Partitioning};
 
 fn main() {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "bench-a".into());
@@ -17,7 +19,32 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(2)
     });
-    let out = run(&cfg, &mut |_| true).unwrap_or_else(|e| {
+    let plan = std::env::var("REPFLOW_PARTITIONS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| {
+            let mut it = v.split(':');
+            let partitioning = match (it.next(), it.next()) {
+                (Some("nodes"), _) => Partitioning::Nodes,
+                (Some("pods"), Some(n)) => Partitioning::Pods(n.parse().unwrap_or_else(|_| {
+                    eprintln!("error: REPFLOW_PARTITIONS: pods:N takes a number of parts, not {n}");
+                    std::process::exit(2)
+                })),
+                _ => {
+                    eprintln!("error: REPFLOW_PARTITIONS is pods:N or nodes (then :rev), not {v}");
+                    std::process::exit(2)
+                }
+            };
+            PartitionPlan {
+                partitioning,
+                reverse: v.ends_with(":rev"),
+            }
+        });
+    let out = match &plan {
+        Some(plan) => run_partitioned(&cfg, plan, &mut |_| true),
+        None => run(&cfg, &mut |_| true),
+    }
+    .unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(2)
     });

@@ -604,7 +604,8 @@ impl EventQueue {
     pub fn push_timer_remote(&mut self, time: Time, event: u64, anc: Anc) {
         assert!(time >= self.now, "an event handed over in the past");
         #[cfg(feature = "tie-stats")]
-        self.ancestry.on_push_taken((time, anc, TIMER_RANK | event), 0);
+        self.ancestry
+            .on_push_taken((time, anc, TIMER_RANK | event), 0);
         self.set_timer_time(self.timer_time.min(time));
         self.timers.push(Entry {
             time,
