@@ -60,3 +60,29 @@ fn a_partitioned_run_refuses_links_without_delay() {
     let err = run_partitioned(&cfg, &plan, &mut |_| true).expect_err("no lookahead");
     assert!(err.to_string().contains("delay above 0"), "{err}");
 }
+
+#[test]
+fn larger_fat_trees_give_the_sequential_results_split_by_pod() {
+    // k = 8 at 10 Gb/s (bench-A's network), 3 ms of web-search arrivals, drained: many
+    // simultaneous events at synchronized queues, copies, priorities and subflows.
+    for scheme in ["tcp", "repflow", "pfabric", "mptcp"] {
+        let json = format!(
+            r#"{{"seed": 3,
+                "topology": {{"kind": "fat-tree", "k": 8, "link_rate": "10Gbps",
+                              "link_delay": "1us"}},
+                "queue": {{"limit_packets": 30}},
+                "workload": {{"cdf": "websearch", "load": 0.6, "duration": "3ms"}},
+                "scheme": {{"name": "{scheme}"}}}}"#
+        );
+        let cfg = Config::from_json(&json).unwrap_or_else(|e| panic!("{scheme}: {e}"));
+        let seq = run(&cfg, &mut |_| true).unwrap_or_else(|e| panic!("{scheme}: {e}"));
+        assert!(seq.counters.drops > 0, "{scheme}: a scenario without drops");
+        let plan = PartitionPlan {
+            partitioning: Partitioning::Pods(8),
+            reverse: true,
+        };
+        let part =
+            run_partitioned(&cfg, &plan, &mut |_| true).unwrap_or_else(|e| panic!("{scheme}: {e}"));
+        assert_eq!(digest(&part), digest(&seq), "{scheme}");
+    }
+}
