@@ -707,7 +707,7 @@ impl<'a, const P: bool> World<'a, P> {
             let c = &mut self.conns[conn_id as usize];
             let una = c.snd.snd_una();
             c.snd.on_packet(&tcp, pkt, c.rcv.sack_log(), now, &mut out);
-            if let Some((from, to)) = c.rcv.take_report(pkt.flags) {
+            if let Some((from, to)) = c.snd.take_report(&c.rcv, pkt.flags) {
                 c.snd.on_loss_report(&tcp, from, to, now, &mut out);
             }
             self.out = out;

@@ -19,9 +19,10 @@
 //!
 //! Everything else a part touches belongs to its nodes, except state read across a link
 //! whose content is settled before the reader can see it (a packet's path, the receiver's
-//! SACK log prefix an ACK names, the sender's mapping of a segment a packet carries). A
-//! parallel engine must still give each part its own storage for these (they live in
-//! shared vectors here).
+//! SACK log prefix an ACK names, MPTCP-L's loss report an ACK's tag names — the receiver
+//! keeps its last reports whatever the sender has read —, the sender's mapping of a segment
+//! a packet carries). A parallel engine must still give each part its own storage for these
+//! (they live in shared vectors here).
 
 use super::{ev, Event, EventQueue, Progress, SimError, World, EV_FLOW};
 use crate::config::TopologyKind;

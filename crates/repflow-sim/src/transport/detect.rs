@@ -49,6 +49,8 @@ pub struct DetectSender {
     pub fired_at_una: Option<u32>,
     /// Segments up to this one belong to a window already cut for a detected loss.
     pub cut_until: Option<u32>,
+    /// How far the receiver's reports have been read.
+    pub reports: ReportReader,
 }
 
 impl DetectSender {
@@ -61,6 +63,7 @@ impl DetectSender {
             atimer_at: None,
             fired_at_una: None,
             cut_until: None,
+            reports: ReportReader::default(),
         }
     }
 
@@ -101,15 +104,20 @@ impl DetectSender {
 }
 
 /// The receiver's half: the PS it expects next and the reports on their way back.
+///
+/// A report stands for the option a real ACK would carry; the packet carries only its tag,
+/// and the sender reads the report here ([`ReportReader`]). The receiver keeps the last
+/// [`MAX_REPORTS`] reports whatever the sender has read, so that nothing it does depends on
+/// the sender's state (in a partitioned run the two ends are in different parts).
 #[derive(Debug, Default)]
 pub struct DetectReceiver {
     expected: u32,
     pending: Option<(u32, u32)>,
     next_tag: u8,
-    reports: VecDeque<(u8, u32, u32)>,
-    /// Reports discarded because a later ACK arrived first (their ACK was lost) or the
-    /// queue was full.
-    pub lost_reports: u64,
+    /// The last reports `(tag, from, to)`, report `n` at `n % MAX_REPORTS`.
+    reports: Vec<(u8, u32, u32)>,
+    /// Reports written so far.
+    written: u64,
 }
 
 impl DetectReceiver {
@@ -131,29 +139,50 @@ impl DetectReceiver {
     }
 
     /// The flag bits of the next ACK: a report tag when a gap waits to be reported (the
-    /// report is queued), else 0.
+    /// report is kept for the sender), else 0.
     #[inline(never)]
     pub fn tag_ack(&mut self) -> u8 {
         let Some((from, to)) = self.pending.take() else {
             return 0;
         };
         self.next_tag = self.next_tag % (TAG_SPAN as u8 - 1) + 1;
-        if self.reports.len() >= MAX_REPORTS {
-            self.reports.pop_front();
-            self.lost_reports += 1;
+        let r = (self.next_tag, from, to);
+        if self.reports.len() < MAX_REPORTS {
+            self.reports.push(r);
+        } else {
+            self.reports[(self.written % MAX_REPORTS as u64) as usize] = r;
         }
-        self.reports.push_back((self.next_tag, from, to));
+        self.written += 1;
         self.next_tag << TAG_SHIFT
     }
+}
 
-    /// The report an ACK with flag bits `flags` carried (`from..to` PS lost), if any; reports
-    /// queued before it belonged to ACKs that never arrived and are discarded.
-    pub fn take(&mut self, flags: u8) -> Option<(u32, u32)> {
+/// The sender's reading of its receiver's reports: how far it has read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReportReader {
+    next: u64,
+    /// Reports never used: their ACK was lost (a later one arrived first), or the receiver
+    /// had overwritten them before an ACK that carried one arrived.
+    pub lost_reports: u64,
+}
+
+impl ReportReader {
+    /// The report an ACK with flag bits `flags` carried (`from..to` PS lost), if any, read
+    /// from `rx`; reports written before it belonged to ACKs that never arrived and are
+    /// skipped.
+    pub fn take(&mut self, rx: &DetectReceiver, flags: u8) -> Option<(u32, u32)> {
         let tag = flags >> TAG_SHIFT;
         if tag == 0 {
             return None;
         }
-        while let Some((t, from, to)) = self.reports.pop_front() {
+        let oldest = rx.written.saturating_sub(MAX_REPORTS as u64);
+        if self.next < oldest {
+            self.lost_reports += oldest - self.next;
+            self.next = oldest;
+        }
+        while self.next < rx.written {
+            let (t, from, to) = rx.reports[(self.next % MAX_REPORTS as u64) as usize];
+            self.next += 1;
             if t == tag {
                 return Some((from, to));
             }
@@ -183,7 +212,7 @@ mod tests {
         assert_ne!(t1, 0);
         assert_eq!(rx.tag_ack(), 0, "a gap is reported once");
         let mut segs = Vec::new();
-        let (from, to) = rx.take(t1).expect("the report");
+        let (from, to) = ReportReader::default().take(&rx, t1).expect("the report");
         tx.lookup(from, to, &mut segs);
         assert_eq!(segs, vec![101, 102]);
     }
@@ -197,8 +226,34 @@ mod tests {
         rx.on_data(4 << TAG_SHIFT); // PS 3 lost
         let t2 = rx.tag_ack();
         assert_ne!(lost_ack, t2);
-        assert_eq!(rx.take(t2), Some((3, 4)));
-        assert_eq!(rx.lost_reports, 1);
+        let mut reader = ReportReader::default();
+        assert_eq!(reader.take(&rx, t2), Some((3, 4)));
+        assert_eq!(reader.lost_reports, 1);
+    }
+
+    #[test]
+    fn the_receiver_keeps_its_last_reports_whatever_the_sender_read() {
+        // Two readers, one reading as reports come, one only at the end: the receiver's
+        // state is the same, and the late reader finds what is left of the last reports.
+        let mut rx = DetectReceiver::default();
+        let mut eager = ReportReader::default();
+        let mut tags = Vec::new();
+        let n = MAX_REPORTS as u32 + 10;
+        for i in 0..n {
+            rx.on_data(((2 * i % TAG_SPAN) as u8) << TAG_SHIFT);
+            rx.on_data((((2 * i + 2) % TAG_SPAN) as u8) << TAG_SHIFT);
+            let t = rx.tag_ack();
+            assert_ne!(t, 0);
+            assert!(eager.take(&rx, t).is_some());
+            tags.push(t);
+        }
+        assert_eq!(eager.lost_reports, 0);
+        let mut late = ReportReader::default();
+        // The first ten were overwritten; the 11th is the oldest kept.
+        assert!(late.take(&rx, tags[10]).is_some());
+        assert_eq!(late.lost_reports, 10);
+        assert!(late.take(&rx, tags[11]).is_some());
+        assert_eq!(late.lost_reports, 10);
     }
 
     #[test]

@@ -60,15 +60,10 @@ impl Receiver {
         r
     }
 
-    /// The loss report an ACK with flag bits `flags` carried, as `from..to` Packet Sequence
-    /// numbers (MPTCP-L; `None` for other ACKs).
-    pub fn take_report(&mut self, flags: u8) -> Option<(u32, u32)> {
-        self.detect.as_mut().and_then(|d| d.take(flags))
-    }
-
-    /// MPTCP-L loss reports lost with their ACKs.
-    pub fn lost_reports(&self) -> u64 {
-        self.detect.as_ref().map_or(0, |d| d.lost_reports)
+    /// MPTCP-L's loss detection state, whose reports the sender reads
+    /// ([`crate::transport::Sender::take_report`]).
+    pub fn detect(&self) -> Option<&DetectReceiver> {
+        self.detect.as_deref()
     }
 
     /// With SACK, the distinct data segments received in order of arrival (empty without).

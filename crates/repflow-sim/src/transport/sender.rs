@@ -226,6 +226,18 @@ impl Sender {
         }
     }
 
+    /// The loss report an ACK with flag bits `flags` carried, as `from..to` Packet Sequence
+    /// numbers, read from its receiver `rcv` (MPTCP-L; `None` for other ACKs and senders).
+    pub fn take_report(&mut self, rcv: &super::Receiver, flags: u8) -> Option<(u32, u32)> {
+        let rx = rcv.detect()?;
+        self.detect.as_mut()?.reports.take(rx, flags)
+    }
+
+    /// MPTCP-L loss reports never used (their ACKs lost or overtaken).
+    pub fn lost_reports(&self) -> u64 {
+        self.detect.as_ref().map_or(0, |d| d.reports.lost_reports)
+    }
+
     /// MPTCP-L: the receiver reported the transmissions numbered `from..to` lost; resend the
     /// segments they carried that are still unacknowledged.
     pub fn on_loss_report(

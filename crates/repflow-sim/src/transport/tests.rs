@@ -507,7 +507,7 @@ fn deliver(
     let mut out = Vec::new();
     for a in &acks {
         s.on_packet(p, a, &[], now, &mut out);
-        if let Some((from, to)) = r.take_report(a.flags) {
+        if let Some((from, to)) = s.take_report(r, a.flags) {
             s.on_loss_report(p, from, to, now, &mut out);
         }
     }
