@@ -580,6 +580,10 @@ impl EventQueue {
         #[cfg(feature = "tie-stats")]
         self.ancestry
             .on_push_taken((time, anc, TIMER_RANK | event), anc.1 & 15);
+        self.timer_entry(time, event, anc);
+    }
+
+    fn timer_entry(&mut self, time: Time, event: u64, anc: Anc) {
         self.set_timer_time(self.timer_time.min(time));
         self.timers.push(Entry {
             time,
@@ -606,13 +610,7 @@ impl EventQueue {
         #[cfg(feature = "tie-stats")]
         self.ancestry
             .on_push_taken((time, anc, TIMER_RANK | event), 0);
-        self.set_timer_time(self.timer_time.min(time));
-        self.timers.push(Entry {
-            time,
-            push: anc,
-            rank: TIMER_RANK | event,
-            e: event,
-        });
+        self.timer_entry(time, event, anc);
     }
 
     /// Time of the earliest pending event, without taking it (nor turning the wheel).

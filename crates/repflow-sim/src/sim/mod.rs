@@ -266,16 +266,9 @@ impl<'a, const P: bool> World<'a, P> {
     /// flow's if earlier, so its time and place follow from the arrivals alone (a
     /// partitioned run draws them ahead).
     fn schedule_next_arrival(&mut self) {
-        let capped = self
-            .cfg
-            .workload
-            .max_flows
-            .is_some_and(|m| self.arrivals_scheduled >= m);
-        let next = self.arrivals.next(self.end_arrivals);
-        match next {
-            Some(a) if !capped => {
-                let id = self.arrivals_scheduled;
-                self.arrivals_scheduled += 1;
+        match self.draw_arrival() {
+            Some(a) => {
+                let id = self.arrivals_scheduled - 1;
                 let t = a.time.max(self.now);
                 let anc = self.q.take_anc();
                 self.q.push_timer_as(t, ev(EV_FLOW, id as u32), anc);
@@ -286,6 +279,20 @@ impl<'a, const P: bool> World<'a, P> {
                 self.arrivals_done = true;
             }
         }
+    }
+
+    /// The next arrival, counted, unless the arrivals (or `workload.max_flows`) are
+    /// exhausted.
+    fn draw_arrival(&mut self) -> Option<Arrival> {
+        let capped = self
+            .cfg
+            .workload
+            .max_flows
+            .is_some_and(|m| self.arrivals_scheduled >= m);
+        let next = self.arrivals.next(self.end_arrivals);
+        let a = next.filter(|_| !capped)?;
+        self.arrivals_scheduled += 1;
+        Some(a)
     }
 
     /// Flow event `id`: the flow's arrival (drawn when its event was scheduled) becomes a
@@ -877,7 +884,7 @@ impl<'a, const P: bool> World<'a, P> {
 
     /// Handles one event (of `links` links' network); returns whether it may have ended
     /// the run.
-    #[inline]
+    #[inline(always)]
     fn step(&mut self, links: u32, e: Event) -> bool {
         match e {
             Event::Near(id) if id < links => self.on_arrive(id),
@@ -931,21 +938,13 @@ impl<'a, const P: bool> World<'a, P> {
             }
             // Packet arrivals are nearly all events. A packet forwarded by a switch cannot
             // end the run: the end test is skipped.
-            let may_end = match e {
-                Event::Near(id) if id < links => {
-                    #[cfg(feature = "parallelism-stats")]
+            #[cfg(feature = "parallelism-stats")]
+            if let Event::Near(id) = e {
+                if id < links {
                     self.parallelism.on_arrival(t, id);
-                    self.on_arrive(id)
                 }
-                Event::Near(id) => {
-                    self.on_tx_done(id - links);
-                    true
-                }
-                Event::Timer(e) => {
-                    self.on_other_event(e);
-                    true
-                }
-            };
+            }
+            let may_end = self.step(links, e);
             // The likely next event's port line was asked for above and has had this
             // event's time to arrive: ask for its head packet's entry now (the hint taken
             // before this event's pushes: a hint need not be right), so that the

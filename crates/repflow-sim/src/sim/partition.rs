@@ -265,15 +265,8 @@ impl<const P: bool> World<'_, P> {
                 if self.arrivals_done {
                     return;
                 }
-                let capped = self
-                    .cfg
-                    .workload
-                    .max_flows
-                    .is_some_and(|m| self.arrivals_scheduled >= m);
-                let next = self.arrivals.next(self.end_arrivals);
-                match next {
-                    Some(a) if !capped => {
-                        self.arrivals_scheduled += 1;
+                match self.draw_arrival() {
+                    Some(a) => {
                         // Scheduled by the previous flow event as its first push (the
                         // first before any event).
                         let (t, anc) = match self.gen_prev {
@@ -282,7 +275,7 @@ impl<const P: bool> World<'_, P> {
                         };
                         self.pending = Some((a, t, anc));
                     }
-                    _ => {
+                    None => {
                         self.arrivals_done = true;
                         return;
                     }
