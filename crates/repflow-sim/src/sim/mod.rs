@@ -882,6 +882,17 @@ impl<'a, const P: bool> World<'a, P> {
         self.parallelism.on_event(&self.q.ancestry, at);
     }
 
+    /// Where the run stands at simulated time `now`, after `events` events.
+    fn progress(&self, now: Time, events: u64) -> Progress {
+        Progress {
+            sim_time: now as f64 / PS_PER_SEC as f64,
+            duration: self.end_arrivals as f64 / PS_PER_SEC as f64,
+            flows_started: self.counters.flows,
+            flows_finished: self.counters.flows_finished,
+            events,
+        }
+    }
+
     /// Handles one event (of `links` links' network); returns whether it may have ended
     /// the run.
     #[inline(always)]
@@ -960,14 +971,7 @@ impl<'a, const P: bool> World<'a, P> {
             }
             if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
                 last_report = Instant::now();
-                let p = Progress {
-                    sim_time: self.now as f64 / PS_PER_SEC as f64,
-                    duration: self.end_arrivals as f64 / PS_PER_SEC as f64,
-                    flows_started: self.counters.flows,
-                    flows_finished: self.counters.flows_finished,
-                    events,
-                };
-                if !progress(&p) {
+                if !progress(&self.progress(self.now, events)) {
                     return Err(SimError::Cancelled);
                 }
             }

@@ -29,7 +29,6 @@ use crate::config::TopologyKind;
 use crate::engine::{anc_b, Anc, Place, Time};
 use crate::network::Topology;
 use crate::packet::HOP_WIRE_SCHEDULED;
-use crate::units::PS_PER_SEC;
 use std::time::Instant;
 
 /// How a partitioned run splits the network.
@@ -362,14 +361,7 @@ impl<const P: bool> World<'_, P> {
             }
             if last_report.elapsed().as_millis() >= 200 {
                 last_report = Instant::now();
-                let p = Progress {
-                    sim_time: last as f64 / PS_PER_SEC as f64,
-                    duration: self.end_arrivals as f64 / PS_PER_SEC as f64,
-                    flows_started: self.counters.flows,
-                    flows_finished: self.counters.flows_finished,
-                    events,
-                };
-                if !progress(&p) {
+                if !progress(&self.progress(last, events)) {
                     return Err(SimError::Cancelled);
                 }
             }
