@@ -148,7 +148,10 @@ impl<const P: bool> World<'_, P> {
             .iter()
             .map(|l| node_part[l.to as usize])
             .collect();
+        // A part's queue holds about 1/n of the events: slots n times wider keep as many
+        // events per slot as the sequential queue's (only the speed depends on the width).
         let (ids, slot, horizon) = self.q_shape;
+        let slot = slot.saturating_mul(n as u64).min(horizon.max(1));
         let queues = (0..n)
             .map(|_| EventQueue::new(ids, slot, horizon))
             .collect();
@@ -225,26 +228,22 @@ impl<const P: bool> World<'_, P> {
     /// arrival ahead would have given it.
     pub(super) fn wire_admitted(&mut self, link: u32, was_empty: bool, place: Place) {
         let now = self.now;
-        let arrival = self.ports[link as usize]
+        let p = self.part.as_deref_mut().expect("a partitioned run");
+        let (arrival, pkt) = self.ports[link as usize]
             .last_admitted()
-            .expect("just admitted")
-            .0;
-        let last = self.parts().wire_last[link as usize];
+            .expect("just admitted");
+        let last = &mut p.wire_last[link as usize];
         let ahead_on_wire =
             last.filter(|&(t, anc)| (t, anc, link as u64) > (now, place.0, place.1));
         let (anc, schedule) = match ahead_on_wire {
             None => (self.q.take_anc(), true),
             Some((t, a)) => ((t, anc_b(t, a.0, 0)), was_empty),
         };
-        self.parts().wire_last[link as usize] = Some((arrival, anc));
+        *last = Some((arrival, anc));
         if !schedule {
             return;
         }
-        let (_, pkt) = self.ports[link as usize]
-            .last_admitted()
-            .expect("just admitted");
         pkt.hop |= HOP_WIRE_SCHEDULED;
-        let p = self.parts();
         let owner = p.link_end_part[link as usize];
         if owner != p.cur {
             p.send(owner, arrival, anc, Event::Near(link));
