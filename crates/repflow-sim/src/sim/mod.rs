@@ -848,6 +848,37 @@ impl<'a, const P: bool> World<'a, P> {
         self.topo.links.iter().map(|l| l.delay).min().unwrap_or(0)
     }
 
+    /// Before an event: prefetches for the likely next event(s) (`deep`: the three-stage
+    /// pipeline) and returns the likely next event's port (a hint: any id, even none, is
+    /// harmless).
+    #[inline(always)]
+    fn prefetch_next(&self, deep: bool) -> u32 {
+        if deep {
+            let [h1, h2, h3] = self.q.hints();
+            self.prefetch_pipeline(h1, h2, h3);
+            h1
+        } else {
+            let hint = self.q.hint();
+            prefetch(self.ports.as_ptr().wrapping_add(hint as usize));
+            self.q.prefetch_node(hint);
+            hint
+        }
+    }
+
+    /// After an event: the likely next event's port line was asked for before it and has had
+    /// its time to arrive: asks for that port's head packet's entry now (the hint taken
+    /// before this event's pushes: a hint need not be right), so that the next arrival finds
+    /// both (its ring is a separate allocation, cold at scale). The deep pipeline does this
+    /// itself.
+    #[inline(always)]
+    fn prefetch_next_head(&self, deep: bool, hint: u32) {
+        if !deep {
+            if let Some(p) = self.ports.get(hint as usize) {
+                prefetch(p.head_ptr());
+            }
+        }
+    }
+
     /// Every event but a packet arrival.
     #[inline(never)]
     fn on_other_event(&mut self, e: u64) {
@@ -936,17 +967,7 @@ impl<'a, const P: bool> World<'a, P> {
             events += 1;
             #[cfg(feature = "tie-stats")]
             self.count_tie(links, e);
-            // The likely next event's port (a hint: any id, even none, is harmless).
-            let hint;
-            if deep {
-                let [h1, h2, h3] = self.q.hints();
-                hint = h1;
-                self.prefetch_pipeline(h1, h2, h3);
-            } else {
-                hint = self.q.hint();
-                prefetch(self.ports.as_ptr().wrapping_add(hint as usize));
-                self.q.prefetch_node(hint);
-            }
+            let hint = self.prefetch_next(deep);
             // Packet arrivals are nearly all events. A packet forwarded by a switch cannot
             // end the run: the end test is skipped.
             #[cfg(feature = "parallelism-stats")]
@@ -956,15 +977,7 @@ impl<'a, const P: bool> World<'a, P> {
                 }
             }
             let may_end = self.step(links, e);
-            // The likely next event's port line was asked for above and has had this
-            // event's time to arrive: ask for its head packet's entry now (the hint taken
-            // before this event's pushes: a hint need not be right), so that the
-            // next arrival finds both (its ring is a separate allocation, cold at scale).
-            if !deep {
-                if let Some(p) = self.ports.get(hint as usize) {
-                    prefetch(p.head_ptr());
-                }
-            }
+            self.prefetch_next_head(deep, hint);
             if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
             {
                 limit = limit.min(window_end(t, lookahead));

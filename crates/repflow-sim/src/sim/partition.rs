@@ -324,6 +324,7 @@ impl<const P: bool> World<'_, P> {
         let end = (self.end_arrivals + self.cfg.workload.drain.ps()).saturating_add(1);
         let lookahead = self.lookahead();
         let links = self.ports.len() as u32;
+        let deep = links >= super::DEEP_PREFETCH_LINKS;
         let n = self.parts().n as usize;
         let mut events: u64 = 0;
         let mut last = 0;
@@ -344,7 +345,9 @@ impl<const P: bool> World<'_, P> {
                     self.now = t;
                     last = last.max(t);
                     events += 1;
+                    let hint = self.prefetch_next(deep);
                     self.step(links, e);
+                    self.prefetch_next_head(deep, hint);
                 }
                 let p = self.part.as_mut().expect("a partitioned run");
                 std::mem::swap(&mut self.q, &mut p.queues[part as usize]);
