@@ -86,3 +86,48 @@ fn larger_fat_trees_give_the_sequential_results_split_by_pod() {
         assert_eq!(digest(&part), digest(&seq), "{scheme}");
     }
 }
+
+#[test]
+fn other_topologies_give_the_sequential_results_node_by_node() {
+    // A leaf-spine with unequal uplinks and a synchronized incast on a star (many ties at
+    // one switch port), each split node by node and into 3 parts (nodes dealt round-robin).
+    let trace: Vec<String> = (1..12)
+        .map(|s| format!(r#"{{"src": {s}, "dst": 0, "size": "100KB", "start": "1ms"}}"#))
+        .collect();
+    let configs = [
+        (
+            "leaf-spine",
+            r#"{"seed": 5,
+                "topology": {"kind": "leaf-spine", "leaves": 4, "spines": 3, "hosts_per_leaf": 4,
+                             "link_rate": "10Gbps", "uplink_rate": "40Gbps", "link_delay": "1us"},
+                "queue": {"limit_packets": 20},
+                "workload": {"cdf": "websearch", "load": 0.7, "duration": "5ms"},
+                "scheme": {"name": "repflow"}}"#
+                .to_string(),
+        ),
+        (
+            "star incast",
+            format!(
+                r#"{{"topology": {{"kind": "star", "hosts": 12, "link_rate": "1Gbps",
+                                   "link_delay": "10us"}},
+                     "queue": {{"limit_packets": 20}},
+                     "workload": {{"trace": [{}], "drain": "2s"}}}}"#,
+                trace.join(",")
+            ),
+        ),
+    ];
+    for (name, json) in configs {
+        let cfg = Config::from_json(&json).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let seq = run(&cfg, &mut |_| true).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(seq.counters.drops > 0, "{name}: a scenario without drops");
+        for partitioning in [Partitioning::Nodes, Partitioning::Pods(3)] {
+            let plan = PartitionPlan {
+                partitioning,
+                reverse: true,
+            };
+            let part = run_partitioned(&cfg, &plan, &mut |_| true)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(digest(&part), digest(&seq), "{name} {partitioning:?}");
+        }
+    }
+}
