@@ -171,7 +171,8 @@ struct World<'a, const P: bool = false> {
     parallelism: parallelism::ParallelismStats,
 }
 
-/// The parts of [`Parts`] the run keeps after building its ports and TCP parameters.
+/// The parts of [`crate::scheme::Parts`] the run keeps after building its ports and TCP
+/// parameters.
 struct SchemeParts {
     cc: CcFactory,
     policy: Box<dyn ReplicationPolicy>,
