@@ -640,32 +640,8 @@ impl EventQueue {
     /// [`EventQueue::pop`] if the earliest event is before `limit`; else `None`, the event
     /// left in place.
     pub fn pop_before(&mut self, limit: Time) -> Option<(Time, Event)> {
-        // `pop`'s fast path, turning the wheel only to the slot of an event it takes.
-        let w = &mut self.wheel;
-        if w.overflow.is_empty() {
-            let i = w.cur_idx;
-            let bit = i & 63;
-            let word = w.occupied[i >> 6] & (!0u64 << bit);
-            if word != 0 {
-                let skip = word.trailing_zeros() as usize - bit;
-                let abs = w.cur + skip as u64;
-                if abs <= self.timer_slot {
-                    let id = w.slots[i + skip].first;
-                    let time = w.nodes[id as usize].time;
-                    if time < self.timer_time {
-                        // The earliest event of all.
-                        if time >= limit {
-                            return None;
-                        }
-                        w.cur = abs;
-                        w.cur_idx = i + skip;
-                        let n = w.nodes[id as usize];
-                        w.unlink(Least { id, time });
-                        self.popped(time, ((n.push, n.b), id as u64));
-                        return Some((time, Event::Near(id)));
-                    }
-                }
-            }
+        if let Some(r) = self.pop_fast::<true>(limit) {
+            return r;
         }
         if self.peek_time()? >= limit {
             return None;
@@ -735,40 +711,55 @@ impl EventQueue {
     /// Removes and returns the earliest event, with its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        // Fast path (no overflow): the first occupied slot found in the current bitmap word,
-        // if not after the earliest timer's slot, holds the wheel's minimum; it goes first if
-        // it is strictly earlier than every timer.
-        //
-        // The word is read whether or not the current slot is empty: with events as dense
-        // as a loaded network's it nearly always has a slot, so the only branches here are nearly
-        // always taken (testing the current slot first mispredicted about every other pop).
-        let w = &mut self.wheel;
-        if w.overflow.is_empty() {
-            let i = w.cur_idx;
-            let bit = i & 63;
-            // Bits below the current slot's stand for slots a whole turn ahead.
-            let word = w.occupied[i >> 6] & (!0u64 << bit);
-            if word != 0 {
-                let skip = word.trailing_zeros() as usize - bit;
-                let abs = w.cur + skip as u64;
-                if abs <= self.timer_slot {
-                    w.cur = abs;
-                    w.cur_idx = i + skip;
-                    let id = w.slots[w.cur_idx].first;
-                    let l = Least {
-                        id,
-                        time: w.nodes[id as usize].time,
-                    };
-                    if l.time < self.timer_time {
-                        let n = w.nodes[id as usize];
-                        w.unlink(l);
-                        self.popped(l.time, ((n.push, n.b), id as u64));
-                        return Some((l.time, Event::Near(l.id)));
-                    }
-                }
-            }
+        if let Some(r) = self.pop_fast::<false>(0) {
+            return r;
         }
         self.pop_slow()
+    }
+
+    /// The fast path of [`EventQueue::pop`] (`LIMITED`: of [`EventQueue::pop_before`]
+    /// `limit`): `Some` when it decides, `None` to take the slow path.
+    ///
+    /// With no overflow, the first occupied slot found in the current bitmap word, if not
+    /// after the earliest timer's slot, holds the wheel's minimum; it goes first if it is
+    /// strictly earlier than every timer. The word is read whether or not the current slot
+    /// is empty: with events as dense as a loaded network's it nearly always has a slot, so
+    /// the only branches here are nearly always taken (testing the current slot first
+    /// mispredicted about every other pop). The wheel turns only to the slot of an event it
+    /// takes (the slow path turns to the same slot).
+    #[inline(always)]
+    fn pop_fast<const LIMITED: bool>(&mut self, limit: Time) -> Option<Option<(Time, Event)>> {
+        let w = &mut self.wheel;
+        if !w.overflow.is_empty() {
+            return None;
+        }
+        let i = w.cur_idx;
+        let bit = i & 63;
+        // Bits below the current slot's stand for slots a whole turn ahead.
+        let word = w.occupied[i >> 6] & (!0u64 << bit);
+        if word == 0 {
+            return None;
+        }
+        let skip = word.trailing_zeros() as usize - bit;
+        let abs = w.cur + skip as u64;
+        if abs > self.timer_slot {
+            return None;
+        }
+        let id = w.slots[i + skip].first;
+        let time = w.nodes[id as usize].time;
+        if time >= self.timer_time {
+            return None;
+        }
+        // The earliest event of all.
+        if LIMITED && time >= limit {
+            return Some(None);
+        }
+        w.cur = abs;
+        w.cur_idx = i + skip;
+        let n = w.nodes[id as usize];
+        w.unlink(Least { id, time });
+        self.popped(time, ((n.push, n.b), id as u64));
+        Some(Some((time, Event::Near(id))))
     }
 
     fn pop_slow(&mut self) -> Option<(Time, Event)> {
