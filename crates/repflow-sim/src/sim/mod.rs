@@ -748,6 +748,13 @@ impl<'a, const P: bool> World<'a, P> {
         }
     }
 
+    /// Frees connection `conn`'s source port in SmartRep's HCA table (if the scheme has one).
+    fn release_port(&mut self, conn: u32) {
+        if let Some(h) = self.scheme.hca.as_mut() {
+            h.release(self.conns[conn as usize].tuple);
+        }
+    }
+
     /// Tells connection `conn`'s source, from its receiver, that something happened there
     /// (event `tag`): it learns it the ACK path's propagation delay later, as from the ACK
     /// that would carry it. (Nothing at a distance acts at once: what happens at one host
@@ -768,9 +775,7 @@ impl<'a, const P: bool> World<'a, P> {
     /// (and frees its HCA port), or, for a subflow, the whole multipath connection.
     fn on_cancel(&mut self, conn: u32) {
         self.conns[conn as usize].snd.cancel();
-        if let Some(h) = self.scheme.hca.as_mut() {
-            h.release(self.conns[conn as usize].tuple);
-        }
+        self.release_port(conn);
         if self.conns[conn as usize].multipath {
             self.mp_stop(conn);
         }
@@ -889,11 +894,7 @@ impl<'a, const P: bool> World<'a, P> {
             EV_DELACK => self.on_delack(id),
             EV_FLOW => self.on_flow(id),
             EV_HCA => self.start_probed_flow(id),
-            EV_RELEASE => {
-                if let Some(h) = self.scheme.hca.as_mut() {
-                    h.release(self.conns[id as usize].tuple);
-                }
-            }
+            EV_RELEASE => self.release_port(id),
             EV_CANCEL => self.on_cancel(id),
             _ => unreachable!("unknown event tag"),
         }
