@@ -1,9 +1,10 @@
 //! Runs a simulation from a JSON configuration given on the command line (or the bench-A
 //! scenario with `bench-a`) and prints counters and summary; used for profiling.
 //! `REPFLOW_PARTITIONS=pods:N` (or `nodes`, with `:rev` to run each window's parts in
-//! reverse) runs it partitioned ([`repflow_sim::run_partitioned`]) instead.
+//! reverse) runs it partitioned ([`repflow_sim::run_partitioned`]) instead;
+//! `REPFLOW_THREADS=N` runs it on N threads ([`repflow_sim::run_threaded`]).
 
-use repflow_sim::{run, run_partitioned, Config, PartitionPlan, Partitioning};
+use repflow_sim::{run, run_partitioned, run_threaded, Config, PartitionPlan, Partitioning};
 
 fn main() {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "bench-a".into());
@@ -40,8 +41,16 @@ fn main() {
                 reverse: v.ends_with(":rev"),
             }
         });
+    let threads: u32 = match std::env::var("REPFLOW_THREADS") {
+        Ok(v) if !v.is_empty() => v.parse().unwrap_or_else(|_| {
+            eprintln!("error: REPFLOW_THREADS takes a number of threads, not {v}");
+            std::process::exit(2)
+        }),
+        _ => 1,
+    };
     let out = match &plan {
         Some(plan) => run_partitioned(&cfg, plan, &mut |_| true),
+        None if threads > 1 => run_threaded(&cfg, threads, &mut |_| true),
         None => run(&cfg, &mut |_| true),
     }
     .unwrap_or_else(|e| {
@@ -49,6 +58,11 @@ fn main() {
         std::process::exit(2)
     });
     println!("{}", serde_json::to_string_pretty(&out.counters).unwrap());
+    eprintln!(
+        "wall {:.3} s, {:.2} M packet-hops/s",
+        out.counters.wall_time,
+        out.counters.packet_hops_per_sec / 1e6
+    );
     #[cfg(feature = "parallelism-stats")]
     {
         let p = &out.parallelism;

@@ -41,5 +41,6 @@ pub mod workload;
 pub use config::{Config, ConfigError};
 pub use metrics::{Counters, FlowRecord, Summary};
 pub use sim::{
-    run, run_partitioned, ConnRecord, PartitionPlan, Partitioning, Progress, RunOutput, SimError,
+    run, run_partitioned, run_threaded, ConnRecord, PartitionPlan, Partitioning, Progress,
+    RunOutput, SimError,
 };

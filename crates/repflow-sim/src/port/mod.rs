@@ -540,6 +540,33 @@ impl Port {
         f.pkt
     }
 
+    /// Drops the packets that have arrived at the far end by `now` from this copy of the
+    /// link (a threaded run's sending side, whose far end keeps its own copy: see
+    /// [`Port::wire_push`]). Admissions read only packets that have not started, which
+    /// these have, so they decide as before.
+    #[inline]
+    pub fn retire_arrived(&mut self, now: Time) {
+        while self.fifo.front().is_some_and(|f| f.arrival <= now) {
+            self.pop_arrived();
+        }
+    }
+
+    /// Puts a packet, arriving at `arrival`, on this copy of the link (a threaded run's
+    /// receiving side, which only pops arrivals: see [`Port::pop_arrived`]).
+    #[inline]
+    pub fn wire_push(&mut self, arrival: Time, pkt: Packet) {
+        // Kept balanced with `pop_arrived`, as a scheduled port's transmissions are.
+        self.waiting_bytes += pkt.bytes as u64;
+        self.fifo.push_back(InFlight { arrival, pkt });
+    }
+
+    /// Takes the packets on `far`'s copy of the link as this copy's (after a threaded run,
+    /// so that [`Port::packets`] and [`Port::in_system`] count them as the sequential
+    /// engine's single copy does).
+    pub fn take_wire(&mut self, far: &mut Port) {
+        std::mem::swap(&mut self.fifo, &mut far.fifo);
+    }
+
     /// Packets that crossed this link (reached its far end).
     pub fn packets(&self) -> u64 {
         self.sent - self.fifo.len() as u64

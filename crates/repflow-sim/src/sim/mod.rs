@@ -23,8 +23,10 @@ mod output;
 #[cfg(feature = "parallelism-stats")]
 pub mod parallelism;
 mod partition;
+mod threads;
 pub use output::{ConnRecord, RunOutput};
 pub use partition::{PartitionPlan, Partitioning};
+pub use threads::run_threaded;
 
 /// Why a run could not be done.
 #[derive(Debug, Error)]
@@ -466,6 +468,9 @@ impl<'a, const P: bool> World<'a, P> {
             let conn = self.new_conn(c, id, i as u8, t, spec.size);
             self.paths.set(c, conn.fwd, conn.rev);
             self.conns[c as usize] = conn;
+            if P {
+                self.note_hca(id, c, t, kept as u8);
+            }
         }
         self.flows[id as usize].copies = kept as u8;
         wait
@@ -581,7 +586,7 @@ impl<'a, const P: bool> World<'a, P> {
         let r = port.sched_enqueue(pkt, prio, self.now, place);
         if P {
             if r.started.is_some() {
-                self.wire_admitted(link, r.head_arrival, place);
+                self.wire_admitted(link, place);
             }
         } else if r.head_arrival {
             let t = port.head_arrival().expect("just sent");
@@ -613,7 +618,7 @@ impl<'a, const P: bool> World<'a, P> {
         let port = &mut self.ports[link as usize];
         if let Some((_, wire_was_empty)) = port.sched_tx_done(self.now) {
             if P {
-                self.wire_admitted(link, wire_was_empty, place);
+                self.wire_admitted(link, place);
             } else if wire_was_empty {
                 let t = port.head_arrival().expect("just sent");
                 self.q.push_near(t, link);
@@ -684,6 +689,9 @@ impl<'a, const P: bool> World<'a, P> {
         let end = if forward {
             let completed = c.rcv.on_packet(&tcp, &pkt, now, &mut out);
             self.out = out;
+            if P {
+                self.note_receipt(conn_id);
+            }
             if completed {
                 self.copy_completed(conn_id);
             }

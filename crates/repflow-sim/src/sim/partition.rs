@@ -27,7 +27,7 @@
 use super::{ev, Event, EventQueue, Progress, SimError, World, EV_FLOW};
 use crate::config::TopologyKind;
 use crate::engine::{anc_b, Anc, Place, Time};
-use crate::network::Topology;
+use crate::network::{FiveTuple, Topology};
 use crate::packet::HOP_WIRE_SCHEDULED;
 use std::time::Instant;
 
@@ -57,21 +57,25 @@ pub(super) struct Parts {
     /// Number of parts.
     pub(super) n: u32,
     /// Node → its part.
-    node_part: Vec<u32>,
+    pub(super) node_part: Vec<u32>,
     /// Link → the part of its far end (where its arrivals are handled).
-    link_end_part: Vec<u32>,
+    pub(super) link_end_part: Vec<u32>,
     /// Each part's queue; the part being run has swapped its own into `World::q`.
-    queues: Vec<EventQueue>,
+    pub(super) queues: Vec<EventQueue>,
     /// The part being run.
-    cur: u32,
+    pub(super) cur: u32,
     /// End of the window being run: every event handed to another part is at or after it.
-    window_end: Time,
+    pub(super) window_end: Time,
     /// Per part, the events other parts scheduled for it in this window.
-    inbox: Vec<Vec<(Time, Anc, Event)>>,
+    pub(super) inbox: Vec<Vec<(Time, Anc, Event)>>,
     /// Per link, the arrival time and arrival-event place of the packet admitted last.
     wire_last: Vec<Option<(Time, Anc)>>,
     /// Order in which a window runs the parts.
     order: Vec<u32>,
+    /// A threaded run's exchange state ([`super::threads`]): this replica runs only part
+    /// `cur`, and what it owes other parts leaves at each window's end. `None` on one
+    /// thread.
+    pub(super) threaded: Option<Box<super::threads::Exchange>>,
 }
 
 impl Parts {
@@ -170,11 +174,12 @@ impl<const P: bool> World<'_, P> {
             inbox: vec![Vec::new(); n as usize],
             wire_last: vec![None; self.topo.links.len()],
             order,
+            threaded: None,
         }));
         Ok(())
     }
 
-    fn parts(&mut self) -> &mut Parts {
+    pub(super) fn parts(&mut self) -> &mut Parts {
         self.part.as_mut().expect("a partitioned run")
     }
 
@@ -202,62 +207,98 @@ impl<const P: bool> World<'_, P> {
     ) {
         let place = self.q.last_place();
         let port = &mut self.ports[link as usize];
-        let was_empty = port.wire_is_empty();
         let r = if FAST {
             port.enqueue_fast(pkt, self.now)
         } else {
             port.enqueue_general(pkt, self.now)
         };
         match r {
-            Some(_) => self.wire_admitted(link, was_empty, place),
+            Some(_) => self.wire_admitted(link, place),
             None => self.count_drops(link, 1),
         }
     }
 
     /// A packet was just admitted to `link` (its port's queue) by the current event, at
-    /// `place`; `was_empty`: no packet was on the link before, as this part sees it.
+    /// `place`.
     ///
     /// The sequential engine schedules a packet's arrival at the link's end when it is
     /// admitted to an empty link (as this event's push), else when the packet ahead of it
     /// arrives (as that arrival's first push). Whether that packet had arrived is a matter
     /// of time order — its arrival event before or after this one — which this part
-    /// decides from the time and place of the last admitted packet's arrival event: the
-    /// same answer whichever part ran first. If the packet ahead is still on its way, its
-    /// arrival will schedule this one, unless the far end's part has already run past it
-    /// (the link looks empty here): then the arrival is handed over now, in the place the
-    /// arrival ahead would have given it.
-    pub(super) fn wire_admitted(&mut self, link: u32, was_empty: bool, place: Place) {
+    /// decides from the time and place of the last admitted packet's arrival event. If the
+    /// packet ahead is still on its way and its far end is another part, that part runs
+    /// the arrival ahead in this window (before it can see this packet, handed over at the
+    /// window's end) exactly when the arrival is before the window's end: then this part
+    /// hands this packet's arrival over itself, in the place the arrival ahead would have
+    /// given it, and marks the packet so that the far end does not schedule it again;
+    /// else it leaves it to the arrival ahead. The answer depends on times alone, not on
+    /// which part ran first, nor on whether the parts share the port (one thread) or
+    /// the far end holds its own copy of the link's packets (threads).
+    pub(super) fn wire_admitted(&mut self, link: u32, place: Place) {
         let now = self.now;
         let p = self.part.as_deref_mut().expect("a partitioned run");
-        let (arrival, pkt) = self.ports[link as usize]
-            .last_admitted()
-            .expect("just admitted");
+        let port = &mut self.ports[link as usize];
+        let (arrival, pkt) = port.last_admitted().expect("just admitted");
         let last = &mut p.wire_last[link as usize];
         let ahead_on_wire =
             last.filter(|&(t, anc)| (t, anc, link as u64) > (now, place.0, place.1));
+        let owner = p.link_end_part[link as usize];
+        let remote = owner != p.cur;
         let (anc, schedule) = match ahead_on_wire {
             None => (self.q.take_anc(), true),
-            Some((t, a)) => ((t, anc_b(t, a.0, 0)), was_empty),
+            // On a link within the part, the arrival ahead (later in time order, run by
+            // this part) will see this packet.
+            Some((t, a)) => ((t, anc_b(t, a.0, 0)), remote && t < p.window_end),
         };
         *last = Some((arrival, anc));
+        if schedule {
+            pkt.hop |= HOP_WIRE_SCHEDULED;
+        }
+        let pkt = *pkt;
+        if let Some(x) = p.threaded.as_deref_mut().filter(|_| remote) {
+            // The far end's copy of the link gets the packet at the window's end; this
+            // copy keeps only what admissions read (packets that have arrived by now no
+            // longer count in the backlog).
+            x.wire_out[owner as usize].push((link, arrival, pkt));
+            port.retire_arrived(now);
+        }
         if !schedule {
             return;
         }
-        pkt.hop |= HOP_WIRE_SCHEDULED;
-        let owner = p.link_end_part[link as usize];
-        if owner != p.cur {
+        if remote {
             p.send(owner, arrival, anc, Event::Near(link));
         } else {
             // The far end is this part, which runs in time order: the link was empty
             // exactly when the packet ahead had arrived, and the place is this event's.
-            debug_assert!(ahead_on_wire.is_none());
             self.q.push_near_taken(arrival, link, anc);
+        }
+    }
+
+    /// A threaded run: connection `conn`'s receiver (here) may have logged a segment, which
+    /// its sender's copy of the log must get if the sender is another part's.
+    #[inline]
+    pub(super) fn note_receipt(&mut self, conn: u32) {
+        let p = self.part.as_deref_mut().expect("a partitioned run");
+        if let Some(x) = p.threaded.as_deref_mut() {
+            let src = self.conns[conn as usize].tuple.src;
+            if p.node_part[src as usize] != p.cur {
+                x.sack_dirty.push(conn);
+            }
+        }
+    }
+
+    /// A threaded run: HCA gave connection `conn` of flow `flow` five-tuple `t` and the flow
+    /// keeps `kept` copies, which every other part must know.
+    pub(super) fn note_hca(&mut self, flow: u32, conn: u32, t: FiveTuple, kept: u8) {
+        let p = self.part.as_deref_mut().expect("a partitioned run");
+        if let Some(x) = p.threaded.as_deref_mut() {
+            x.hca_out.push((flow, conn, t, kept));
         }
     }
 
     /// Admits the flows that arrive before `limit` and hands each flow event to its source's
     /// part, in the place the sequential engine's chain of flow events gives it.
-    fn draw_arrivals(&mut self, limit: Time) {
+    pub(super) fn draw_arrivals(&mut self, limit: Time) {
         loop {
             if self.pending.is_none() {
                 if self.arrivals_done {
@@ -288,7 +329,11 @@ impl<const P: bool> World<'_, P> {
             let id = self.admit_flow(a, t);
             let p = self.parts();
             let owner = p.node_part[a.src as usize];
-            p.inbox[owner as usize].push((t, anc, Event::Timer(ev(EV_FLOW, id))));
+            // A threaded run admits every flow in every part (the same draws), and each
+            // part starts its own.
+            if p.threaded.is_none() || owner == p.cur {
+                p.inbox[owner as usize].push((t, anc, Event::Timer(ev(EV_FLOW, id))));
+            }
         }
     }
 

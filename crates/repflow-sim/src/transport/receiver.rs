@@ -71,6 +71,13 @@ impl Receiver {
         &self.log
     }
 
+    /// Appends `entries` to this copy's receipt log: a threaded run keeps the sender's copy
+    /// of the receiver's log up to date with what the receiver logged (see
+    /// [`Receiver::sack_log`]).
+    pub fn mirror_log(&mut self, entries: &[u32]) {
+        self.log.extend_from_slice(entries);
+    }
+
     /// Next segment expected.
     pub fn rcv_nxt(&self) -> u32 {
         self.rcv_nxt

@@ -1,0 +1,576 @@
+//! A threaded run: the partitioned schedule ([`super::partition`]) with each part on its own
+//! thread. Every thread holds a replica of the run's state and runs only its part's events,
+//! one lookahead window at a time; at a window's end the threads exchange, through one
+//! mailbox per pair of parts (a lock taken once per window, never per packet):
+//! - the events each scheduled for another part (packet arrivals, messages to a source);
+//! - the packets each admitted to a link whose far end is another part, for that part's
+//!   copy of the link (the sender's copy keeps what admissions read);
+//! - the entries a receiver added to its receipt log (SACK), for its sender's copy: an ACK
+//!   names a prefix of the log, and it reaches the sender at least one lookahead after the
+//!   entries were written;
+//! - SmartRep's HCA choices (a copy's new five-tuple and paths, the copies kept), for every
+//!   other part: its packets reach another part at least one lookahead after they are made.
+//!
+//! Each thread admits every flow (the same draws, in the same order), so that flows and
+//! connections are numbered alike everywhere; only the source's part starts a flow. After
+//! the last window the first thread gathers each connection's sender from its source's
+//! part and its receiver from its destination's, each link's queue from its sending part
+//! and the packets still on it from its far end, and sums the counters: the output is the
+//! sequential engine's, bit for bit (`tests/partitioned.rs`).
+//!
+//! Two barriers a window: after the exchange is posted, and after each thread has taken
+//! its mail and published its next event's time and its completed flows, from which all
+//! decide alike where the next window starts and whether the run ends.
+
+use super::{Conn, Event, FlowState, Progress, SimError, World, DEEP_PREFETCH_LINKS};
+use crate::config::Config;
+use crate::engine::{Anc, Time};
+use crate::hca::HcaStats;
+use crate::metrics::Counters;
+use crate::network::FiveTuple;
+use crate::packet::Packet;
+use crate::port::Port;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::partition::{PartitionPlan, Partitioning};
+
+/// What one part sends another at a window's end.
+#[derive(Default)]
+struct Batch {
+    /// Events for the other part's queue: time, place, event.
+    events: Vec<(Time, Anc, Event)>,
+    /// Packets for the other part's copies of links: link, arrival time, packet.
+    wire: Vec<(u32, Time, Packet)>,
+    /// Receipt-log entries: connection, count, then the entries; repeated.
+    sack: Vec<u32>,
+    /// HCA choices: flow, connection, its five-tuple, copies the flow keeps.
+    hca: Vec<(u32, u32, FiveTuple, u8)>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.events.clear();
+        self.wire.clear();
+        self.sack.clear();
+        self.hca.clear();
+    }
+}
+
+/// A threaded run's per-replica exchange state (in [`super::partition::Parts`]).
+pub(super) struct Exchange {
+    /// Per part, the packets admitted here to links whose far end it is.
+    pub(super) wire_out: Vec<Vec<(u32, Time, Packet)>>,
+    /// Connections whose receiver (here) logged segments in this window, for a sender in
+    /// another part (repeats allowed).
+    pub(super) sack_dirty: Vec<u32>,
+    /// Per connection, how much of its receiver's log was sent to its sender's part.
+    sack_sent: Vec<u32>,
+    /// HCA choices made here in this window (see [`Batch::hca`]).
+    pub(super) hca_out: Vec<(u32, u32, FiveTuple, u8)>,
+    /// Per part, a batch to swap into its mailbox (empty between windows).
+    out: Vec<Batch>,
+}
+
+/// A barrier for the threads of a run. A waiting thread spins a little (the threads of a run
+/// usually wait for each other a few microseconds, less than a sleep and a wake-up take),
+/// then parks until the last thread to arrive wakes it (more threads than cores must not
+/// spin against the thread they wait for). It fails if a thread gave up (panicked).
+struct SpinBarrier {
+    n: usize,
+    count: AtomicUsize,
+    generation: AtomicUsize,
+    /// Threads parked, or about to park, in [`SpinBarrier::wait`].
+    sleepers: AtomicUsize,
+    /// The run's threads (each registers itself), to wake the parked ones.
+    threads: Mutex<Vec<std::thread::Thread>>,
+    broken: AtomicBool,
+}
+
+impl SpinBarrier {
+    fn new(n: usize) -> SpinBarrier {
+        SpinBarrier {
+            n,
+            count: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            threads: Mutex::new(Vec::with_capacity(n)),
+            broken: AtomicBool::new(false),
+        }
+    }
+
+    /// Registers the calling thread (before its first wait).
+    fn register(&self) {
+        self.threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(std::thread::current());
+    }
+
+    /// Wakes every parked thread.
+    fn wake_all(&self) {
+        for t in self
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            t.unpark();
+        }
+    }
+
+    /// Marks the barrier broken and wakes everyone.
+    fn break_it(&self) {
+        self.broken.store(true, Ordering::SeqCst);
+        self.wake_all();
+    }
+
+    /// Waits for all threads; `false` if the barrier is broken.
+    fn wait(&self) -> bool {
+        let gen = self.generation.load(Ordering::SeqCst);
+        if self.count.fetch_add(1, Ordering::SeqCst) + 1 == self.n {
+            self.count.store(0, Ordering::SeqCst);
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            if self.sleepers.load(Ordering::SeqCst) > 0 {
+                self.wake_all();
+            }
+            return !self.broken.load(Ordering::SeqCst);
+        }
+        let passed =
+            || self.generation.load(Ordering::SeqCst) != gen || self.broken.load(Ordering::SeqCst);
+        for _ in 0..1 << 11 {
+            if passed() {
+                return !self.broken.load(Ordering::SeqCst);
+            }
+            std::hint::spin_loop();
+        }
+        // Counted as a sleeper before the last look: the last thread either sees the count
+        // and wakes this one, or advanced the generation before that look.
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        while !passed() {
+            std::thread::park_timeout(std::time::Duration::from_millis(5));
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        !self.broken.load(Ordering::SeqCst)
+    }
+}
+
+/// Breaks the barrier if its thread unwinds, so that the others stop waiting.
+struct BreakOnPanic<'a>(&'a SpinBarrier);
+
+impl Drop for BreakOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.break_it();
+        }
+    }
+}
+
+/// What the threads share.
+struct Shared {
+    n: usize,
+    /// Mailbox of part `from` for part `to` at `from * n + to`.
+    boxes: Vec<Mutex<Batch>>,
+    barrier: SpinBarrier,
+    /// Per part, its earliest pending event after the exchange (`u64::MAX`: none).
+    next: Vec<AtomicU64>,
+    /// Per part, the flows completed at its hosts.
+    finished: Vec<AtomicU64>,
+    /// Per part, events run.
+    events: Vec<AtomicU64>,
+    /// Per part, whether its replica was built (a thread whose input failed says so).
+    built: Vec<AtomicBool>,
+    /// The caller cancelled the run (set by the first thread before the second barrier).
+    cancel: AtomicBool,
+}
+
+/// What a thread other than the first hands back: the state the output is gathered from.
+struct Pieces {
+    conns: Vec<Conn>,
+    flows: Vec<FlowState>,
+    ports: Vec<Port>,
+    counters: Counters,
+    hca: Option<HcaStats>,
+    last: Time,
+}
+
+/// Runs one simulation as [`super::run`] does, on `threads` threads: the network is split in
+/// `threads` parts as [`Partitioning::Pods`] splits it (a fat-tree's pods dealt round-robin,
+/// core switches spread; in another topology node `i` in part `i mod threads`), each part
+/// run by its own thread one lookahead window (the smallest link delay) at a time. The
+/// records, counters and statistics are those of [`super::run`], bit for bit. `threads` ≤ 1
+/// runs the sequential engine. Multipath schemes (MPTCP, MPTCP-L) are refused: their
+/// connection level is not split between parts yet.
+pub fn run_threaded(
+    config: &Config,
+    threads: u32,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<super::RunOutput, SimError> {
+    if threads <= 1 {
+        return super::run(config, progress);
+    }
+    config.validate()?;
+    let wall = Instant::now();
+    let n = threads as usize;
+    let plan = PartitionPlan {
+        partitioning: Partitioning::Pods(threads),
+        reverse: false,
+    };
+    let shared = Shared {
+        n,
+        boxes: (0..n * n).map(|_| Mutex::new(Batch::default())).collect(),
+        barrier: SpinBarrier::new(n),
+        next: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        finished: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        events: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        built: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        cancel: AtomicBool::new(false),
+    };
+    let sh = &shared;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (1..threads)
+            .map(|me| {
+                std::thread::Builder::new()
+                    .name(format!("repflow-part-{me}"))
+                    .spawn_scoped(s, move || -> Result<Pieces, SimError> {
+                        let _guard = BreakOnPanic(&sh.barrier);
+                        sh.barrier.register();
+                        let mut w = replica(config, &plan, me, sh)?;
+                        let last = w.run_thread(sh, None)?;
+                        Ok(w.into_pieces(last))
+                    })
+            })
+            .collect();
+        if handles.iter().any(|h| h.is_err()) {
+            // The threads that started would wait for the missing ones.
+            sh.barrier.break_it();
+        }
+        let main = (|| -> Result<World<'_, true>, SimError> {
+            let _guard = BreakOnPanic(&sh.barrier);
+            sh.barrier.register();
+            let mut w = replica(config, &plan, 0, sh)?;
+            let last = w.run_thread(sh, Some(progress))?;
+            w.now = last;
+            Ok(w)
+        })();
+        let mut pieces = Vec::with_capacity(n - 1);
+        let mut failure = None;
+        for h in handles {
+            match h {
+                Err(e) => {
+                    failure.get_or_insert(SimError::Input(format!(
+                        "threads: could not start a thread ({e})"
+                    )));
+                    sh.barrier.break_it();
+                }
+                Ok(h) => match h.join() {
+                    Ok(Ok(p)) => pieces.push(p),
+                    Ok(Err(e)) => {
+                        failure.get_or_insert(e);
+                    }
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+            }
+        }
+        let mut main = main?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        main.merge(pieces);
+        Ok(main.output(config, wall))
+    })
+}
+
+/// Builds thread `me`'s replica and waits until every thread has built its own (all fail
+/// alike on bad input: the first thread reports it).
+fn replica<'a>(
+    config: &'a Config,
+    plan: &PartitionPlan,
+    me: u32,
+    sh: &Shared,
+) -> Result<World<'a, true>, SimError> {
+    let built = World::<true>::new(config).and_then(|mut w| {
+        if w.scheme.multipath.is_some() {
+            return Err(SimError::Input(format!(
+                "threads: {} threads run every scheme but the multipath ones (MPTCP, \
+                 MPTCP-L), which run on one thread (threads = 1)",
+                sh.n
+            )));
+        }
+        w.partition(plan)?;
+        w.take_part(me, sh.n);
+        Ok(w)
+    });
+    sh.built[me as usize].store(built.is_ok(), Ordering::Release);
+    let synced = sh.barrier.wait();
+    let w = built?;
+    if !synced || sh.built.iter().any(|b| !b.load(Ordering::Acquire)) {
+        return Err(SimError::Input(
+            "threads: another thread could not build its part of the network".into(),
+        ));
+    }
+    Ok(w)
+}
+
+impl<'a> World<'a, true> {
+    /// Makes this partitioned world the replica that runs part `me` alone.
+    fn take_part(&mut self, me: u32, n: usize) {
+        let p = self.part.as_mut().expect("a partitioned run");
+        p.cur = me;
+        self.q = std::mem::take(&mut p.queues).swap_remove(me as usize);
+        p.threaded = Some(Box::new(Exchange {
+            wire_out: vec![Vec::new(); n],
+            sack_dirty: Vec::new(),
+            sack_sent: Vec::new(),
+            hca_out: Vec::new(),
+            out: (0..n).map(|_| Batch::default()).collect(),
+        }));
+    }
+
+    /// Puts the events handed to this part into its queue.
+    fn deliver_own(&mut self) {
+        let p = self.part.as_mut().expect("a partitioned run");
+        for (t, anc, e) in p.inbox[p.cur as usize].drain(..) {
+            match e {
+                Event::Near(id) => self.q.push_near_remote(t, id, anc),
+                Event::Timer(x) => self.q.push_timer_remote(t, x, anc),
+            }
+        }
+    }
+
+    /// Posts this window's mail for the other parts.
+    fn post(&mut self, sh: &Shared) {
+        let p = self.part.as_mut().expect("a partitioned run");
+        let me = p.cur as usize;
+        let x = p.threaded.as_mut().expect("a threaded run");
+        for conn in x.sack_dirty.drain(..) {
+            let c = &self.conns[conn as usize];
+            let log = c.rcv.sack_log();
+            if x.sack_sent.len() <= conn as usize {
+                x.sack_sent.resize(self.conns.len(), 0);
+            }
+            let sent = &mut x.sack_sent[conn as usize];
+            if log.len() as u32 > *sent {
+                let to = p.node_part[c.tuple.src as usize] as usize;
+                let b = &mut x.out[to].sack;
+                b.push(conn);
+                b.push(log.len() as u32 - *sent);
+                b.extend_from_slice(&log[*sent as usize..]);
+                *sent = log.len() as u32;
+            }
+        }
+        for to in (0..sh.n).filter(|&to| to != me) {
+            let b = &mut x.out[to];
+            std::mem::swap(&mut b.events, &mut p.inbox[to]);
+            std::mem::swap(&mut b.wire, &mut x.wire_out[to]);
+            b.hca.extend_from_slice(&x.hca_out);
+            let mut slot = sh.boxes[me * sh.n + to]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // The slot's batch was emptied by its reader: it is the next window's.
+            std::mem::swap(&mut *slot, b);
+        }
+        x.hca_out.clear();
+    }
+
+    /// Takes the mail the other parts posted for this one.
+    fn collect(&mut self, sh: &Shared) {
+        let me = self.part.as_ref().expect("a partitioned run").cur as usize;
+        for from in (0..sh.n).filter(|&from| from != me) {
+            let mut b = sh.boxes[from * sh.n + me]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for &(t, anc, e) in &b.events {
+                match e {
+                    Event::Near(id) => self.q.push_near_remote(t, id, anc),
+                    Event::Timer(x) => self.q.push_timer_remote(t, x, anc),
+                }
+            }
+            for &(link, arrival, pkt) in &b.wire {
+                self.ports[link as usize].wire_push(arrival, pkt);
+            }
+            let mut i = 0;
+            while i < b.sack.len() {
+                let (conn, k) = (b.sack[i] as usize, b.sack[i + 1] as usize);
+                self.conns[conn].rcv.mirror_log(&b.sack[i + 2..i + 2 + k]);
+                i += 2 + k;
+            }
+            for &(flow, conn, tuple, kept) in &b.hca {
+                self.apply_hca(flow, conn, tuple, kept);
+            }
+            b.clear();
+        }
+    }
+
+    /// Applies an HCA choice another part made: connection `conn` of flow `flow` takes
+    /// five-tuple `t` (and its paths), and the flow keeps `kept` copies.
+    fn apply_hca(&mut self, flow: u32, conn: u32, t: FiveTuple, kept: u8) {
+        let copy = self.conns[conn as usize].copy;
+        let size = self.flows[flow as usize].spec.size;
+        let c = self.new_conn(conn, flow, copy, t, size);
+        self.paths.set(conn, c.fwd, c.rev);
+        self.conns[conn as usize] = c;
+        self.flows[flow as usize].copies = kept;
+    }
+
+    /// The run loop of thread `sh`'s part; the first thread (`progress` given) reports
+    /// progress and may cancel. Returns the time of the last event this part ran.
+    fn run_thread(
+        &mut self,
+        sh: &Shared,
+        mut progress: Option<&mut dyn FnMut(&Progress) -> bool>,
+    ) -> Result<Time, SimError> {
+        let end = (self.end_arrivals + self.cfg.workload.drain.ps()).saturating_add(1);
+        let lookahead = self.lookahead();
+        let links = self.ports.len() as u32;
+        let deep = links >= DEEP_PREFETCH_LINKS;
+        let me = self.part.as_ref().expect("a partitioned run").cur as usize;
+        let broken = || SimError::Input("threads: another thread stopped".into());
+        let mut events: u64 = 0;
+        let mut last = 0;
+        let mut last_report = Instant::now();
+        let mut start = 0;
+        let mut finished = 0;
+        loop {
+            let window_end = start + lookahead;
+            let limit = window_end.min(end);
+            self.parts().window_end = window_end;
+            self.draw_arrivals(limit);
+            self.deliver_own();
+            while let Some((t, e)) = self.q.pop_before(limit) {
+                self.now = t;
+                last = t;
+                events += 1;
+                let hint = self.prefetch_next(deep);
+                self.step(links, e);
+                self.prefetch_next_head(deep, hint);
+            }
+            self.post(sh);
+            if !sh.barrier.wait() {
+                return Err(broken());
+            }
+            self.collect(sh);
+            self.deliver_own();
+            let queued = self.q.peek_time();
+            let flow = self.pending.map(|(_, t, _)| t);
+            let next = queued.into_iter().chain(flow).min().unwrap_or(u64::MAX);
+            sh.next[me].store(next, Ordering::Relaxed);
+            sh.finished[me].store(self.counters.flows_finished, Ordering::Relaxed);
+            sh.events[me].store(events, Ordering::Relaxed);
+            if let Some(report) = progress.as_mut() {
+                if last_report.elapsed().as_millis() >= 200 {
+                    last_report = Instant::now();
+                    let mut p = self.progress(last, events);
+                    p.flows_finished = finished;
+                    p.events = sh.events.iter().map(|e| e.load(Ordering::Relaxed)).sum();
+                    if !report(&p) {
+                        sh.cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            if !sh.barrier.wait() {
+                return Err(broken());
+            }
+            if sh.cancel.load(Ordering::Relaxed) {
+                return Err(SimError::Cancelled);
+            }
+            finished = sh.finished.iter().map(|f| f.load(Ordering::Relaxed)).sum();
+            let next = sh.next.iter().map(|t| t.load(Ordering::Relaxed)).min();
+            if self.arrivals_done && finished == self.counters.flows {
+                break;
+            }
+            match next {
+                Some(t) if t < end => start = t / lookahead * lookahead,
+                _ => break,
+            }
+        }
+        self.counters.events = events;
+        Ok(last)
+    }
+
+    /// The state the first thread gathers the output from.
+    fn into_pieces(self, last: Time) -> Pieces {
+        Pieces {
+            conns: self.conns,
+            flows: self.flows,
+            ports: self.ports,
+            counters: self.counters,
+            hca: self.scheme.hca.map(|h| h.stats),
+            last,
+        }
+    }
+
+    /// Gathers the other threads' state into this (the first thread's) replica: each
+    /// connection's sender from its source's part and receiver from its destination's, each
+    /// flow's completion from its destination's part, each link's queue from its sending
+    /// part and the packets still on it from its far end's; counters that events add to are
+    /// summed (those of admissions, made alike everywhere, are this replica's).
+    fn merge(&mut self, mut pieces: Vec<Pieces>) {
+        let p = self.part.as_ref().expect("a partitioned run");
+        let part = |node: u32| p.node_part[node as usize] as usize;
+        // Pieces of part `i` at `i - 1`.
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            let (sp, dp) = (part(c.tuple.src), part(c.tuple.dst));
+            c.wire_bytes += pieces.iter().map(|x| x.conns[i].wire_bytes).sum::<u64>();
+            if sp != 0 {
+                let o = &mut pieces[sp - 1].conns[i];
+                std::mem::swap(&mut c.snd, &mut o.snd);
+                c.rto_at = o.rto_at;
+            }
+            if dp != 0 {
+                let o = &mut pieces[dp - 1].conns[i];
+                std::mem::swap(&mut c.rcv, &mut o.rcv);
+                c.delack_at = o.delack_at;
+                c.completed_at = o.completed_at;
+            }
+        }
+        for (i, f) in self.flows.iter_mut().enumerate() {
+            let dp = part(f.spec.dst);
+            if dp != 0 {
+                let o = &pieces[dp - 1].flows[i];
+                f.finish = o.finish;
+                f.winner = o.winner;
+            }
+        }
+        for (l, link) in self.topo.links.iter().enumerate() {
+            let (sp, dp) = (part(link.from), part(link.to));
+            if sp != 0 {
+                std::mem::swap(&mut self.ports[l], &mut pieces[sp - 1].ports[l]);
+            }
+            if dp != sp {
+                // This replica's own copy went to `pieces[sp - 1]` if it was swapped out.
+                let far = if dp == 0 {
+                    &mut pieces[sp - 1].ports[l]
+                } else {
+                    &mut pieces[dp - 1].ports[l]
+                };
+                self.ports[l].take_wire(far);
+            }
+        }
+        let c = &mut self.counters;
+        for x in &pieces {
+            let o = &x.counters;
+            c.flows_finished += o.flows_finished;
+            c.connections += o.connections;
+            c.events += o.events;
+            c.packets_injected += o.packets_injected;
+            c.packets_delivered += o.packets_delivered;
+            c.drops += o.drops;
+            c.switch_drops += o.switch_drops;
+            c.host_drops += o.host_drops;
+            c.extra_copy_bytes += o.extra_copy_bytes;
+            c.replicated_flows += o.replicated_flows;
+            c.copy_collisions += o.copy_collisions;
+            self.now = self.now.max(x.last);
+        }
+        if let Some(h) = self.scheme.hca.as_mut() {
+            for s in pieces.iter().filter_map(|x| x.hca) {
+                h.stats.probes += s.probes;
+                h.stats.cache_hits += s.cache_hits;
+                h.stats.fewer_paths += s.fewer_paths;
+                h.stats.wait += s.wait;
+            }
+        }
+    }
+}
