@@ -191,20 +191,28 @@ def flows_frame(batch: Any) -> pd.DataFrame:
     return pa.record_batch(batch).to_pandas()
 
 
-def simulate(config: ConfigLike | None = None, progress: ProgressFn | None = None) -> SimResult:
+def simulate(
+    config: ConfigLike | None = None, progress: ProgressFn | None = None, threads: int = 1
+) -> SimResult:
     """Runs one simulation and returns its records, summary and metadata.
 
     ``config`` is a mapping of the schema (missing fields take defaults) or a TOML file path.
     ``progress(sim_time, duration, flows_started, flows_finished, events)`` is called now and
     then; returning ``False`` stops the run (raising :class:`KeyboardInterrupt`).
+    ``threads`` > 1 runs the network's parts (fat-tree pods, core switches spread) on that
+    many threads: the same results bit for bit, for every scheme but MPTCP and MPTCP-L.
     """
     from repflow import __version__
 
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise UserError(f"threads: a whole number of threads, 1 or more, not {threads!r}")
     core = _core()
     cfg = load_config(config)
     try:
-        out = core.simulate(json.dumps(cfg), progress)
+        out = core.simulate(json.dumps(cfg), progress, threads)
     except core.ConfigError as exc:
+        raise UserError(str(exc)) from None
+    except ValueError as exc:  # unusable input the core names (a CDF file, a thread count)
         raise UserError(str(exc)) from None
     flows = flows_frame(out["records"])
     metadata = {
@@ -213,6 +221,7 @@ def simulate(config: ConfigLike | None = None, progress: ProgressFn | None = Non
         "config": json.loads(out["config"]),
         "counters": json.loads(out["counters"]),
         "peak_memory_bytes": peak_rss_bytes(),
+        "threads": threads,
     }
     summary = normalize_summary(json.loads(out["summary"]))
     return SimResult(flows=flows, summary=summary, metadata=metadata)

@@ -46,6 +46,8 @@ BAD_CDF = "10 0.5\n5 1\n"  # sizes decrease
         (["--set", "tcp.init_cwnd=0"], "tcp.init_cwnd"),
         (["--config", "{missing_toml}"], "missing.toml"),
         (["--config", "{bad_toml}"], "topology.bogus"),
+        (["--threads", "0"], "threads"),
+        (["--threads", "2", "--scheme", "mptcp"], "multipath"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(tmp_path: Path, capsys, argv, field):
@@ -135,6 +137,23 @@ def test_cli_run_writes_readable_run_dir(tmp_path: Path, capsys):
     assert main(argv + ["--quiet"]) == 2
     assert main(argv + ["--quiet", "--force"]) == 0
     pd.testing.assert_frame_equal(runio.load_run(out).flows, run.flows)
+
+
+def test_threads_give_the_sequential_records(tmp_path: Path, capsys):
+    from repflow import runio
+
+    base = ["sim", "--k", "4", "--load", "0.5", "--duration", "150ms", "--scheme", "repflow",
+            "--seed", "3", "--quiet"]  # fmt: skip
+    runs = {}
+    for threads in (1, 2):
+        out = tmp_path / f"t{threads}"
+        assert main([*base, "--threads", str(threads), "--out", str(out)]) == 0
+        runs[threads] = runio.load_run(out)
+    one, two = runs[1], runs[2]
+    assert len(one.flows) > 50 and two.metadata["threads"] == 2
+    assert one.flows.equals(two.flows)
+    for key in ("flows", "events", "packet_hops", "drops", "packets_delivered"):
+        assert one.counters[key] == two.counters[key], key
 
 
 def test_bench_smoke_json(capsys):

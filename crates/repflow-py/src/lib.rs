@@ -321,14 +321,17 @@ fn bin_stats(
 /// Runs one simulation.
 ///
 /// `progress`, if given, is called as `progress(sim_time, duration, flows_started,
-/// flows_finished, events)` now and then; if it returns `False` the run stops. Returns a dict
-/// with `records` (an [`ArrowBatch`]), `counters`, `summary` and `config` (JSON texts).
+/// flows_finished, events)` now and then; if it returns `False` the run stops. `threads` > 1
+/// runs the network's parts on that many threads (the same results, bit for bit; every scheme
+/// but the multipath ones). Returns a dict with `records` (an [`ArrowBatch`]), `counters`,
+/// `summary` and `config` (JSON texts).
 #[pyfunction]
-#[pyo3(signature = (config_json, progress=None))]
+#[pyo3(signature = (config_json, progress=None, threads=1))]
 fn simulate<'py>(
     py: Python<'py>,
     config_json: &str,
     progress: Option<PyObject>,
+    threads: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
     let cfg = Config::from_json(config_json).map_err(config_err)?;
     let mut callback_error: Option<PyErr> = None;
@@ -361,7 +364,7 @@ fn simulate<'py>(
                 }
             })
         };
-        repflow_sim::run(&cfg, &mut cb)
+        repflow_sim::run_threaded(&cfg, threads, &mut cb)
     });
     if let Some(e) = callback_error {
         return Err(e);

@@ -125,6 +125,10 @@ def register(subparsers: Any) -> None:
                    help="pin the measured process to CPU N, so that the scheduler does not "
                         "move it (and its warm caches) between cores (default: the "
                         "highest-numbered CPU this process may use; -1: do not pin)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="run the simulation on N threads (the network's pods split among "
+                        "them; same results); the process is then not pinned unless --cpu "
+                        "says so (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=run_bench)  # fmt: skip
@@ -198,7 +202,8 @@ def _child() -> None:
     c0 = time.process_time()
     t0 = time.perf_counter()
     try:
-        out = _core.simulate(json.dumps(request["config"]), progress)
+        out = _core.simulate(json.dumps(request["config"]), progress,
+                             int(request.get("threads", 1)))  # fmt: skip
     except _core.ConfigError as exc:
         print(json.dumps({"error": str(exc)}))
         return
@@ -248,16 +253,16 @@ def choose_cpu(requested: int | None) -> int | None:
 
 
 def measure(
-    config: dict[str, Any], progress: bool = False, cpu: int | None = None
+    config: dict[str, Any], progress: bool = False, cpu: int | None = None, threads: int = 1
 ) -> dict[str, Any]:
-    """Runs ``config`` in a fresh child process (pinned to `cpu` unless ``None``); returns
-    its counters, summary and memory."""
+    """Runs ``config`` in a fresh child process (pinned to `cpu` unless ``None``, on
+    ``threads`` threads); returns its counters, summary and memory."""
     from repflow import config_io
 
     cfg = config_io.validate(config)
     proc = subprocess.run(
         [sys.executable, "-c", "from repflow.cli.bench import _child; _child()"],
-        input=json.dumps({"config": cfg, "progress": progress, "cpu": cpu}),
+        input=json.dumps({"config": cfg, "progress": progress, "cpu": cpu, "threads": threads}),
         stdout=subprocess.PIPE, text=True, check=False,
     )  # fmt: skip
     if proc.returncode != 0:
@@ -311,14 +316,17 @@ def run_bench(args: argparse.Namespace) -> int:
     """Handler of ``repflow bench``."""
     if args.repeat < 1:
         raise UserError(f"bench --repeat: must be at least 1 run (got {args.repeat})")
+    if args.threads < 1:
+        raise UserError(f"bench --threads: must be at least 1 thread (got {args.threads})")
     config = bench_config(args.seed, args.duration, args.scenario, args.drain)
-    cpu = choose_cpu(args.cpu)
+    # Threads need the cores: pinned only where the user says so.
+    cpu = choose_cpu(args.cpu) if args.threads == 1 or args.cpu is not None else None
     show_bar = not args.quiet and sys.stderr.isatty()
     results = []
     for i in range(args.repeat):
         if args.repeat > 1 and not args.quiet:
             print(f"{args.scenario} run {i + 1} of {args.repeat}", file=sys.stderr, flush=True)
-        results.append(measure(config, progress=show_bar, cpu=cpu))
+        results.append(measure(config, progress=show_bar, cpu=cpu, threads=args.threads))
     runs = [_speed(r) for r in results]
     if len({hops for _, hops, _ in runs}) > 1:
         raise UserError(
@@ -338,6 +346,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "repeat": args.repeat,
         "cpu": cpu,
+        "threads": args.threads,
         "runs": [
             {"packet_hops_per_sec": hps, "wall_time_s": w,
              "cpu_time_s": res.get("cpu_seconds"), "steal_share": res.get("steal_share"),
@@ -381,6 +390,8 @@ def run_bench(args: argparse.Namespace) -> int:
         f"drain{'' if args.drain is None else ' of at most ' + args.drain}, seed {args.seed}"
     )
     print(f"  runs pinned to CPU {cpu}" if cpu is not None else "  runs not pinned to a CPU")
+    if args.threads > 1:
+        print(f"  on {args.threads} threads (the network's pods split among them)")
     rows = [
         ("flows", f"{report['flows']} ({report['unfinished']} unfinished)"),
         ("events", _fmt(report["events"] or 0)),

@@ -42,6 +42,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="write flows.parquet and run.json into DIR (must not exist or be empty)")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out directory")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="run the network's parts (fat-tree pods) on N threads: the same "
+                        "results, bit for bit; every scheme but mptcp and mptcp-l (default 1: "
+                        "the sequential engine)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress bar and no summary table")
     p.add_argument("--dump-config", action="store_true",
@@ -210,7 +214,7 @@ def run_sim(args: argparse.Namespace) -> int:
     progress = SimProgress(enabled=not args.quiet)
     t0 = time.perf_counter()
     try:
-        result = api.simulate(cfg, progress)
+        result = api.simulate(cfg, progress, threads=args.threads)
     finally:
         progress.close()
     elapsed = time.perf_counter() - t0
