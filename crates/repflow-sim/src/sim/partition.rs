@@ -14,15 +14,16 @@
 //! - a link is shared by two parts (its port's queue at the sending node, its far end at
 //!   the receiving one), and whether the next packet's arrival is scheduled by its
 //!   admission or by the arrival of the packet ahead of it is decided from the port's own
-//!   history (`wire_admitted`), not from which part happened to run first;
+//!   history and the window's end (`wire_admitted`), not from which part happened to run
+//!   first;
 //! - the run ends at the end of the window in which the last flow completes, in both.
 //!
 //! Everything else a part touches belongs to its nodes, except state read across a link
 //! whose content is settled before the reader can see it (a packet's path, the receiver's
 //! SACK log prefix an ACK names, MPTCP-L's loss report an ACK's tag names — the receiver
 //! keeps its last reports whatever the sender has read —, the sender's mapping of a segment
-//! a packet carries). A parallel engine must still give each part its own storage for these
-//! (they live in shared vectors here).
+//! a packet carries). They live in shared vectors here; a threaded run
+//! ([`super::threads`]) gives each part a replica and copies them across at window ends.
 
 use super::{ev, Event, EventQueue, Progress, SimError, World, EV_FLOW};
 use crate::config::TopologyKind;
