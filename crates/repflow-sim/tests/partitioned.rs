@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{digest, scenarios};
+use common::{digest, k8_config, scenarios};
 use repflow_sim::{run, run_partitioned, Config, PartitionPlan, Partitioning};
 
 const PLANS: [PartitionPlan; 4] = [
@@ -66,14 +66,7 @@ fn larger_fat_trees_give_the_sequential_results_split_by_pod() {
     // k = 8 at 10 Gb/s (bench-A's network), 3 ms of web-search arrivals, drained: many
     // simultaneous events at synchronized queues, copies, priorities and subflows.
     for scheme in ["tcp", "repflow", "pfabric", "mptcp"] {
-        let json = format!(
-            r#"{{"seed": 3,
-                "topology": {{"kind": "fat-tree", "k": 8, "link_rate": "10Gbps",
-                              "link_delay": "1us"}},
-                "queue": {{"limit_packets": 30}},
-                "workload": {{"cdf": "websearch", "load": 0.6, "duration": "3ms"}},
-                "scheme": {{"name": "{scheme}"}}}}"#
-        );
+        let json = k8_config(scheme, "dc");
         let cfg = Config::from_json(&json).unwrap_or_else(|e| panic!("{scheme}: {e}"));
         let seq = run(&cfg, &mut |_| true).unwrap_or_else(|e| panic!("{scheme}: {e}"));
         assert!(seq.counters.drops > 0, "{scheme}: a scenario without drops");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{digest, scenarios};
+use common::{digest, k8_config, scenarios};
 use repflow_sim::{run, run_threaded, Config};
 
 /// Whether a digest scenario's scheme is multipath (refused by threaded runs).
@@ -56,14 +56,7 @@ fn a_larger_fat_tree_gives_the_sequential_results_on_2_threads() {
         ("tcp", "linux"),
         ("repflow", "linux"),
     ] {
-        let json = format!(
-            r#"{{"seed": 3, "tcp": {{"profile": "{profile}"}},
-                "topology": {{"kind": "fat-tree", "k": 8, "link_rate": "10Gbps",
-                              "link_delay": "1us"}},
-                "queue": {{"limit_packets": 30}},
-                "workload": {{"cdf": "websearch", "load": 0.6, "duration": "3ms"}},
-                "scheme": {{"name": "{scheme}"}}}}"#
-        );
+        let json = k8_config(scheme, profile);
         let cfg = Config::from_json(&json).unwrap_or_else(|e| panic!("{scheme}: {e}"));
         assert_eq!(cfg.tcp.sack, profile == "linux");
         let seq = run(&cfg, &mut |_| true).unwrap_or_else(|e| panic!("{scheme}: {e}"));

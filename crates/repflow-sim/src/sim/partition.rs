@@ -362,6 +362,29 @@ impl<const P: bool> World<'_, P> {
         }
     }
 
+    /// Runs the queue's events before `limit` (of `links` links' network; `deep`: the deep
+    /// prefetch pipeline), counting them in `events`; returns the time of the last one (0 if
+    /// none).
+    #[inline]
+    pub(super) fn run_part_until(
+        &mut self,
+        limit: Time,
+        links: u32,
+        deep: bool,
+        events: &mut u64,
+    ) -> Time {
+        let mut last = 0;
+        while let Some((t, e)) = self.q.pop_before(limit) {
+            self.now = t;
+            last = t;
+            *events += 1;
+            let hint = self.prefetch_next(deep);
+            self.step(links, e);
+            self.prefetch_next_head(deep, hint);
+        }
+        last
+    }
+
     /// The run loop of a partitioned run.
     pub(super) fn run_partitioned(
         &mut self,
@@ -387,14 +410,7 @@ impl<const P: bool> World<'_, P> {
                 let part = p.order[i];
                 p.cur = part;
                 std::mem::swap(&mut self.q, &mut p.queues[part as usize]);
-                while let Some((t, e)) = self.q.pop_before(limit) {
-                    self.now = t;
-                    last = last.max(t);
-                    events += 1;
-                    let hint = self.prefetch_next(deep);
-                    self.step(links, e);
-                    self.prefetch_next_head(deep, hint);
-                }
+                last = last.max(self.run_part_until(limit, links, deep, &mut events));
                 let p = self.part.as_mut().expect("a partitioned run");
                 std::mem::swap(&mut self.q, &mut p.queues[part as usize]);
                 p.cur = u32::MAX;

@@ -438,14 +438,7 @@ impl<'a> World<'a, true> {
             self.parts().window_end = window_end;
             self.draw_arrivals(limit);
             self.deliver_own();
-            while let Some((t, e)) = self.q.pop_before(limit) {
-                self.now = t;
-                last = t;
-                events += 1;
-                let hint = self.prefetch_next(deep);
-                self.step(links, e);
-                self.prefetch_next_head(deep, hint);
-            }
+            last = last.max(self.run_part_until(limit, links, deep, &mut events));
             self.post(sh);
             if !sh.barrier.wait() {
                 return Err(broken());

@@ -119,3 +119,18 @@ pub fn digest(out: &RunOutput) -> String {
         out.records.len()
     )
 }
+
+/// bench-A's network (k = 8 at 10 Gb/s, 1 µs links) with 30-packet queues, 3 ms of web-search
+/// arrivals at load 0.6, drained, under `scheme` and TCP profile `profile`: many simultaneous
+/// events at synchronized queues, and drops.
+#[allow(dead_code)] // not every test file uses every helper
+pub fn k8_config(scheme: &str, profile: &str) -> String {
+    format!(
+        r#"{{"seed": 3, "tcp": {{"profile": "{profile}"}},
+            "topology": {{"kind": "fat-tree", "k": 8, "link_rate": "10Gbps",
+                          "link_delay": "1us"}},
+            "queue": {{"limit_packets": 30}},
+            "workload": {{"cdf": "websearch", "load": 0.6, "duration": "3ms"}},
+            "scheme": {{"name": "{scheme}"}}}}"#
+    )
+}
