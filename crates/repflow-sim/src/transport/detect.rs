@@ -21,9 +21,6 @@ use std::collections::VecDeque;
 pub const TAG_SHIFT: u8 = 3;
 /// Distinct PS values the flag bits tell apart.
 pub const TAG_SPAN: u32 = 32;
-/// Reports kept waiting for their ACK at most (older ones are dropped: their ACKs were lost).
-pub const MAX_REPORTS: usize = 64;
-
 /// MPTCP-L's loss-detection parameters of one subflow.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DetectParams {
@@ -106,18 +103,19 @@ impl DetectSender {
 /// The receiver's half: the PS it expects next and the reports on their way back.
 ///
 /// A report stands for the option a real ACK would carry; the packet carries only its tag,
-/// and the sender reads the report here ([`ReportReader`]). The receiver keeps the last
-/// [`MAX_REPORTS`] reports whatever the sender has read, so that nothing it does depends on
-/// the sender's state (in a partitioned run the two ends are in different parts).
+/// and the sender reads the report here ([`ReportReader`]). The receiver keeps every report
+/// (12 bytes each, at most one per data segment received), whatever the sender has read:
+/// nothing it does depends on the sender's state, and what the sender finds depends only on
+/// the reports written up to its ACK's own, not on how many followed (in a partitioned run
+/// the two ends are in different parts, and a threaded run copies the reports to the
+/// sender's side at window ends).
 #[derive(Debug, Default)]
 pub struct DetectReceiver {
     expected: u32,
     pending: Option<(u32, u32)>,
     next_tag: u8,
-    /// The last reports `(tag, from, to)`, report `n` at `n % MAX_REPORTS`.
+    /// Every report `(tag, from, to)`, in the order written.
     reports: Vec<(u8, u32, u32)>,
-    /// Reports written so far.
-    written: u64,
 }
 
 impl DetectReceiver {
@@ -146,14 +144,24 @@ impl DetectReceiver {
             return 0;
         };
         self.next_tag = self.next_tag % (TAG_SPAN as u8 - 1) + 1;
-        let r = (self.next_tag, from, to);
-        if self.reports.len() < MAX_REPORTS {
-            self.reports.push(r);
-        } else {
-            self.reports[(self.written % MAX_REPORTS as u64) as usize] = r;
-        }
-        self.written += 1;
+        self.reports.push((self.next_tag, from, to));
         self.next_tag << TAG_SHIFT
+    }
+
+    /// Reports written so far.
+    pub fn written(&self) -> usize {
+        self.reports.len()
+    }
+
+    /// The reports written from the `n`-th on.
+    pub fn reports_since(&self, n: usize) -> &[(u8, u32, u32)] {
+        &self.reports[n.min(self.reports.len())..]
+    }
+
+    /// Appends reports written by the receiver this copy stands for (a threaded run's
+    /// sending side: see [`DetectReceiver::reports_since`]).
+    pub fn mirror_reports(&mut self, reports: &[(u8, u32, u32)]) {
+        self.reports.extend_from_slice(reports);
     }
 }
 
@@ -161,8 +169,7 @@ impl DetectReceiver {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReportReader {
     next: u64,
-    /// Reports never used: their ACK was lost (a later one arrived first), or the receiver
-    /// had overwritten them before an ACK that carried one arrived.
+    /// Reports never used: their ACK was lost (a later one arrived first).
     pub lost_reports: u64,
 }
 
@@ -175,13 +182,9 @@ impl ReportReader {
         if tag == 0 {
             return None;
         }
-        let oldest = rx.written.saturating_sub(MAX_REPORTS as u64);
-        if self.next < oldest {
-            self.lost_reports += oldest - self.next;
-            self.next = oldest;
-        }
-        while self.next < rx.written {
-            let (t, from, to) = rx.reports[(self.next % MAX_REPORTS as u64) as usize];
+        // The ACK's own report is the first with its tag from here on: the scan never
+        // looks at reports written after it.
+        while let Some(&(t, from, to)) = rx.reports.get(self.next as usize) {
             self.next += 1;
             if t == tag {
                 return Some((from, to));
@@ -232,13 +235,13 @@ mod tests {
     }
 
     #[test]
-    fn the_receiver_keeps_its_last_reports_whatever_the_sender_read() {
+    fn the_receiver_keeps_every_report_whatever_the_sender_read() {
         // Two readers, one reading as reports come, one only at the end: the receiver's
-        // state is the same, and the late reader finds what is left of the last reports.
+        // state is the same, and the late reader finds the report each ACK carried.
         let mut rx = DetectReceiver::default();
         let mut eager = ReportReader::default();
         let mut tags = Vec::new();
-        let n = MAX_REPORTS as u32 + 10;
+        let n = 74;
         for i in 0..n {
             rx.on_data(((2 * i % TAG_SPAN) as u8) << TAG_SHIFT);
             rx.on_data((((2 * i + 2) % TAG_SPAN) as u8) << TAG_SHIFT);
@@ -249,7 +252,7 @@ mod tests {
         }
         assert_eq!(eager.lost_reports, 0);
         let mut late = ReportReader::default();
-        // The first ten were overwritten; the 11th is the oldest kept.
+        // The first ten ACKs never reached this reader: their reports count as lost.
         assert!(late.take(&rx, tags[10]).is_some());
         assert_eq!(late.lost_reports, 10);
         assert!(late.take(&rx, tags[11]).is_some());
