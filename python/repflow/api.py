@@ -200,7 +200,7 @@ def simulate(
     ``progress(sim_time, duration, flows_started, flows_finished, events)`` is called now and
     then; returning ``False`` stops the run (raising :class:`KeyboardInterrupt`).
     ``threads`` > 1 runs the network's parts (fat-tree pods, core switches spread) on that
-    many threads: the same results bit for bit, for every scheme but MPTCP and MPTCP-L.
+    many threads: the same results bit for bit, on every scheme.
     """
     from repflow import __version__
 

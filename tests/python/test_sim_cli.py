@@ -47,7 +47,6 @@ BAD_CDF = "10 0.5\n5 1\n"  # sizes decrease
         (["--config", "{missing_toml}"], "missing.toml"),
         (["--config", "{bad_toml}"], "topology.bogus"),
         (["--threads", "0"], "threads"),
-        (["--threads", "2", "--scheme", "mptcp"], "multipath"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(tmp_path: Path, capsys, argv, field):

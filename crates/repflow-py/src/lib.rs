@@ -322,8 +322,8 @@ fn bin_stats(
 ///
 /// `progress`, if given, is called as `progress(sim_time, duration, flows_started,
 /// flows_finished, events)` now and then; if it returns `False` the run stops. `threads` > 1
-/// runs the network's parts on that many threads (the same results, bit for bit; every scheme
-/// but the multipath ones). Returns a dict with `records` (an [`ArrowBatch`]), `counters`,
+/// runs the network's parts on that many threads (the same results, bit for bit, on every
+/// scheme). Returns a dict with `records` (an [`ArrowBatch`]), `counters`,
 /// `summary` and `config` (JSON texts).
 #[pyfunction]
 #[pyo3(signature = (config_json, progress=None, threads=1))]

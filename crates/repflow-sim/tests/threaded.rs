@@ -1,15 +1,10 @@
 //! A threaded run (each part of the network on its own thread, exchanging at each lookahead
-//! window's end) gives the sequential engine's results bit for bit, on every scheme it runs.
+//! window's end) gives the sequential engine's results bit for bit, on every scheme.
 
 mod common;
 
 use common::{digest, k8_config, scenarios};
 use repflow_sim::{run, run_threaded, Config};
-
-/// Whether a digest scenario's scheme is multipath (refused by threaded runs).
-fn multipath(json: &str) -> bool {
-    json.contains("\"mptcp")
-}
 
 #[test]
 fn every_scheme_gives_the_sequential_results_on_2_threads_and_3() {
@@ -17,11 +12,6 @@ fn every_scheme_gives_the_sequential_results_on_2_threads_and_3() {
     let mut ran = 0;
     for (name, json) in scenarios() {
         let cfg = Config::from_json(&json).unwrap_or_else(|e| panic!("{name}: {e}"));
-        if multipath(&json) {
-            let err = run_threaded(&cfg, 2, &mut |_| true).expect_err("multipath on threads");
-            assert!(err.to_string().contains("multipath"), "{name}: {err}");
-            continue;
-        }
         let want = digest(&run(&cfg, &mut |_| true).unwrap_or_else(|e| panic!("{name}: {e}")));
         // More threads than this machine's 2 cores wait for each other far longer (parked,
         // woken by the scheduler): 3 threads (an uneven split of k = 4's pods) for one scheme.
@@ -38,7 +28,7 @@ fn every_scheme_gives_the_sequential_results_on_2_threads_and_3() {
             }
         }
     }
-    assert!(ran >= 11, "only {ran} threaded runs");
+    assert!(ran >= 15, "only {ran} threaded runs");
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
 
@@ -53,7 +43,10 @@ fn a_larger_fat_tree_gives_the_sequential_results_on_2_threads() {
         ("repflow", "dc"),
         ("pfabric", "dc"),
         ("smartrep", "dc"),
+        ("mptcp", "dc"),
+        ("mptcp-l", "dc"),
         ("tcp", "linux"),
+        ("mptcp", "linux"),
         ("repflow", "linux"),
     ] {
         let json = k8_config(scheme, profile);

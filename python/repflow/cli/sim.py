@@ -44,8 +44,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--force", action="store_true", help="replace a non-empty --out directory")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="run the network's parts (fat-tree pods) on N threads: the same "
-                        "results, bit for bit; every scheme but mptcp and mptcp-l (default 1: "
-                        "the sequential engine)")
+                        "results, bit for bit, on every scheme (default 1: the sequential "
+                        "engine)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress bar and no summary table")
     p.add_argument("--dump-config", action="store_true",

@@ -716,6 +716,9 @@ impl<'a, const P: bool> World<'a, P> {
             let c = &mut self.conns[conn_id as usize];
             c.rcv.on_packet(&tcp, pkt, now, &mut out);
             self.out = out;
+            if P {
+                self.note_receipt(conn_id);
+            }
             self.flush(conn_id, End::Receiver);
             self.mp_data(conn_id, pkt);
         } else {
@@ -834,6 +837,10 @@ impl<'a, const P: bool> World<'a, P> {
                 let mut out = std::mem::take(&mut self.out);
                 c.rcv.on_delack_timer(conn_id, &tcp, &mut out);
                 self.out = out;
+                if P {
+                    // An MPTCP-L report may leave with this ACK.
+                    self.note_receipt(conn_id);
+                }
                 self.flush(conn_id, End::Receiver);
             }
         }

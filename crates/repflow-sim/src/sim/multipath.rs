@@ -363,5 +363,8 @@ impl<const P: bool> World<'_, P> {
         snd.assign(dsn);
         snd.try_send(tcp, now, &mut out);
         self.out = out;
+        if P {
+            self.note_assignment(s);
+        }
     }
 }

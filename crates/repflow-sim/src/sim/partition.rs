@@ -275,8 +275,9 @@ impl<const P: bool> World<'_, P> {
         }
     }
 
-    /// A threaded run: connection `conn`'s receiver (here) may have logged a segment, which
-    /// its sender's copy of the log must get if the sender is another part's.
+    /// A threaded run: connection `conn`'s receiver (here) may have logged a segment or
+    /// written an MPTCP-L report, which its sender's copy must get if the sender is another
+    /// part's.
     #[inline]
     pub(super) fn note_receipt(&mut self, conn: u32) {
         let p = self.part.as_deref_mut().expect("a partitioned run");
@@ -284,6 +285,18 @@ impl<const P: bool> World<'_, P> {
             let src = self.conns[conn as usize].tuple.src;
             if p.node_part[src as usize] != p.cur {
                 x.sack_dirty.push(conn);
+            }
+        }
+    }
+
+    /// A threaded run: subflow `conn`'s sender (here) assigned a data segment, which its
+    /// receiver's copy of the mapping must get if the receiver is another part's.
+    pub(super) fn note_assignment(&mut self, conn: u32) {
+        let p = self.part.as_deref_mut().expect("a partitioned run");
+        if let Some(x) = p.threaded.as_deref_mut() {
+            let dst = self.conns[conn as usize].tuple.dst;
+            if p.node_part[dst as usize] != p.cur {
+                x.dsn_dirty.push(conn);
             }
         }
     }

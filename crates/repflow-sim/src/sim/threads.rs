@@ -9,7 +9,10 @@
 //!   names a prefix of the log, and it reaches the sender at least one lookahead after the
 //!   entries were written;
 //! - SmartRep's HCA choices (a copy's new five-tuple and paths, the copies kept), for every
-//!   other part: its packets reach another part at least one lookahead after they are made.
+//!   other part: its packets reach another part at least one lookahead after they are made;
+//! - a multipath subflow's assignments of data segments, for its receiver's copy (which
+//!   maps an arriving segment to the data it carries), and MPTCP-L's loss reports, for its
+//!   sender's copy (an ACK carries only a report's tag).
 //!
 //! Each thread admits every flow (the same draws, in the same order), so that flows and
 //! connections are numbered alike everywhere; only the source's part starts a flow. After
@@ -47,6 +50,11 @@ struct Batch {
     sack: Vec<u32>,
     /// HCA choices: flow, connection, its five-tuple, copies the flow keeps.
     hca: Vec<(u32, u32, FiveTuple, u8)>,
+    /// Multipath subflows' data-segment assignments: connection, count, then the data
+    /// segments; repeated.
+    dsn: Vec<u32>,
+    /// MPTCP-L reports: connection, then the report (tag, from, to).
+    reports: Vec<(u32, (u8, u32, u32))>,
 }
 
 impl Batch {
@@ -55,6 +63,8 @@ impl Batch {
         self.wire.clear();
         self.sack.clear();
         self.hca.clear();
+        self.dsn.clear();
+        self.reports.clear();
     }
 }
 
@@ -62,11 +72,18 @@ impl Batch {
 pub(super) struct Exchange {
     /// Per part, the packets admitted here to links whose far end it is.
     pub(super) wire_out: Vec<Vec<(u32, Time, Packet)>>,
-    /// Connections whose receiver (here) logged segments in this window, for a sender in
-    /// another part (repeats allowed).
+    /// Connections whose receiver (here) logged segments or wrote MPTCP-L reports in this
+    /// window, for a sender in another part (repeats allowed).
     pub(super) sack_dirty: Vec<u32>,
     /// Per connection, how much of its receiver's log was sent to its sender's part.
     sack_sent: Vec<u32>,
+    /// Per connection, how many of its receiver's MPTCP-L reports were sent.
+    reports_sent: Vec<u32>,
+    /// Subflows whose sender (here) assigned data segments in this window, for a receiver
+    /// in another part (repeats allowed).
+    pub(super) dsn_dirty: Vec<u32>,
+    /// Per connection, how many of its sender's assignments were sent.
+    dsn_sent: Vec<u32>,
     /// HCA choices made here in this window (see [`Batch::hca`]).
     pub(super) hca_out: Vec<(u32, u32, FiveTuple, u8)>,
     /// Per part, a batch to swap into its mailbox (empty between windows).
@@ -200,8 +217,9 @@ struct Pieces {
 /// core switches spread; in another topology node `i` in part `i mod threads`), each part
 /// run by its own thread one lookahead window (the smallest link delay) at a time. The
 /// records, counters and statistics are those of [`super::run`], bit for bit. `threads` ≤ 1
-/// runs the sequential engine. Multipath schemes (MPTCP, MPTCP-L) are refused: their
-/// connection level is not split between parts yet.
+/// runs the sequential engine. Every scheme runs (multipath ones too: a flow's connection
+/// level keeps its sender's fields at the source's part and its receiver's at the
+/// destination's).
 pub fn run_threaded(
     config: &Config,
     threads: u32,
@@ -291,13 +309,6 @@ fn replica<'a>(
     sh: &Shared,
 ) -> Result<World<'a, true>, SimError> {
     let built = World::<true>::new(config).and_then(|mut w| {
-        if w.scheme.multipath.is_some() {
-            return Err(SimError::Input(format!(
-                "threads: {} threads run every scheme but the multipath ones (MPTCP, \
-                 MPTCP-L), which run on one thread (threads = 1)",
-                sh.n
-            )));
-        }
         w.partition(plan)?;
         w.take_part(me, sh.n);
         Ok(w)
@@ -323,6 +334,9 @@ impl<'a> World<'a, true> {
             wire_out: vec![Vec::new(); n],
             sack_dirty: Vec::new(),
             sack_sent: Vec::new(),
+            reports_sent: Vec::new(),
+            dsn_dirty: Vec::new(),
+            dsn_sent: Vec::new(),
             hca_out: Vec::new(),
             out: (0..n).map(|_| Batch::default()).collect(),
         }));
@@ -344,20 +358,42 @@ impl<'a> World<'a, true> {
         let p = self.part.as_mut().expect("a partitioned run");
         let me = p.cur as usize;
         let x = p.threaded.as_mut().expect("a threaded run");
+        let conns = self.conns.len();
+        for v in [&mut x.sack_sent, &mut x.reports_sent, &mut x.dsn_sent] {
+            if v.len() < conns {
+                v.resize(conns, 0);
+            }
+        }
         for conn in x.sack_dirty.drain(..) {
             let c = &self.conns[conn as usize];
+            let to = p.node_part[c.tuple.src as usize] as usize;
             let log = c.rcv.sack_log();
-            if x.sack_sent.len() <= conn as usize {
-                x.sack_sent.resize(self.conns.len(), 0);
-            }
             let sent = &mut x.sack_sent[conn as usize];
             if log.len() as u32 > *sent {
-                let to = p.node_part[c.tuple.src as usize] as usize;
                 let b = &mut x.out[to].sack;
                 b.push(conn);
                 b.push(log.len() as u32 - *sent);
                 b.extend_from_slice(&log[*sent as usize..]);
                 *sent = log.len() as u32;
+            }
+            if let Some(d) = c.rcv.detect() {
+                let sent = &mut x.reports_sent[conn as usize];
+                let new = d.reports_since(*sent as usize);
+                x.out[to].reports.extend(new.iter().map(|&r| (conn, r)));
+                *sent = d.written() as u32;
+            }
+        }
+        for conn in x.dsn_dirty.drain(..) {
+            let c = &self.conns[conn as usize];
+            let to = p.node_part[c.tuple.dst as usize] as usize;
+            let sent = &mut x.dsn_sent[conn as usize];
+            let new = c.snd.dsns_since(*sent as usize);
+            if !new.is_empty() {
+                let b = &mut x.out[to].dsn;
+                b.push(conn);
+                b.push(new.len() as u32);
+                b.extend_from_slice(new);
+                *sent += new.len() as u32;
             }
         }
         for to in (0..sh.n).filter(|&to| to != me) {
@@ -398,6 +434,17 @@ impl<'a> World<'a, true> {
             }
             for &(flow, conn, tuple, kept) in &b.hca {
                 self.apply_hca(flow, conn, tuple, kept);
+            }
+            let mut i = 0;
+            while i < b.dsn.len() {
+                let (conn, k) = (b.dsn[i] as usize, b.dsn[i + 1] as usize);
+                self.conns[conn].snd.mirror_dsns(&b.dsn[i + 2..i + 2 + k]);
+                i += 2 + k;
+            }
+            for &(conn, r) in &b.reports {
+                self.conns[conn as usize]
+                    .rcv
+                    .mirror_reports(std::slice::from_ref(&r));
             }
             b.clear();
         }

@@ -78,6 +78,14 @@ impl Receiver {
         self.log.extend_from_slice(entries);
     }
 
+    /// Appends MPTCP-L reports written by the receiver this copy stands for (a threaded
+    /// run's sending side: see [`DetectReceiver::reports_since`]).
+    pub fn mirror_reports(&mut self, reports: &[(u8, u32, u32)]) {
+        if let Some(d) = self.detect.as_mut() {
+            d.mirror_reports(reports);
+        }
+    }
+
     /// Next segment expected.
     pub fn rcv_nxt(&self) -> u32 {
         self.rcv_nxt

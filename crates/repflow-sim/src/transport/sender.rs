@@ -127,6 +127,17 @@ impl Sender {
         self.total += 1;
     }
 
+    /// The data-level segments assigned to this subflow from its `n`-th segment on.
+    pub fn dsns_since(&self, n: usize) -> &[u32] {
+        &self.dsn[n.min(self.dsn.len())..]
+    }
+
+    /// Appends the assignments made by the sender this copy stands for (a threaded run's
+    /// receiving side, which reads them with [`Sender::dsn`]).
+    pub fn mirror_dsns(&mut self, dsns: &[u32]) {
+        self.dsn.extend_from_slice(dsns);
+    }
+
     /// The data-level segment that subflow segment `seq` carries (`seq` itself for a plain
     /// connection).
     pub fn dsn(&self, seq: u32) -> u32 {
