@@ -690,7 +690,7 @@ impl<'a, const P: bool> World<'a, P> {
             let completed = c.rcv.on_packet(&tcp, &pkt, now, &mut out);
             self.out = out;
             if P {
-                self.note_receipt(conn_id);
+                self.note_for_other_end(conn_id, End::Receiver);
             }
             if completed {
                 self.copy_completed(conn_id);
@@ -717,7 +717,7 @@ impl<'a, const P: bool> World<'a, P> {
             c.rcv.on_packet(&tcp, pkt, now, &mut out);
             self.out = out;
             if P {
-                self.note_receipt(conn_id);
+                self.note_for_other_end(conn_id, End::Receiver);
             }
             self.flush(conn_id, End::Receiver);
             self.mp_data(conn_id, pkt);
@@ -839,7 +839,7 @@ impl<'a, const P: bool> World<'a, P> {
                 self.out = out;
                 if P {
                     // An MPTCP-L report may leave with this ACK.
-                    self.note_receipt(conn_id);
+                    self.note_for_other_end(conn_id, End::Receiver);
                 }
                 self.flush(conn_id, End::Receiver);
             }

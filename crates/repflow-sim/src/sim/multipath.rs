@@ -364,7 +364,7 @@ impl<const P: bool> World<'_, P> {
         snd.try_send(tcp, now, &mut out);
         self.out = out;
         if P {
-            self.note_assignment(s);
+            self.note_for_other_end(s, End::Sender);
         }
     }
 }

@@ -25,7 +25,7 @@
 //! a packet carries). They live in shared vectors here; a threaded run
 //! ([`super::threads`]) gives each part a replica and copies them across at window ends.
 
-use super::{ev, Event, EventQueue, Progress, SimError, World, EV_FLOW};
+use super::{ev, End, Event, EventQueue, Progress, SimError, World, EV_FLOW};
 use crate::config::TopologyKind;
 use crate::engine::{anc_b, Anc, Place, Time};
 use crate::network::{FiveTuple, Topology};
@@ -275,28 +275,21 @@ impl<const P: bool> World<'_, P> {
         }
     }
 
-    /// A threaded run: connection `conn`'s receiver (here) may have logged a segment or
-    /// written an MPTCP-L report, which its sender's copy must get if the sender is another
-    /// part's.
+    /// A threaded run: `end` of connection `conn` (here) may have written what the other
+    /// end's copy reads — the receiver its SACK log or MPTCP-L reports, a subflow's sender
+    /// its data-segment assignments —, which must reach the other end's part if that is
+    /// another.
     #[inline]
-    pub(super) fn note_receipt(&mut self, conn: u32) {
+    pub(super) fn note_for_other_end(&mut self, conn: u32, end: End) {
         let p = self.part.as_deref_mut().expect("a partitioned run");
         if let Some(x) = p.threaded.as_deref_mut() {
-            let src = self.conns[conn as usize].tuple.src;
-            if p.node_part[src as usize] != p.cur {
-                x.sack_dirty.push(conn);
-            }
-        }
-    }
-
-    /// A threaded run: subflow `conn`'s sender (here) assigned a data segment, which its
-    /// receiver's copy of the mapping must get if the receiver is another part's.
-    pub(super) fn note_assignment(&mut self, conn: u32) {
-        let p = self.part.as_deref_mut().expect("a partitioned run");
-        if let Some(x) = p.threaded.as_deref_mut() {
-            let dst = self.conns[conn as usize].tuple.dst;
-            if p.node_part[dst as usize] != p.cur {
-                x.dsn_dirty.push(conn);
+            let t = self.conns[conn as usize].tuple;
+            let (other, dirty) = match end {
+                End::Receiver => (t.src, &mut x.sack_dirty),
+                End::Sender => (t.dst, &mut x.dsn_dirty),
+            };
+            if p.node_part[other as usize] != p.cur {
+                dirty.push(conn);
             }
         }
     }
