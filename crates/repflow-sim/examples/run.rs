@@ -63,6 +63,26 @@ fn main() {
         out.counters.wall_time,
         out.counters.packet_hops_per_sec / 1e6
     );
+    if let Some(t) = &out.threads {
+        let per = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        eprintln!(
+            "threads {}: {} windows of {:.2} us; events {:?}; busy {} s; waiting {} s \
+             ({:.2} us per window on average); {} packets handed between parts",
+            t.threads,
+            t.windows,
+            t.window * 1e6,
+            t.events,
+            per(&t.busy),
+            per(&t.wait),
+            t.wait.iter().sum::<f64>() / t.wait.len() as f64 / t.windows.max(1) as f64 * 1e6,
+            t.packets_exchanged
+        );
+    }
     #[cfg(feature = "parallelism-stats")]
     {
         let p = &out.parallelism;

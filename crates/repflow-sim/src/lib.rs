@@ -42,5 +42,5 @@ pub use config::{Config, ConfigError};
 pub use metrics::{Counters, FlowRecord, Summary};
 pub use sim::{
     run, run_partitioned, run_threaded, ConnRecord, PartitionPlan, Partitioning, Progress,
-    RunOutput, SimError,
+    RunOutput, SimError, ThreadReport,
 };

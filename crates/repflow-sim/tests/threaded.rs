@@ -56,6 +56,11 @@ fn a_larger_fat_tree_gives_the_sequential_results_on_2_threads() {
         assert!(seq.counters.drops > 0, "{scheme}: a scenario without drops");
         let par = run_threaded(&cfg, 2, &mut |_| true).unwrap_or_else(|e| panic!("{scheme}: {e}"));
         assert_eq!(digest(&par), digest(&seq), "{scheme} {profile}");
+        assert!(seq.threads.is_none());
+        let t = par.threads.expect("a threaded run reports its threads");
+        assert_eq!((t.threads, t.events.len(), t.wait.len()), (2, 2, 2));
+        assert_eq!(t.events.iter().sum::<u64>(), seq.counters.events);
+        assert!(t.windows > 0 && t.packets_exchanged > 0 && t.window == 1e-6);
     }
 }
 

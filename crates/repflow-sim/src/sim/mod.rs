@@ -26,7 +26,7 @@ mod partition;
 mod threads;
 pub use output::{ConnRecord, RunOutput};
 pub use partition::{PartitionPlan, Partitioning};
-pub use threads::run_threaded;
+pub use threads::{run_threaded, ThreadReport};
 
 /// Why a run could not be done.
 #[derive(Debug, Error)]

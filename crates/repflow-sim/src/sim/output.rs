@@ -32,6 +32,9 @@ pub struct RunOutput {
     pub link_stats: Vec<PortStats>,
     /// The network the run used.
     pub topology: Topology,
+    /// How the threads of a threaded run ([`super::run_threaded`]) spent their time; `None`
+    /// for a run on one thread.
+    pub threads: Option<super::ThreadReport>,
     /// How much a conservative parallel engine could gain on this run (feature
     /// `parallelism-stats`).
     #[cfg(feature = "parallelism-stats")]
@@ -235,6 +238,7 @@ impl<const P: bool> World<'_, P> {
             link_packets,
             link_stats,
             topology: self.topo,
+            threads: None,
             #[cfg(feature = "parallelism-stats")]
             parallelism: self.parallelism.finish(),
         }

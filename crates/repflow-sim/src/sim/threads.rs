@@ -202,8 +202,39 @@ struct Shared {
     cancel: AtomicBool,
 }
 
+/// How the threads of a threaded run spent their time: what a larger machine's speedup can
+/// be estimated from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadReport {
+    /// Threads (one part of the network each).
+    pub threads: u32,
+    /// Lookahead windows run (each ends with two barriers).
+    pub windows: u64,
+    /// Length of a window (the smallest link delay), seconds of simulated time.
+    pub window: f64,
+    /// Per thread, events run.
+    pub events: Vec<u64>,
+    /// Per thread, wall-clock seconds spent waiting at barriers.
+    pub wait: Vec<f64>,
+    /// Per thread, wall-clock seconds from its first window to its last barrier.
+    pub busy: Vec<f64>,
+    /// Packets handed from one part to another (over links between parts).
+    pub packets_exchanged: u64,
+}
+
+/// One thread's figures for the [`ThreadReport`].
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadFigures {
+    windows: u64,
+    events: u64,
+    wait: f64,
+    busy: f64,
+    packets_exchanged: u64,
+}
+
 /// What a thread other than the first hands back: the state the output is gathered from.
 struct Pieces {
+    figures: ThreadFigures,
     conns: Vec<Conn>,
     flows: Vec<FlowState>,
     ports: Vec<Port>,
@@ -255,8 +286,8 @@ pub fn run_threaded(
                         let _guard = BreakOnPanic(&sh.barrier);
                         sh.barrier.register();
                         let mut w = replica(config, &plan, me, sh)?;
-                        let last = w.run_thread(sh, None)?;
-                        Ok(w.into_pieces(last))
+                        let (last, figures) = w.run_thread(sh, None)?;
+                        Ok(w.into_pieces(last, figures))
                     })
             })
             .collect();
@@ -264,13 +295,13 @@ pub fn run_threaded(
             // The threads that started would wait for the missing ones.
             sh.barrier.break_it();
         }
-        let main = (|| -> Result<World<'_, true>, SimError> {
+        let main = (|| -> Result<(World<'_, true>, ThreadFigures), SimError> {
             let _guard = BreakOnPanic(&sh.barrier);
             sh.barrier.register();
             let mut w = replica(config, &plan, 0, sh)?;
-            let last = w.run_thread(sh, Some(progress))?;
+            let (last, figures) = w.run_thread(sh, Some(progress))?;
             w.now = last;
-            Ok(w)
+            Ok((w, figures))
         })();
         let mut pieces = Vec::with_capacity(n - 1);
         let mut failure = None;
@@ -291,12 +322,34 @@ pub fn run_threaded(
                 },
             }
         }
-        let mut main = main?;
+        let (mut main, first) = main?;
         if let Some(e) = failure {
             return Err(e);
         }
+        let figures: Vec<ThreadFigures> = std::iter::once(first)
+            .chain(pieces.iter().map(|p| p.figures))
+            .collect();
+        let lookahead = main.lookahead();
         main.merge(pieces);
-        Ok(main.output(config, wall))
+        let mut out = main.output(config, wall);
+        let report = ThreadReport {
+            threads,
+            windows: first.windows,
+            window: lookahead as f64 / crate::units::PS_PER_SEC as f64,
+            events: figures.iter().map(|f| f.events).collect(),
+            wait: figures.iter().map(|f| f.wait).collect(),
+            busy: figures.iter().map(|f| f.busy).collect(),
+            packets_exchanged: figures.iter().map(|f| f.packets_exchanged).sum(),
+        };
+        tracing::info!(
+            threads,
+            windows = report.windows,
+            wait = ?report.wait,
+            busy = ?report.busy,
+            "threaded simulation done"
+        );
+        out.threads = Some(report);
+        Ok(out)
     })
 }
 
@@ -353,8 +406,9 @@ impl<'a> World<'a, true> {
         }
     }
 
-    /// Posts this window's mail for the other parts.
-    fn post(&mut self, sh: &Shared) {
+    /// Posts this window's mail for the other parts; returns the packets handed over.
+    fn post(&mut self, sh: &Shared) -> u64 {
+        let mut packets = 0;
         let p = self.part.as_mut().expect("a partitioned run");
         let me = p.cur as usize;
         let x = p.threaded.as_mut().expect("a threaded run");
@@ -400,6 +454,7 @@ impl<'a> World<'a, true> {
             let b = &mut x.out[to];
             std::mem::swap(&mut b.events, &mut p.inbox[to]);
             std::mem::swap(&mut b.wire, &mut x.wire_out[to]);
+            packets += b.wire.len() as u64;
             b.hca.extend_from_slice(&x.hca_out);
             let mut slot = sh.boxes[me * sh.n + to]
                 .lock()
@@ -408,6 +463,7 @@ impl<'a> World<'a, true> {
             std::mem::swap(&mut *slot, b);
         }
         x.hca_out.clear();
+        packets
     }
 
     /// Takes the mail the other parts posted for this one.
@@ -467,8 +523,16 @@ impl<'a> World<'a, true> {
         &mut self,
         sh: &Shared,
         mut progress: Option<&mut dyn FnMut(&Progress) -> bool>,
-    ) -> Result<Time, SimError> {
+    ) -> Result<(Time, ThreadFigures), SimError> {
         let end = (self.end_arrivals + self.cfg.workload.drain.ps()).saturating_add(1);
+        let mut fig = ThreadFigures::default();
+        let started = Instant::now();
+        let wait = |fig: &mut ThreadFigures| {
+            let t = Instant::now();
+            let ok = sh.barrier.wait();
+            fig.wait += t.elapsed().as_secs_f64();
+            ok
+        };
         let lookahead = self.lookahead();
         let links = self.ports.len() as u32;
         let deep = links >= DEEP_PREFETCH_LINKS;
@@ -486,8 +550,9 @@ impl<'a> World<'a, true> {
             self.draw_arrivals(limit);
             self.deliver_own();
             last = last.max(self.run_part_until(limit, links, deep, &mut events));
-            self.post(sh);
-            if !sh.barrier.wait() {
+            fig.windows += 1;
+            fig.packets_exchanged += self.post(sh);
+            if !wait(&mut fig) {
                 return Err(broken());
             }
             self.collect(sh);
@@ -509,7 +574,7 @@ impl<'a> World<'a, true> {
                     }
                 }
             }
-            if !sh.barrier.wait() {
+            if !wait(&mut fig) {
                 return Err(broken());
             }
             if sh.cancel.load(Ordering::Relaxed) {
@@ -526,12 +591,15 @@ impl<'a> World<'a, true> {
             }
         }
         self.counters.events = events;
-        Ok(last)
+        fig.events = events;
+        fig.busy = started.elapsed().as_secs_f64();
+        Ok((last, fig))
     }
 
     /// The state the first thread gathers the output from.
-    fn into_pieces(self, last: Time) -> Pieces {
+    fn into_pieces(self, last: Time, figures: ThreadFigures) -> Pieces {
         Pieces {
+            figures,
             conns: self.conns,
             flows: self.flows,
             ports: self.ports,
