@@ -47,6 +47,7 @@ BAD_CDF = "10 0.5\n5 1\n"  # sizes decrease
         (["--config", "{missing_toml}"], "missing.toml"),
         (["--config", "{bad_toml}"], "topology.bogus"),
         (["--threads", "0"], "threads"),
+        (["--k", "4", "--threads", "5"], "threads"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(tmp_path: Path, capsys, argv, field):
@@ -153,6 +154,18 @@ def test_threads_give_the_sequential_records(tmp_path: Path, capsys):
     assert one.flows.equals(two.flows)
     for key in ("flows", "events", "packet_hops", "drops", "packets_delivered"):
         assert one.counters[key] == two.counters[key], key
+
+
+def test_bench_threads_runs_unpinned_on_threads(capsys):
+    import json
+
+    argv = ["bench", "--scenario", "k16", "--duration", "20us", "--json", "--quiet",
+            "--repeat", "1", "--threads", "2"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["threads"] == 2 and report["cpu"] is None and report["packet_hops"] > 0
+    assert main(["bench", "--threads", "0", "--quiet"]) == 2
+    assert "--threads" in capsys.readouterr().err
 
 
 def test_bench_smoke_json(capsys):

@@ -73,6 +73,9 @@ fn a_threaded_run_can_be_cancelled_and_refuses_links_without_delay() {
     .expect("a valid config");
     let err = run_threaded(&cfg, 2, &mut |_| true).expect_err("no lookahead");
     assert!(err.to_string().contains("delay above 0"), "{err}");
+    let cfg = Config::from_json(r#"{"topology": {"kind": "fat-tree", "k": 4}}"#).expect("valid");
+    let err = run_threaded(&cfg, 5, &mut |_| true).expect_err("more threads than pods");
+    assert!(err.to_string().contains("only 4 pods"), "{err}");
     let cfg = Config::from_json(
         r#"{"topology": {"kind": "fat-tree", "k": 8, "link_rate": "10Gbps"},
             "workload": {"cdf": "websearch", "load": 0.5, "duration": "200ms"}}"#,

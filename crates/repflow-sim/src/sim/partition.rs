@@ -21,8 +21,8 @@
 //! Everything else a part touches belongs to its nodes, except state read across a link
 //! whose content is settled before the reader can see it (a packet's path, the receiver's
 //! SACK log prefix an ACK names, MPTCP-L's loss report an ACK's tag names — the receiver
-//! keeps its last reports whatever the sender has read —, the sender's mapping of a segment
-//! a packet carries). They live in shared vectors here; a threaded run
+//! keeps every report whatever the sender has read —, the sender's mapping of a segment a
+//! packet carries). They live in shared vectors here; a threaded run
 //! ([`super::threads`]) gives each part a replica and copies them across at window ends.
 
 use super::{ev, End, Event, EventQueue, Progress, SimError, World, EV_FLOW};

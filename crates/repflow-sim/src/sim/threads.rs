@@ -262,6 +262,12 @@ pub fn run_threaded(
     config.validate()?;
     let wall = Instant::now();
     let n = threads as usize;
+    if std::thread::available_parallelism().is_ok_and(|c| c.get() < n) {
+        tracing::warn!(
+            threads,
+            "more threads than this machine's cores: they wait for each other at every window"
+        );
+    }
     let plan = PartitionPlan {
         partitioning: Partitioning::Pods(threads),
         reverse: false,
@@ -362,6 +368,17 @@ fn replica<'a>(
     sh: &Shared,
 ) -> Result<World<'a, true>, SimError> {
     let built = World::<true>::new(config).and_then(|mut w| {
+        let parts = match super::partition::fat_tree_pods(&w.topo, config) {
+            Some((_, pods)) => (pods, "pods of the fat-tree"),
+            None => (w.topo.nodes.len(), "nodes"),
+        };
+        if sh.n > parts.0 {
+            return Err(SimError::Input(format!(
+                "threads: {} threads, but a thread runs a part of the network and there are \
+                 only {} {}: use at most {}",
+                sh.n, parts.0, parts.1, parts.0
+            )));
+        }
         w.partition(plan)?;
         w.take_part(me, sh.n);
         Ok(w)
