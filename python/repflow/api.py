@@ -204,8 +204,8 @@ def simulate(
     """
     from repflow import __version__
 
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise UserError(f"threads: a whole number of threads, 1 or more, not {threads!r}")
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 65536:
+        raise UserError(f"threads: a whole number of threads, 1 to 65536, not {threads!r}")
     core = _core()
     cfg = load_config(config)
     try:
