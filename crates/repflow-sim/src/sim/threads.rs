@@ -21,9 +21,11 @@
 //! and the packets still on it from its far end, and sums the counters: the output is the
 //! sequential engine's, bit for bit (`tests/partitioned.rs`).
 //!
-//! Two barriers a window: after the exchange is posted, and after each thread has taken
-//! its mail and published its next event's time and its completed flows, from which all
-//! decide alike where the next window starts and whether the run ends.
+//! One barrier a window: before it each thread posts its mail and publishes the earliest
+//! event it keeps or handed over and its completed flows; after it each takes its mail and
+//! all decide alike where the next window starts and whether the run ends. Mailboxes and
+//! published figures come in two sets (even and odd windows), so that a thread already
+//! posting the next window's mail does not meet one still reading this window's.
 
 use super::{Conn, Event, FlowState, Progress, SimError, World, DEEP_PREFETCH_LINKS};
 use crate::config::Config;
@@ -184,21 +186,25 @@ impl Drop for BreakOnPanic<'_> {
     }
 }
 
-/// What the threads share.
+/// What the threads share. Mailboxes and published figures come in two sets, used by
+/// windows of even and odd number: a thread may post the next window's mail while another
+/// still reads this window's (it cannot post into the same set again before everyone has
+/// passed the next window's barrier).
 struct Shared {
     n: usize,
-    /// Mailbox of part `from` for part `to` at `from * n + to`.
+    /// Mailbox of part `from` for part `to` in set `s` at `(s * n + from) * n + to`.
     boxes: Vec<Mutex<Batch>>,
     barrier: SpinBarrier,
-    /// Per part, its earliest pending event after the exchange (`u64::MAX`: none).
+    /// Per set and part (`s * n + part`), the earliest event the part will run or has handed
+    /// over (`u64::MAX`: none).
     next: Vec<AtomicU64>,
-    /// Per part, the flows completed at its hosts.
+    /// Per set and part, the flows completed at the part's hosts.
     finished: Vec<AtomicU64>,
-    /// Per part, events run.
+    /// Per set and part, events run.
     events: Vec<AtomicU64>,
     /// Per part, whether its replica was built (a thread whose input failed says so).
     built: Vec<AtomicBool>,
-    /// The caller cancelled the run (set by the first thread before the second barrier).
+    /// The caller cancelled the run (set by the first thread before a barrier).
     cancel: AtomicBool,
 }
 
@@ -208,7 +214,7 @@ struct Shared {
 pub struct ThreadReport {
     /// Threads (one part of the network each).
     pub threads: u32,
-    /// Lookahead windows run (each ends with two barriers).
+    /// Lookahead windows run (each ends with a barrier).
     pub windows: u64,
     /// Length of a window (the smallest link delay), seconds of simulated time.
     pub window: f64,
@@ -274,11 +280,13 @@ pub fn run_threaded(
     };
     let shared = Shared {
         n,
-        boxes: (0..n * n).map(|_| Mutex::new(Batch::default())).collect(),
+        boxes: (0..2 * n * n)
+            .map(|_| Mutex::new(Batch::default()))
+            .collect(),
         barrier: SpinBarrier::new(n),
-        next: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
-        finished: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        events: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        next: (0..2 * n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        finished: (0..2 * n).map(|_| AtomicU64::new(0)).collect(),
+        events: (0..2 * n).map(|_| AtomicU64::new(0)).collect(),
         built: (0..n).map(|_| AtomicBool::new(false)).collect(),
         cancel: AtomicBool::new(false),
     };
@@ -423,9 +431,11 @@ impl<'a> World<'a, true> {
         }
     }
 
-    /// Posts this window's mail for the other parts; returns the packets handed over.
-    fn post(&mut self, sh: &Shared) -> u64 {
+    /// Posts this window's mail for the other parts in mailbox set `set`; returns the
+    /// packets handed over and the earliest event handed over (`u64::MAX`: none).
+    fn post(&mut self, sh: &Shared, set: usize) -> (u64, Time) {
         let mut packets = 0;
+        let mut earliest = u64::MAX;
         let p = self.part.as_mut().expect("a partitioned run");
         let me = p.cur as usize;
         let x = p.threaded.as_mut().expect("a threaded run");
@@ -472,22 +482,23 @@ impl<'a> World<'a, true> {
             std::mem::swap(&mut b.events, &mut p.inbox[to]);
             std::mem::swap(&mut b.wire, &mut x.wire_out[to]);
             packets += b.wire.len() as u64;
+            earliest = b.events.iter().map(|e| e.0).fold(earliest, Time::min);
             b.hca.extend_from_slice(&x.hca_out);
-            let mut slot = sh.boxes[me * sh.n + to]
+            let mut slot = sh.boxes[(set * sh.n + me) * sh.n + to]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             // The slot's batch was emptied by its reader: it is the next window's.
             std::mem::swap(&mut *slot, b);
         }
         x.hca_out.clear();
-        packets
+        (packets, earliest)
     }
 
-    /// Takes the mail the other parts posted for this one.
-    fn collect(&mut self, sh: &Shared) {
+    /// Takes the mail the other parts posted for this one in mailbox set `set`.
+    fn collect(&mut self, sh: &Shared, set: usize) {
         let me = self.part.as_ref().expect("a partitioned run").cur as usize;
         for from in (0..sh.n).filter(|&from| from != me) {
-            let mut b = sh.boxes[from * sh.n + me]
+            let mut b = sh.boxes[(set * sh.n + from) * sh.n + me]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             for &(t, anc, e) in &b.events {
@@ -567,25 +578,28 @@ impl<'a> World<'a, true> {
             self.draw_arrivals(limit);
             self.deliver_own();
             last = last.max(self.run_part_until(limit, links, deep, &mut events));
+            let set = (fig.windows & 1) as usize;
+            let (packets, handed) = self.post(sh, set);
             fig.windows += 1;
-            fig.packets_exchanged += self.post(sh);
-            if !wait(&mut fig) {
-                return Err(broken());
-            }
-            self.collect(sh);
-            self.deliver_own();
-            let queued = self.q.peek_time();
-            let flow = self.pending.map(|(_, t, _)| t);
-            let next = queued.into_iter().chain(flow).min().unwrap_or(u64::MAX);
-            sh.next[me].store(next, Ordering::Relaxed);
-            sh.finished[me].store(self.counters.flows_finished, Ordering::Relaxed);
-            sh.events[me].store(events, Ordering::Relaxed);
+            fig.packets_exchanged += packets;
+            // The earliest event anywhere after this window is the earliest of what each
+            // part keeps and hands over: published before the barrier, read after it, the
+            // same for all.
+            let next = self.q.peek_time().map_or(handed, |t| t.min(handed));
+            let slot = set * sh.n + me;
+            sh.next[slot].store(next, Ordering::Relaxed);
+            sh.finished[slot].store(self.counters.flows_finished, Ordering::Relaxed);
+            sh.events[slot].store(events, Ordering::Relaxed);
             if let Some(report) = progress.as_mut() {
                 if last_report.elapsed().as_millis() >= 200 {
                     last_report = Instant::now();
                     let mut p = self.progress(last, events);
                     p.flows_finished = finished;
-                    p.events = sh.events.iter().map(|e| e.load(Ordering::Relaxed)).sum();
+                    let other = (1 - set) * sh.n..(2 - set) * sh.n;
+                    p.events = sh.events[other]
+                        .iter()
+                        .map(|e| e.load(Ordering::Relaxed))
+                        .sum();
                     if !report(&p) {
                         sh.cancel.store(true, Ordering::Relaxed);
                     }
@@ -594,11 +608,22 @@ impl<'a> World<'a, true> {
             if !wait(&mut fig) {
                 return Err(broken());
             }
+            self.collect(sh, set);
             if sh.cancel.load(Ordering::Relaxed) {
                 return Err(SimError::Cancelled);
             }
-            finished = sh.finished.iter().map(|f| f.load(Ordering::Relaxed)).sum();
-            let next = sh.next.iter().map(|t| t.load(Ordering::Relaxed)).min();
+            let ours = set * sh.n..(set + 1) * sh.n;
+            finished = sh.finished[ours.clone()]
+                .iter()
+                .map(|f| f.load(Ordering::Relaxed))
+                .sum();
+            let flow = self.pending.map(|(_, t, _)| t);
+            let next = sh.next[ours]
+                .iter()
+                .map(|t| t.load(Ordering::Relaxed))
+                .chain(flow)
+                .min()
+                .filter(|&t| t != u64::MAX);
             if self.arrivals_done && finished == self.counters.flows {
                 break;
             }
