@@ -92,12 +92,14 @@ pub(super) struct Exchange {
     out: Vec<Batch>,
 }
 
-/// A barrier for the threads of a run. A waiting thread spins a little (the threads of a run
-/// usually wait for each other a few microseconds, less than a sleep and a wake-up take),
+/// A barrier for the threads of a run. A waiting thread spins for a while (the threads of a run
+/// usually wait for each other microseconds, less than a sleep and a wake-up take),
 /// then parks until the last thread to arrive wakes it (more threads than cores must not
 /// spin against the thread they wait for). It fails if a thread gave up (panicked).
 struct SpinBarrier {
     n: usize,
+    /// Rounds a waiting thread spins before it parks.
+    spins: u32,
     count: AtomicUsize,
     generation: AtomicUsize,
     /// Threads parked, or about to park, in [`SpinBarrier::wait`].
@@ -108,9 +110,11 @@ struct SpinBarrier {
 }
 
 impl SpinBarrier {
-    fn new(n: usize) -> SpinBarrier {
+    /// A barrier for `n` threads that spin `spins` rounds before they park.
+    fn new(n: usize, spins: u32) -> SpinBarrier {
         SpinBarrier {
             n,
+            spins,
             count: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
@@ -158,7 +162,7 @@ impl SpinBarrier {
         }
         let passed =
             || self.generation.load(Ordering::SeqCst) != gen || self.broken.load(Ordering::SeqCst);
-        for _ in 0..1 << 11 {
+        for _ in 0..self.spins {
             if passed() {
                 return !self.broken.load(Ordering::SeqCst);
             }
@@ -283,7 +287,18 @@ pub fn run_threaded(
         boxes: (0..2 * n * n)
             .map(|_| Mutex::new(Batch::default()))
             .collect(),
-        barrier: SpinBarrier::new(n),
+        // With a core each, a thread spins through the usual wait (the imbalance of a
+        // window's work, up to ~100 µs at k = 32) rather than pay a wake-up, slow on a busy
+        // virtual machine; with more threads than cores, spinning takes the core the thread
+        // waited for: park soon.
+        barrier: SpinBarrier::new(
+            n,
+            if std::thread::available_parallelism().is_ok_and(|c| c.get() >= n) {
+                1 << 17
+            } else {
+                1 << 8
+            },
+        ),
         next: (0..2 * n).map(|_| AtomicU64::new(u64::MAX)).collect(),
         finished: (0..2 * n).map(|_| AtomicU64::new(0)).collect(),
         events: (0..2 * n).map(|_| AtomicU64::new(0)).collect(),
