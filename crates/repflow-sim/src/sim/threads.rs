@@ -288,9 +288,9 @@ pub fn run_threaded(
             .map(|_| Mutex::new(Batch::default()))
             .collect(),
         // With a core each, a thread spins through the usual wait (the imbalance of a
-        // window's work, up to ~100 µs at k = 32) rather than pay a wake-up, slow on a busy
-        // virtual machine; with more threads than cores, spinning takes the core the thread
-        // waited for: park soon.
+        // window's work, up to ~100 µs at k = 32; 2^17 rounds take 1-3 ms here) rather than
+        // pay a wake-up, slow on a busy virtual machine; with more threads than cores,
+        // spinning takes the core the thread waited for: park soon.
         barrier: SpinBarrier::new(
             n,
             if std::thread::available_parallelism().is_ok_and(|c| c.get() >= n) {
