@@ -516,12 +516,6 @@ impl Port {
         self.fifo.front().map(|f| &f.pkt)
     }
 
-    /// Whether no packet is on the link (nor waiting for it).
-    #[inline]
-    pub fn wire_is_empty(&self) -> bool {
-        self.fifo.is_empty()
-    }
-
     /// The packet admitted last, still on the link (for a partitioned run's bookkeeping).
     #[inline]
     pub fn last_admitted(&mut self) -> Option<(Time, &mut Packet)> {

@@ -465,15 +465,23 @@ impl<'a, const P: bool> World<'a, P> {
             let mut t = self.conns[c as usize].tuple;
             t.sport = self.hca_ports[i as usize];
             t.dport = dport;
-            let conn = self.new_conn(c, id, i as u8, t, spec.size);
-            self.paths.set(c, conn.fwd, conn.rev);
-            self.conns[c as usize] = conn;
+            self.retuple_conn(id, c, t);
             if P {
                 self.note_hca(id, c, t, kept as u8);
             }
         }
         self.flows[id as usize].copies = kept as u8;
         wait
+    }
+
+    /// Gives connection `conn` of flow `flow` five-tuple `t`: a fresh connection, on that
+    /// tuple's paths (SmartRep's HCA, before the connection starts).
+    fn retuple_conn(&mut self, flow: u32, conn: u32, t: FiveTuple) {
+        let copy = self.conns[conn as usize].copy;
+        let size = self.flows[flow as usize].spec.size;
+        let c = self.new_conn(conn, flow, copy, t, size);
+        self.paths.set(conn, c.fwd, c.rev);
+        self.conns[conn as usize] = c;
     }
 
     /// Counts a replicated flow, and a collision when two of its copies share a

@@ -552,15 +552,11 @@ impl<'a> World<'a, true> {
     /// Applies an HCA choice another part made: connection `conn` of flow `flow` takes
     /// five-tuple `t` (and its paths), and the flow keeps `kept` copies.
     fn apply_hca(&mut self, flow: u32, conn: u32, t: FiveTuple, kept: u8) {
-        let copy = self.conns[conn as usize].copy;
-        let size = self.flows[flow as usize].spec.size;
-        let c = self.new_conn(conn, flow, copy, t, size);
-        self.paths.set(conn, c.fwd, c.rev);
-        self.conns[conn as usize] = c;
+        self.retuple_conn(flow, conn, t);
         self.flows[flow as usize].copies = kept;
     }
 
-    /// The run loop of thread `sh`'s part; the first thread (`progress` given) reports
+    /// The run loop of this replica's part; the first thread (`progress` given) reports
     /// progress and may cancel. Returns the time of the last event this part ran.
     fn run_thread(
         &mut self,
