@@ -61,7 +61,8 @@ pub(super) struct Parts {
     pub(super) node_part: Vec<u32>,
     /// Link → the part of its far end (where its arrivals are handled).
     pub(super) link_end_part: Vec<u32>,
-    /// Each part's queue; the part being run has swapped its own into `World::q`.
+    /// Each part's queue; the part being run has swapped its own into `World::q`. (A
+    /// threaded replica's is moved into `World::q` for good, and this is empty.)
     pub(super) queues: Vec<EventQueue>,
     /// The part being run.
     pub(super) cur: u32,
@@ -121,6 +122,16 @@ pub(super) fn fat_tree_pods(topo: &Topology, cfg: &crate::Config) -> Option<(Vec
 impl<const P: bool> World<'_, P> {
     /// Splits the network as `plan` says (a partitioned run, before it starts).
     pub(super) fn partition(&mut self, plan: &PartitionPlan) -> Result<(), SimError> {
+        self.partition_as(plan, None)
+    }
+
+    /// [`World::partition`]; `own`: the one part this world will run (a threaded replica),
+    /// whose event queue alone is built (`Parts::queues` then holds that one).
+    pub(super) fn partition_as(
+        &mut self,
+        plan: &PartitionPlan,
+        own: Option<u32>,
+    ) -> Result<(), SimError> {
         if let Some((i, l)) = self
             .topo
             .links
@@ -157,7 +168,8 @@ impl<const P: bool> World<'_, P> {
         // events per slot as the sequential queue's (only the speed depends on the width).
         let (ids, slot, horizon) = self.q_shape;
         let slot = slot.saturating_mul(n as u64).min(horizon.max(1));
-        let queues = (0..n)
+        let built = if own.is_some() { 1 } else { n };
+        let queues = (0..built)
             .map(|_| EventQueue::new(ids, slot, horizon))
             .collect();
         let mut order: Vec<u32> = (0..n).collect();

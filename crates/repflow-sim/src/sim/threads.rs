@@ -402,7 +402,7 @@ fn replica<'a>(
                 sh.n, parts.0, parts.1, parts.0
             )));
         }
-        w.partition(plan)?;
+        w.partition_as(plan, Some(me))?;
         w.take_part(me, sh.n);
         Ok(w)
     });
@@ -422,7 +422,10 @@ impl<'a> World<'a, true> {
     fn take_part(&mut self, me: u32, n: usize) {
         let p = self.part.as_mut().expect("a partitioned run");
         p.cur = me;
-        self.q = std::mem::take(&mut p.queues).swap_remove(me as usize);
+        // (`partition_as` built this part's queue alone.)
+        self.q = std::mem::take(&mut p.queues)
+            .pop()
+            .expect("the part's own queue");
         p.threaded = Some(Box::new(Exchange {
             wire_out: vec![Vec::new(); n],
             sack_dirty: Vec::new(),
