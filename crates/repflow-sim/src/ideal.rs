@@ -315,6 +315,26 @@ mod tests {
         ]
     }
 
+    /// Link rates the randomized tests draw from (the last slower than the others).
+    const RATES: [u64; 5] = [
+        1_000_000_000,
+        10_000_000_000,
+        40_000_000_000,
+        3_000_000_000,
+        100_000_000,
+    ];
+
+    /// A seeded stream of draws: each call gives a number below its argument.
+    fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |n| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        }
+    }
+
     #[test]
     fn one_packet_without_handshake_is_store_and_forward() {
         let mut p = TcpParams::from_config(&TcpConfig::default());
@@ -342,19 +362,8 @@ mod tests {
     /// are not multiples of the MSS, a tiny last segment, header sizes.
     #[test]
     fn back_to_back_skip_is_exact() {
-        let mut x: u64 = 0x1234_5678;
-        let mut next = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
-        let rates = [
-            1_000_000_000u64,
-            10_000_000_000,
-            40_000_000_000,
-            3_000_000_000,
-        ];
+        let mut next = draws(0x1234_5678);
+        let rates = &RATES[..4];
         let mut skipped_something = false;
         for case in 0..400 {
             let mut p = TcpParams::from_config(&TcpConfig::default());
@@ -407,20 +416,8 @@ mod tests {
     #[test]
     fn skipping_steady_state_is_exact() {
         use crate::config::TcpProfile;
-        let mut x: u64 = 0x9e37_79b9;
-        let mut next = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
-        let rates = [
-            1_000_000_000u64,
-            10_000_000_000,
-            40_000_000_000,
-            3_000_000_000,
-            100_000_000,
-        ];
+        let mut next = draws(0x9e37_79b9);
+        let rates = RATES;
         let profiles = [
             TcpProfile::Dc,
             TcpProfile::Linux,
