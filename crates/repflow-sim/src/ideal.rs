@@ -190,12 +190,12 @@ fn replay(
     let nic_full = fwd[0].clock.tx(full);
     let nic_bottleneck = fwd.iter().all(|h| h.clock.tx(full) <= nic_full)
         && rev.iter().all(|h| h.clock.tx(p.header) <= nic_full);
+    // (Used without delayed ACKs.)
     let ack_loop: Time = fwd.iter().map(|h| h.clock.tx(full) + h.delay).sum::<Time>()
         + rev
             .iter()
             .map(|h| h.clock.tx(p.header) + h.delay)
             .sum::<Time>()
-        + if p.delayed_ack { p.delack_timeout } else { 0 }
         + nic_full;
     let mut nic_busy_since: Time = 0;
     // The trigger of the ACK just received (see `Queue::packets`), if the last event was one.
