@@ -132,6 +132,24 @@ impl<const P: bool> World<'_, P> {
         plan: &PartitionPlan,
         own: Option<u32>,
     ) -> Result<(), SimError> {
+        let nodes = self.topo.nodes.len();
+        let pods = match plan.partitioning {
+            Partitioning::Pods(_) => fat_tree_pods(&self.topo, self.cfg),
+            Partitioning::Nodes => None,
+        };
+        if let (Some(_), Partitioning::Pods(n)) = (own, plan.partitioning) {
+            // A thread runs one part: there must be a part of the network for each.
+            let (parts, what) = match &pods {
+                Some((_, k)) => (*k, "pods of the fat-tree"),
+                None => (nodes, "nodes"),
+            };
+            if n as usize > parts {
+                return Err(SimError::Input(format!(
+                    "threads: {n} threads, but a thread runs a part of the network and there \
+                     are only {parts} {what}: use at most {parts}"
+                )));
+            }
+        }
         if let Some((i, l)) = self
             .topo
             .links
@@ -145,7 +163,6 @@ impl<const P: bool> World<'_, P> {
                 l.from, l.to
             )));
         }
-        let nodes = self.topo.nodes.len();
         let (node_part, n) = match plan.partitioning {
             Partitioning::Nodes => ((0..nodes as u32).collect::<Vec<u32>>(), nodes as u32),
             Partitioning::Pods(0) => {
@@ -153,7 +170,7 @@ impl<const P: bool> World<'_, P> {
                     "a partitioned run needs at least one part".into(),
                 ))
             }
-            Partitioning::Pods(n) => match fat_tree_pods(&self.topo, self.cfg) {
+            Partitioning::Pods(n) => match pods {
                 Some((pod, _)) => (pod.iter().map(|&p| p % n).collect(), n),
                 None => ((0..nodes as u32).map(|i| i % n).collect(), n),
             },

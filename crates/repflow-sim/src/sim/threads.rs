@@ -272,7 +272,8 @@ pub fn run_threaded(
     config.validate()?;
     let wall = Instant::now();
     let n = threads as usize;
-    if std::thread::available_parallelism().is_ok_and(|c| c.get() < n) {
+    let cores = std::thread::available_parallelism().ok().map(|c| c.get());
+    if cores.is_some_and(|c| c < n) {
         tracing::warn!(
             threads,
             "more threads than this machine's cores: they wait for each other at every window"
@@ -293,7 +294,7 @@ pub fn run_threaded(
         // spinning takes the core the thread waited for: park soon.
         barrier: SpinBarrier::new(
             n,
-            if std::thread::available_parallelism().is_ok_and(|c| c.get() >= n) {
+            if cores.is_some_and(|c| c >= n) {
                 1 << 17
             } else {
                 1 << 8
@@ -391,17 +392,7 @@ fn replica<'a>(
     sh: &Shared,
 ) -> Result<World<'a, true>, SimError> {
     let built = World::<true>::new(config).and_then(|mut w| {
-        let parts = match super::partition::fat_tree_pods(&w.topo, config) {
-            Some((_, pods)) => (pods, "pods of the fat-tree"),
-            None => (w.topo.nodes.len(), "nodes"),
-        };
-        if sh.n > parts.0 {
-            return Err(SimError::Input(format!(
-                "threads: {} threads, but a thread runs a part of the network and there are \
-                 only {} {}: use at most {}",
-                sh.n, parts.0, parts.1, parts.0
-            )));
-        }
+        // (It refuses more threads than parts of the network.)
         w.partition_as(plan, Some(me))?;
         w.take_part(me, sh.n);
         Ok(w)
