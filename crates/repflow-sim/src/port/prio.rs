@@ -5,24 +5,37 @@
 //! included, is dropped (the latest queued among equals).
 
 use crate::packet::Packet;
+use std::hint::select_unpredictable;
 
-#[derive(Clone, Copy, Debug)]
-struct Queued {
-    pkt: Packet,
-    /// Smaller is more urgent (the scheme decides it, e.g. pFabric: remaining bytes).
-    prio: u32,
-    /// Enqueue order (ties and "earliest of the flow").
-    order: u64,
-}
-
-/// The waiting packets of a pFabric port (the packet being transmitted excluded).
+/// The waiting packets of a pFabric port (the packet being transmitted excluded), kept as
+/// parallel arrays so that the searches read only what they compare: a packed key per
+/// packet (priority in the high 32 bits, enqueue order in the low 32: smaller is served
+/// first, larger dropped first) and its connection. The packets themselves are read only
+/// when one leaves.
 #[derive(Clone, Debug, Default)]
 pub struct PrioQueue {
-    items: Vec<Queued>,
+    /// `prio << 32 | order`: the order (enqueue order, for ties and "earliest of the flow")
+    /// counts from 0 and is renumbered before it would pass `u32::MAX`
+    /// ([`PrioQueue::renumber`]), which keeps every comparison as with an unbounded count.
+    keys: Vec<u64>,
+    conns: Vec<u32>,
+    pkts: Vec<Packet>,
     bytes: u64,
-    next_order: u64,
+    next_order: u32,
     /// Buffer size, bytes (0: unlimited).
     pub limit_bytes: u64,
+}
+
+/// Index of the smallest of `keys` (not empty), without a branch on the comparisons.
+#[inline]
+fn argmin(keys: &[u64]) -> usize {
+    let (mut best, mut bk) = (0, keys[0]);
+    for (j, &k) in keys.iter().enumerate().skip(1) {
+        let less = k < bk;
+        best = select_unpredictable(less, j, best);
+        bk = select_unpredictable(less, k, bk);
+    }
+    best
 }
 
 impl PrioQueue {
@@ -36,12 +49,12 @@ impl PrioQueue {
 
     /// Packets waiting.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.keys.len()
     }
 
     /// Nothing waits.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.keys.is_empty()
     }
 
     /// Bytes waiting.
@@ -49,27 +62,50 @@ impl PrioQueue {
         self.bytes
     }
 
+    /// Renumbers the waiting packets' orders 0, 1, … in their present order, so that the
+    /// count can go on (the orders only ever compare among waiting packets).
+    #[cold]
+    fn renumber(&mut self) {
+        let mut idx: Vec<usize> = (0..self.keys.len()).collect();
+        idx.sort_unstable_by_key(|&i| self.keys[i] as u32);
+        for (rank, i) in idx.into_iter().enumerate() {
+            self.keys[i] = (self.keys[i] & !0xffff_ffff) | rank as u64;
+        }
+        self.next_order = self.keys.len() as u32;
+    }
+
+    /// Removes waiting packet `i`.
+    #[inline]
+    fn remove(&mut self, i: usize) -> Packet {
+        self.keys.swap_remove(i);
+        self.conns.swap_remove(i);
+        let pkt = self.pkts.swap_remove(i);
+        self.bytes -= pkt.bytes as u64;
+        pkt
+    }
+
     /// Queues `pkt` with priority `prio`, then drops lowest-priority packets until the
     /// buffer fits. Returns the number of packets dropped (the arrival may be one of them).
     pub fn push(&mut self, pkt: Packet, prio: u32) -> u32 {
-        self.items.push(Queued {
-            pkt,
-            prio,
-            order: self.next_order,
-        });
+        if self.next_order == u32::MAX {
+            self.renumber();
+        }
+        self.keys.push((prio as u64) << 32 | self.next_order as u64);
+        self.conns.push(pkt.conn);
+        self.pkts.push(pkt);
         self.next_order += 1;
         self.bytes += pkt.bytes as u64;
         let mut dropped = 0;
         while self.limit_bytes != 0 && self.bytes > self.limit_bytes {
-            // Lowest priority = largest prio value; among equals the latest queued.
-            let (i, _) = self
-                .items
-                .iter()
-                .enumerate()
-                .max_by_key(|(_, q)| (q.prio, q.order))
-                .expect("over the limit means non-empty");
-            let q = self.items.swap_remove(i);
-            self.bytes -= q.pkt.bytes as u64;
+            // Lowest priority = largest prio value; among equals the latest queued: the
+            // largest key.
+            let (mut worst, mut wk) = (0, self.keys[0]);
+            for (j, &k) in self.keys.iter().enumerate().skip(1) {
+                let more = k > wk;
+                worst = select_unpredictable(more, j, worst);
+                wk = select_unpredictable(more, k, wk);
+            }
+            self.remove(worst);
             dropped += 1;
         }
         dropped
@@ -78,18 +114,20 @@ impl PrioQueue {
     /// Removes the packet to transmit next: the earliest queued packet of the connection
     /// that holds the highest-priority packet.
     pub fn pop(&mut self) -> Option<Packet> {
-        let best = self.items.iter().min_by_key(|q| (q.prio, q.order))?;
-        let conn = best.pkt.conn;
-        let (i, _) = self
-            .items
-            .iter()
-            .enumerate()
-            .filter(|(_, q)| q.pkt.conn == conn)
-            .min_by_key(|(_, q)| q.order)
-            .expect("the best packet's connection has a packet");
-        let q = self.items.swap_remove(i);
-        self.bytes -= q.pkt.bytes as u64;
-        Some(q.pkt)
+        if self.keys.is_empty() {
+            return None;
+        }
+        let conn = self.conns[argmin(&self.keys)];
+        // The earliest of that connection's packets: the smallest order among them (every
+        // other packet compares as the largest).
+        let (mut first, mut fo) = (0, u32::MAX as u64 + 1);
+        for (j, (&k, &c)) in self.keys.iter().zip(&self.conns).enumerate() {
+            let o = select_unpredictable(c == conn, k as u32 as u64, u32::MAX as u64 + 1);
+            let less = o < fo;
+            first = select_unpredictable(less, j, first);
+            fo = select_unpredictable(less, o, fo);
+        }
+        Some(self.remove(first))
     }
 }
 
@@ -141,6 +179,86 @@ mod tests {
         // A less urgent arrival is itself dropped.
         assert_eq!(q.push(p(5, 0), 50_000), 1);
         assert_eq!(q.len(), 3);
-        assert!(!q.items.iter().any(|x| x.pkt.conn == 5));
+        assert!(!q.conns.contains(&5));
+    }
+
+    /// The rule as stated, on a plain list with an unbounded enqueue count.
+    struct Reference {
+        items: Vec<(Packet, u32, u64)>,
+        next: u64,
+        bytes: u64,
+        limit: u64,
+    }
+
+    impl Reference {
+        fn push(&mut self, pkt: Packet, prio: u32) -> u32 {
+            self.items.push((pkt, prio, self.next));
+            self.next += 1;
+            self.bytes += pkt.bytes as u64;
+            let mut dropped = 0;
+            while self.limit != 0 && self.bytes > self.limit {
+                let worst = (0..self.items.len())
+                    .max_by_key(|&i| (self.items[i].1, self.items[i].2))
+                    .unwrap();
+                self.bytes -= self.items.remove(worst).0.bytes as u64;
+                dropped += 1;
+            }
+            dropped
+        }
+
+        fn pop(&mut self) -> Option<Packet> {
+            let best = (0..self.items.len()).min_by_key(|&i| (self.items[i].1, self.items[i].2))?;
+            let conn = self.items[best].0.conn;
+            let first = (0..self.items.len())
+                .filter(|&i| self.items[i].0.conn == conn)
+                .min_by_key(|&i| self.items[i].2)
+                .unwrap();
+            let (pkt, _, _) = self.items.remove(first);
+            self.bytes -= pkt.bytes as u64;
+            Some(pkt)
+        }
+    }
+
+    #[test]
+    fn agrees_with_the_rule_across_the_order_count_wrapping() {
+        let mut rng = crate::engine::Rng::new(7, 0);
+        for case in 0..200 {
+            let limit = [0, 3000, 9000, 36_000][case % 4];
+            let mut q = PrioQueue::new(limit);
+            // Half the cases start just before the packed order count must be renumbered.
+            if case % 2 == 1 {
+                q.next_order = u32::MAX - 1 - rng.below(20) as u32;
+            }
+            let mut r = Reference {
+                items: Vec::new(),
+                next: 0,
+                bytes: 0,
+                limit,
+            };
+            for step in 0..400u32 {
+                if rng.below(3) < 2 {
+                    let pkt = Packet {
+                        conn: rng.below(6) as u32,
+                        seq: step,
+                        bytes: [64, 590, 1500][rng.below(3) as usize],
+                        kind: kind::DATA,
+                        ..Packet::default()
+                    };
+                    let prio = rng.below(8) as u32 * 1000;
+                    assert_eq!(
+                        q.push(pkt, prio),
+                        r.push(pkt, prio),
+                        "case {case} step {step}"
+                    );
+                } else {
+                    assert_eq!(q.pop(), r.pop(), "case {case} step {step}");
+                }
+                assert_eq!((q.len(), q.bytes()), (r.items.len(), r.bytes));
+            }
+            while let Some(p) = r.pop() {
+                assert_eq!(q.pop(), Some(p), "case {case}");
+            }
+            assert!(q.is_empty());
+        }
     }
 }
