@@ -303,13 +303,16 @@ impl Port {
     }
 
     /// Offers `pkt`, of priority `prio` (smaller is more urgent), to a scheduled port at
-    /// `now`, by the event at `place` (with `now`, its place in the order).
+    /// `now`, by the event at `place` (with `now`, its place in the order). `lazy`: the
+    /// port's completions are not events, and those before this one have been decided
+    /// ([`Port::sched_catch_up`]); then [`SchedEnqueue::tx_done`] is always `None`.
     pub fn sched_enqueue(
         &mut self,
         pkt: Packet,
         prio: u32,
         now: Time,
         place: Place,
+        lazy: bool,
     ) -> SchedEnqueue {
         self.sched_area(now);
         let mut r = SchedEnqueue {
@@ -331,7 +334,9 @@ impl Port {
         let q = x.sched.as_mut().expect("a scheduled port");
         r.dropped = q.push(pkt, prio);
         let waiting = q.len() as u32;
-        r.tx_done = self.sched_claim_tx_event();
+        if !lazy {
+            r.tx_done = self.sched_claim_tx_event();
+        }
         self.drops += r.dropped as u64;
         if waiting + 1 > self.max_backlog {
             self.max_backlog = waiting + 1;
@@ -356,6 +361,47 @@ impl Port {
         }
         x.tx_event = true;
         Some((busy_until, x.tx_place))
+    }
+
+    /// Whether this scheduled port's completions can be decided late ([`Port::sched_catch_up`])
+    /// instead of as events: its link has a propagation delay, so the packet whose
+    /// transmission completes is still on the wire then, and its arrival at the far end — an
+    /// event of this link that comes after the completion — is there to decide it.
+    #[inline]
+    pub fn sched_lazy_ok(&self) -> bool {
+        self.delay > 0
+    }
+
+    /// A scheduled port whose completions are not events (see [`Port::sched_lazy_ok`]):
+    /// decides, in order, every completion that comes before the event at `now` and `place`
+    /// while packets wait — exactly as its event would have: the waiting bytes are
+    /// accounted to its time, the next packet is taken and its transmission starts then, and
+    /// the new completion takes the place in the event order that the event's first push
+    /// would have given it (the event would have pushed nothing else: the packet just sent
+    /// is still on the wire). `done_id` is the completion's near-event id. Nothing between
+    /// a completion and the next event at this port sees the port, so deciding it at that
+    /// event changes nothing. Returns how many completions were decided, and the time of the
+    /// last.
+    pub fn sched_catch_up(&mut self, now: Time, place: Place, done_id: u32) -> (u64, Time) {
+        let mut n = 0;
+        let mut last = 0;
+        loop {
+            let done = self.busy_until;
+            let x = self.extra.as_mut().expect("a scheduled port");
+            if (done, x.tx_place) >= (now, place) || x.sched.as_ref().is_none_or(|q| q.is_empty()) {
+                return (n, last);
+            }
+            debug_assert!(!x.tx_event, "a port with lazy completions schedules none");
+            let started = x.tx_place.0 .0;
+            let Some((_, was_empty)) = self.sched_tx_done(done) else {
+                unreachable!("packets wait")
+            };
+            debug_assert!(!was_empty, "the packet completed is on the wire");
+            let anc = (done, crate::engine::anc_b(done, started, 0));
+            self.extra().tx_place = (anc, done_id as u64);
+            n += 1;
+            last = done;
+        }
     }
 
     /// The transmission of a scheduled port ended at `now` (its completion event): starts
@@ -839,20 +885,20 @@ mod tests {
         let mut p = sched_port(3000);
         // Events at times 0..3 (scheduled then, ranks 10..); the completion is placed as
         // scheduled at 0 with rank 11.
-        let r = p.sched_enqueue(d(0), 50, 0, ((0, 0), 10));
+        let r = p.sched_enqueue(d(0), 50, 0, ((0, 0), 10), false);
         assert_eq!(r.started, Some(12_000_000));
         assert!(r.head_arrival && r.tx_done.is_none());
         p.sched_set_tx_place(((0, 0), 11));
         // The first packet to wait asks for the completion event, in its place.
-        let r = p.sched_enqueue(d(1), 40, 1, ((1, 0), 12));
+        let r = p.sched_enqueue(d(1), 40, 1, ((1, 0), 12), false);
         assert_eq!(
             (r.dropped, r.tx_done),
             (0, Some((12_000_000, ((0, 0), 11))))
         );
-        let r = p.sched_enqueue(d(2), 10, 2, ((2, 0), 13));
+        let r = p.sched_enqueue(d(2), 10, 2, ((2, 0), 13), false);
         assert_eq!((r.dropped, r.tx_done, r.started), (0, None, None));
         // Buffer (2 packets) full: the least urgent (conn 1) goes.
-        assert_eq!(p.sched_enqueue(d(3), 20, 3, ((3, 0), 14)).dropped, 1);
+        assert_eq!(p.sched_enqueue(d(3), 20, 3, ((3, 0), 14), false).dropped, 1);
         assert_eq!(p.drops, 1);
         let mut order = vec![p.pop_arrived().conn];
         let mut t = 12_000_000;
@@ -869,20 +915,26 @@ mod tests {
     #[test]
     fn scheduled_port_completion_at_the_same_time_follows_the_event_order() {
         let mut p = sched_port(0);
-        assert!(p.sched_enqueue(d(0), 50, 0, ((0, 0), 10)).started.is_some());
+        assert!(p
+            .sched_enqueue(d(0), 50, 0, ((0, 0), 10), false)
+            .started
+            .is_some());
         p.sched_set_tx_place(((0, 0), 11));
         // An arrival at the completion's time but before it in the order (scheduled as
         // early, of a smaller rank) waits for it...
-        let r = p.sched_enqueue(d(1), 40, 12_000_000, ((0, 0), 5));
+        let r = p.sched_enqueue(d(1), 40, 12_000_000, ((0, 0), 5), false);
         assert_eq!(r.tx_done, Some((12_000_000, ((0, 0), 11))));
         assert!(r.started.is_none());
         // ... and one after it (of a larger rank, of a later creator, or scheduled later) finds
         // the link idle and is sent at once.
         for place in [((0, 0), 12), ((0, 1), 0), ((1, 0), 0)] {
             let mut q = sched_port(0);
-            assert!(q.sched_enqueue(d(0), 50, 0, ((0, 0), 10)).started.is_some());
+            assert!(q
+                .sched_enqueue(d(0), 50, 0, ((0, 0), 10), false)
+                .started
+                .is_some());
             q.sched_set_tx_place(((0, 0), 11));
-            let r = q.sched_enqueue(d(1), 40, 12_000_000, place);
+            let r = q.sched_enqueue(d(1), 40, 12_000_000, place, false);
             assert_eq!(r.started, Some(24_000_000));
             assert!(r.tx_done.is_none());
         }

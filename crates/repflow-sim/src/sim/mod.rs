@@ -589,9 +589,14 @@ impl<'a, const P: bool> World<'a, P> {
         let priority = self.scheme.priority.expect("a scheme with priority ports");
         let prio = priority(&pkt, c.snd.size(), self.tcp.mss);
         let done_id = self.tx_done_id(link);
+        let lazy = self.lazy_completions(link);
         let port = &mut self.ports[link as usize];
         let place = self.q.last_place();
-        let r = port.sched_enqueue(pkt, prio, self.now, place);
+        if lazy {
+            let (n, _) = port.sched_catch_up(self.now, place, done_id);
+            self.counters.events += n;
+        }
+        let r = port.sched_enqueue(pkt, prio, self.now, place, lazy);
         if P {
             if r.started.is_some() {
                 self.wire_admitted(link, place);
@@ -617,6 +622,53 @@ impl<'a, const P: bool> World<'a, P> {
     /// Near-event id of link `link`'s transmit completion (arrivals use the link id).
     fn tx_done_id(&self, link: u32) -> u32 {
         self.ports.len() as u32 + link
+    }
+
+    /// Whether scheduled port `link` decides its transmit completions late, at the next
+    /// event that sees the port ([`Port::sched_catch_up`]), instead of as events of their
+    /// own: in a sequential run, on a link with a propagation delay. (A partitioned run
+    /// keeps the events: the arrival that would decide them may be another part's. The
+    /// `tie-stats` build keeps them too: it records every event's ancestry.) Either way the
+    /// run is the same, bit for bit; each completion decided late counts as an event.
+    #[inline]
+    fn lazy_completions(&self, link: u32) -> bool {
+        !P && !cfg!(feature = "tie-stats") && self.ports[link as usize].sched_lazy_ok()
+    }
+
+    /// A packet arrives at the end of link `link`, whose port is off the fast path: if the
+    /// port is scheduled and decides its completions late, those before this event are
+    /// decided first (the next packet on the wire may be one of them).
+    #[cold]
+    #[inline(never)]
+    fn catch_up_before_arrival(&mut self, link: u32) {
+        if !self.ports[link as usize].is_scheduled() || !self.lazy_completions(link) {
+            return;
+        }
+        let done_id = self.tx_done_id(link);
+        let place = self.q.last_place();
+        let (n, _) = self.ports[link as usize].sched_catch_up(self.now, place, done_id);
+        self.counters.events += n;
+    }
+
+    /// At the end of a sequential run, whose events from `limit` on were not run: the
+    /// completions before `limit` that no later event decided are decided now, as their
+    /// events would have been; the run's time moves to the last of them.
+    fn catch_up_at_end(&mut self, limit: Time) {
+        if self.scheme.priority.is_none() {
+            return;
+        }
+        for link in 0..self.ports.len() as u32 {
+            if !self.ports[link as usize].is_scheduled() || !self.lazy_completions(link) {
+                continue;
+            }
+            let done_id = self.tx_done_id(link);
+            let first = ((0, 0), 0);
+            let (n, last) = self.ports[link as usize].sched_catch_up(limit, first, done_id);
+            self.counters.events += n;
+            if n > 0 {
+                self.now = self.now.max(last);
+            }
+        }
     }
 
     /// A scheduled port finished a transmission: it starts its next packet.
@@ -657,6 +709,9 @@ impl<'a, const P: bool> World<'a, P> {
     /// then can the run's end condition change).
     #[inline]
     fn on_arrive(&mut self, link: u32) -> bool {
+        if !P && !self.ports[link as usize].is_fast() {
+            self.catch_up_before_arrival(link);
+        }
         let port = &mut self.ports[link as usize];
         let mut pkt = port.pop_arrived();
         // The next packet's arrival is this event's first push, whether or not a packet is
@@ -1014,7 +1069,9 @@ impl<'a, const P: bool> World<'a, P> {
                 }
             }
         }
-        self.counters.events = events;
+        self.catch_up_at_end(limit);
+        // (Completions decided late are counted there already.)
+        self.counters.events += events;
         Ok(())
     }
 }
