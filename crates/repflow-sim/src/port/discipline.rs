@@ -31,11 +31,21 @@ impl EcnThreshold {
     /// ahead of it (the packet in service excluded).
     #[inline]
     pub fn mark(&self, pkt: &mut Packet, waiting_packets: u32, waiting_bytes: u64) {
-        let over = if self.k_bytes != 0 {
-            waiting_bytes >= self.k_bytes
+        if self.k_bytes != 0 {
+            Self::mark_if(pkt, waiting_bytes >= self.k_bytes);
         } else {
-            waiting_packets >= self.k_packets
-        };
+            Self::mark_packets(pkt, waiting_packets, self.k_packets);
+        }
+    }
+
+    /// [`EcnThreshold::mark`] by a packet threshold `k_packets`.
+    #[inline]
+    pub fn mark_packets(pkt: &mut Packet, waiting_packets: u32, k_packets: u32) {
+        Self::mark_if(pkt, waiting_packets >= k_packets);
+    }
+
+    #[inline]
+    fn mark_if(pkt: &mut Packet, over: bool) {
         if over && pkt.flags & flag::ECT != 0 {
             pkt.flags |= flag::CE;
         }

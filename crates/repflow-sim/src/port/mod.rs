@@ -146,6 +146,9 @@ pub struct Port {
     /// Size of the last admitted packet: it started serialization at `busy_until` less its
     /// transmission time, and once that is past, nothing waits.
     last_bytes: u16,
+    /// An ECN port that marks by a packet threshold of at most `u16::MAX`: the threshold, so
+    /// that neither its admissions nor its marks read the boxed state; else 0.
+    ecn_k_packets: u16,
     /// `None` for a fast DropTail port.
     extra: Option<Box<PortExtra>>,
 }
@@ -194,6 +197,10 @@ impl Port {
                 limit.limit_packets
             },
             last_bytes: 0,
+            ecn_k_packets: marking
+                .filter(|m| m.k_bytes == 0)
+                .and_then(|m| u16::try_from(m.k_packets).ok())
+                .unwrap_or(0),
             extra,
         }
     }
@@ -456,6 +463,15 @@ impl Port {
         ((len - i) as u32, self.waiting_bytes)
     }
 
+    /// An ECN port that marks by the packet threshold it holds: the bounds on the backlog
+    /// (waiting packets, waiting bytes with the arrival's) show that the arrival is admitted,
+    /// not marked, and leaves the largest backlog seen as it is.
+    #[inline(always)]
+    fn ecn_clear(&self, wp_bound: u32, wb_bound: u64) -> bool {
+        let k = self.ecn_k_packets as u32;
+        (k != 0) & (wp_bound < self.max_backlog.min(k)) & (wb_bound <= self.limit_bytes)
+    }
+
     /// Offers `pkt` at `now`. On admission returns `Some(true)` if the link was idle (so the
     /// caller must schedule an arrival event for [`Port::head_arrival`]), `Some(false)`
     /// otherwise; `None` if the packet was dropped.
@@ -495,14 +511,17 @@ impl Port {
         // backlog seen, an admitted packet's waiting count plus one, is at most it.)
         let wp_bound = self.fifo.len() as u32 - self.first_waiting;
         let wb_bound = self.waiting_bytes + pkt.bytes as u64;
-        // An ECN port's fast limit is 0: never clear.
+        // An ECN port's fast limit is 0: never clear here (see below).
         let ecn = self.fast_limit_bytes == 0;
         let clear = if FAST {
             (wp_bound < self.max_backlog) & (wb_bound <= self.fast_limit_bytes as u64)
         } else {
             !ecn & (wp_bound < self.max_backlog) & (wb_bound <= self.limit_bytes)
         };
-        if !clear {
+        // An ECN port whose packet threshold is in the port is clear below the threshold
+        // too (the arrival is then not marked). Tested apart, so that DropTail's path
+        // stays as it is.
+        if !clear && !self.ecn_clear(wp_bound, wb_bound) {
             let (wp, wb) = self.backlog::<FAST>(now);
             // DropTail's limits (never 0 here: "no limit" is the largest value; `wp` stays
             // far below `u32::MAX` and `wb` below `u64::MAX - 65535`), then the marking.
@@ -511,7 +530,9 @@ impl Port {
                 return None;
             }
             if ecn {
-                if let Some(m) = &self.extra().ecn {
+                if self.ecn_k_packets != 0 {
+                    EcnThreshold::mark_packets(&mut pkt, wp, self.ecn_k_packets as u32);
+                } else if let Some(m) = &self.extra().ecn {
                     m.mark(&mut pkt, wp, wb);
                 }
             }
@@ -957,5 +978,71 @@ mod tests {
         let mut unlimited = port(0);
         assert!((0..10_000).all(|_| unlimited.enqueue(pkt(), 0).is_some()));
         assert_eq!(unlimited.drops, 0);
+    }
+
+    #[test]
+    fn ecn_threshold_held_in_the_port_decides_as_the_boxed_rule() {
+        // The same traffic through an ECN port that holds its packet threshold (bounds may
+        // decide an admission) and one made to read the boxed rule at every admission: the
+        // same drops, marks, departures and statistics.
+        let mut rng = crate::engine::Rng::new(11, 0);
+        let (mut all_marks, mut all_drops) = (0, 0);
+        for case in 0..60 {
+            let k = [1, 2, 5, 20][case % 4];
+            let limit = [4, 10, 30][case % 3].max(k + 2);
+            let mk = || {
+                Port::new(
+                    TxClock::new(Rate(1_000_000_000)),
+                    2_000_000,
+                    Qdisc::Ecn(EcnThreshold {
+                        limit: DropTail {
+                            limit_packets: limit,
+                            limit_bytes: [0, 6_000, 20_000][case % 5 % 3],
+                        },
+                        k_packets: k,
+                        k_bytes: 0,
+                    }),
+                )
+            };
+            let (mut held, mut boxed) = (mk(), mk());
+            assert_eq!(held.ecn_k_packets, k as u16);
+            boxed.ecn_k_packets = 0;
+            let mut now = 0;
+            let mut marks = 0;
+            for step in 0..3000u32 {
+                // Bursts and gaps: arrivals 0–24 µs apart, about two packet times on average.
+                now += rng.below(3) * rng.below(8_000_000);
+                while held.head_arrival().is_some_and(|t| t <= now) {
+                    assert_eq!(held.pop_arrived(), boxed.pop_arrived(), "case {case}");
+                }
+                let p = Packet {
+                    conn: step,
+                    bytes: [64, 590, 1500][rng.below(3) as usize],
+                    flags: if rng.below(4) == 0 { 0 } else { flag::ECT },
+                    ..Packet::default()
+                };
+                let r = held.enqueue(p, now);
+                assert_eq!(r, boxed.enqueue(p, now), "case {case} step {step}");
+                if r.is_some() {
+                    let (a, b) = (
+                        *held.fifo.back_mut().unwrap(),
+                        *boxed.fifo.back_mut().unwrap(),
+                    );
+                    assert_eq!(a.pkt, b.pkt, "case {case} step {step}");
+                    marks += (a.pkt.flags & flag::CE != 0) as u32;
+                }
+                assert_eq!(
+                    held.max_backlog, boxed.max_backlog,
+                    "case {case} step {step}"
+                );
+            }
+            (all_marks, all_drops) = (all_marks + marks, all_drops + held.drops);
+            assert_eq!(held.drops, boxed.drops);
+            assert_eq!(held.stats(now), boxed.stats(now));
+        }
+        assert!(
+            all_marks > 10_000 && all_drops > 10_000,
+            "{all_marks} marks, {all_drops} drops"
+        );
     }
 }
