@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{digest, scenarios};
+use common::{digest, scenarios, sequential_scenarios};
 use repflow_sim::{run, Config};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,7 +22,7 @@ const FIXTURE: &str = concat!(
 #[test]
 fn records_match_the_stored_digests() {
     let mut got = BTreeMap::new();
-    for (name, json) in scenarios() {
+    for (name, json) in scenarios().into_iter().chain(sequential_scenarios()) {
         let cfg = Config::from_json(&json).unwrap_or_else(|e| panic!("{name}: {e}"));
         let out = run(&cfg, &mut |_| true).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(

@@ -69,7 +69,41 @@ pub fn scenarios() -> Vec<(String, String)> {
         .replace(r#""k": 4"#, r#""k": 8"#)
         .replace(r#""duration": "150ms""#, r#""duration": "15ms""#);
     v.push(("smartrep-k8".into(), k8));
+    // pFabric with long queues (a 150 KB buffer at load 0.9): the queue's searches over many
+    // packets, and many completions decided while packets wait.
+    let long = base("pfabric", "")
+        .replace(r#""load": 0.6"#, r#""load": 0.9"#)
+        .replace(
+            r#""name": "pfabric""#,
+            r#""name": "pfabric", "buffer": "150KB""#,
+        );
+    v.push(("pfabric-long-queues".into(), long));
+    // DCTCP marking by bytes, and by a packet threshold too large for the port to hold: the
+    // marking rule read from the port's boxed state.
+    let kbytes = base("dctcp", "").replace(
+        r#""queue": {"limit_packets": 40}"#,
+        r#""queue": {"limit_packets": 40, "ecn_k_bytes": "15KB"}"#,
+    );
+    v.push(("dctcp-k-bytes".into(), kbytes));
+    let kbig = base("dctcp", "").replace(
+        r#""queue": {"limit_packets": 40}"#,
+        r#""queue": {"limit_packets": 70000, "ecn_k_packets": 66000}"#,
+    );
+    v.push(("dctcp-k-large".into(), kbig));
     v
+}
+
+/// Scenarios for the sequential engine alone (a partitioned run needs link delays):
+/// pFabric on links without delay, whose completions stay events.
+pub fn sequential_scenarios() -> Vec<(String, String)> {
+    let (_, pf) = scenarios()
+        .into_iter()
+        .find(|(n, _)| n == "pfabric")
+        .expect("the pfabric scenario");
+    vec![(
+        "pfabric-zero-delay".into(),
+        pf.replace(r#""link_delay": "2us""#, r#""link_delay": "0us""#),
+    )]
 }
 
 pub fn digest(out: &RunOutput) -> String {
