@@ -95,6 +95,7 @@ pub fn scenarios() -> Vec<(String, String)> {
 
 /// Scenarios for the sequential engine alone (a partitioned run needs link delays):
 /// pFabric on links without delay, whose completions stay events.
+#[allow(dead_code)] // not every test file uses every helper
 pub fn sequential_scenarios() -> Vec<(String, String)> {
     let (_, pf) = scenarios()
         .into_iter()
