@@ -26,14 +26,15 @@ pub struct PrioQueue {
     pub limit_bytes: u64,
 }
 
-/// Index of the smallest of `keys` (not empty), without a branch on the comparisons.
-#[inline]
-fn argmin(keys: &[u64]) -> usize {
+/// Index of the first of `keys` (not empty) that no other `beats`, without a branch on the
+/// comparisons.
+#[inline(always)]
+fn arg_best(keys: &[u64], beats: impl Fn(u64, u64) -> bool) -> usize {
     let (mut best, mut bk) = (0, keys[0]);
     for (j, &k) in keys.iter().enumerate().skip(1) {
-        let less = k < bk;
-        best = select_unpredictable(less, j, best);
-        bk = select_unpredictable(less, k, bk);
+        let b = beats(k, bk);
+        best = select_unpredictable(b, j, best);
+        bk = select_unpredictable(b, k, bk);
     }
     best
 }
@@ -99,13 +100,7 @@ impl PrioQueue {
         while self.limit_bytes != 0 && self.bytes > self.limit_bytes {
             // Lowest priority = largest prio value; among equals the latest queued: the
             // largest key.
-            let (mut worst, mut wk) = (0, self.keys[0]);
-            for (j, &k) in self.keys.iter().enumerate().skip(1) {
-                let more = k > wk;
-                worst = select_unpredictable(more, j, worst);
-                wk = select_unpredictable(more, k, wk);
-            }
-            self.remove(worst);
+            self.remove(arg_best(&self.keys, |a, b| a > b));
             dropped += 1;
         }
         dropped
@@ -117,7 +112,7 @@ impl PrioQueue {
         if self.keys.is_empty() {
             return None;
         }
-        let conn = self.conns[argmin(&self.keys)];
+        let conn = self.conns[arg_best(&self.keys, |a, b| a < b)];
         // The earliest of that connection's packets: the smallest order among them (every
         // other packet compares as the largest).
         let (mut first, mut fo) = (0, u32::MAX as u64 + 1);

@@ -3,7 +3,7 @@
 
 use crate::arrivals::{load_cdf, Arrivals};
 use crate::config::{Config, ConfigError};
-use crate::engine::{Anc, Event, EventQueue, Rng, Time};
+use crate::engine::{Anc, Event, EventQueue, Place, Rng, Time};
 use crate::hca::{disjoint_paths, paths_collide, Hca};
 use crate::metrics::Counters;
 use crate::network::{FiveTuple, NodeKind, Path, Topology};
@@ -590,12 +590,11 @@ impl<'a, const P: bool> World<'a, P> {
         let prio = priority(&pkt, c.snd.size(), self.tcp.mss);
         let done_id = self.tx_done_id(link);
         let lazy = self.lazy_completions(link);
-        let port = &mut self.ports[link as usize];
         let place = self.q.last_place();
         if lazy {
-            let (n, _) = port.sched_catch_up(self.now, place, done_id);
-            self.counters.events += n;
+            self.catch_up(link, self.now, place);
         }
+        let port = &mut self.ports[link as usize];
         let r = port.sched_enqueue(pkt, prio, self.now, place, lazy);
         if P {
             if r.started.is_some() {
@@ -641,13 +640,19 @@ impl<'a, const P: bool> World<'a, P> {
     #[cold]
     #[inline(never)]
     fn catch_up_before_arrival(&mut self, link: u32) {
-        if !self.ports[link as usize].is_scheduled() || !self.lazy_completions(link) {
-            return;
+        if self.ports[link as usize].is_scheduled() && self.lazy_completions(link) {
+            self.catch_up(link, self.now, self.q.last_place());
         }
+    }
+
+    /// Decides scheduled port `link`'s completions before `now` and `place`
+    /// ([`Port::sched_catch_up`]), counted as events; returns the time of the last, if any.
+    #[inline]
+    fn catch_up(&mut self, link: u32, now: Time, place: Place) -> Option<Time> {
         let done_id = self.tx_done_id(link);
-        let place = self.q.last_place();
-        let (n, _) = self.ports[link as usize].sched_catch_up(self.now, place, done_id);
+        let (n, last) = self.ports[link as usize].sched_catch_up(now, place, done_id);
         self.counters.events += n;
+        (n > 0).then_some(last)
     }
 
     /// At the end of a sequential run, whose events from `limit` on were not run: the
@@ -661,11 +666,7 @@ impl<'a, const P: bool> World<'a, P> {
             if !self.ports[link as usize].is_scheduled() || !self.lazy_completions(link) {
                 continue;
             }
-            let done_id = self.tx_done_id(link);
-            let first = ((0, 0), 0);
-            let (n, last) = self.ports[link as usize].sched_catch_up(limit, first, done_id);
-            self.counters.events += n;
-            if n > 0 {
+            if let Some(last) = self.catch_up(link, limit, ((0, 0), 0)) {
                 self.now = self.now.max(last);
             }
         }
