@@ -48,10 +48,29 @@ fn main() {
         }),
         _ => 1,
     };
+    // `REPFLOW_PROGRESS=1` prints the run's progress reports (simulated time, flows open,
+    // events and their rate since the last report) as they come.
+    let show = std::env::var("REPFLOW_PROGRESS").is_ok_and(|v| v == "1");
+    let start = std::time::Instant::now();
+    let mut last = (0.0f64, 0u64);
+    let mut report = |p: &repflow_sim::Progress| {
+        if show {
+            let t = start.elapsed().as_secs_f64();
+            let rate = (p.events - last.1) as f64 / (t - last.0).max(1e-9) / 1e6;
+            last = (t, p.events);
+            eprintln!(
+                "{t:7.2} s wall  sim {:8.4} s  open flows {:6}  events {:11}  {rate:6.2} M/s",
+                p.sim_time,
+                p.flows_started - p.flows_finished,
+                p.events
+            );
+        }
+        true
+    };
     let out = match &plan {
-        Some(plan) => run_partitioned(&cfg, plan, &mut |_| true),
-        None if threads > 1 => run_threaded(&cfg, threads, &mut |_| true),
-        None => run(&cfg, &mut |_| true),
+        Some(plan) => run_partitioned(&cfg, plan, &mut report),
+        None if threads > 1 => run_threaded(&cfg, threads, &mut report),
+        None => run(&cfg, &mut report),
     }
     .unwrap_or_else(|e| {
         eprintln!("error: {e}");
