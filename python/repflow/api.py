@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from repflow import hugepages
 from repflow.errors import UserError, require_core
 
 if TYPE_CHECKING:
@@ -221,6 +222,8 @@ def simulate(
         "config": json.loads(out["config"]),
         "counters": json.loads(out["counters"]),
         "peak_memory_bytes": peak_rss_bytes(),
+        # Whether this process's heap asked for huge pages (speed only: repflow.hugepages).
+        "huge_pages": hugepages.active(),
         "threads": threads,
     }
     summary = normalize_summary(json.loads(out["summary"]))

@@ -98,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if argv is None and getattr(args, "huge_pages", False):
+        # A command that simulates in this process starts again with a heap on huge pages
+        # (repflow.hugepages; REPFLOW_HUGE_PAGES=0 turns it off).
+        from repflow import hugepages
+
+        hugepages.restart_with_huge_pages()
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, where a closed reader is caught below, not at exit

@@ -186,7 +186,7 @@ def _child() -> None:
     """Entry point of the measuring child process: config JSON on stdin, result on stdout."""
     import time
 
-    from repflow import _core
+    from repflow import _core, hugepages
 
     request = json.loads(sys.stdin.read())
     if request.get("cpu") is not None:
@@ -228,6 +228,7 @@ def _child() -> None:
         "steal_share": steal_share(ticks0, ticks1),
         "peak_rss_bytes": peak,
         "baseline_rss_bytes": base,
+        "huge_pages": hugepages.active(),
     }))  # fmt: skip
 
 
@@ -256,14 +257,16 @@ def measure(
     config: dict[str, Any], progress: bool = False, cpu: int | None = None, threads: int = 1
 ) -> dict[str, Any]:
     """Runs ``config`` in a fresh child process (pinned to `cpu` unless ``None``, on
-    ``threads`` threads); returns its counters, summary and memory."""
-    from repflow import config_io
+    ``threads`` threads; its heap on huge pages unless ``REPFLOW_HUGE_PAGES=0``, see
+    :mod:`repflow.hugepages`); returns its counters, summary and memory."""
+    from repflow import config_io, hugepages
 
     cfg = config_io.validate(config)
+    env = hugepages.with_huge_pages(os.environ) if hugepages.wanted() else None
     proc = subprocess.run(
         [sys.executable, "-c", "from repflow.cli.bench import _child; _child()"],
         input=json.dumps({"config": cfg, "progress": progress, "cpu": cpu, "threads": threads}),
-        stdout=subprocess.PIPE, text=True, check=False,
+        stdout=subprocess.PIPE, text=True, check=False, env=env,
     )  # fmt: skip
     if proc.returncode != 0:
         if proc.returncode < 0 or proc.returncode == 130:
@@ -368,6 +371,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "events_per_sec": c.get("events") / wall if wall > 0 else float("nan"),
         "peak_memory_bytes": r["peak_rss_bytes"],
         "baseline_memory_bytes": r["baseline_rss_bytes"],
+        "huge_pages": r.get("huge_pages", False),
         "sim_time_s": c.get("sim_time"),
         "drops": c.get("drops"),
         "hosts": SCENARIOS[args.scenario][0] ** 3 // 4,
@@ -390,6 +394,8 @@ def run_bench(args: argparse.Namespace) -> int:
         f"drain{'' if args.drain is None else ' of at most ' + args.drain}, seed {args.seed}"
     )
     print(f"  runs pinned to CPU {cpu}" if cpu is not None else "  runs not pinned to a CPU")
+    print("  heap on huge pages" if report["huge_pages"] else
+          "  heap on the system's pages (see REPFLOW_HUGE_PAGES in docs/performance.md)")
     if args.threads > 1:
         print(f"  on {args.threads} threads (the network's pods split among them)")
     rows = [

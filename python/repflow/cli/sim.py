@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
                    help="no progress bar and no summary table")
     p.add_argument("--dump-config", action="store_true",
                    help="print the complete resolved configuration as TOML and exit")
-    p.set_defaults(func=run_sim)  # fmt: skip
+    p.set_defaults(func=run_sim, huge_pages=True)  # fmt: skip
 
 
 def core_variants(field: str) -> list[str]:
@@ -153,9 +153,11 @@ def _x(v: Any) -> str:
 
 
 def format_summary(summary: dict[str, Any], counters: dict[str, Any],
-                   peak_memory_bytes: int | None = None, trace: bool = False) -> str:  # fmt: skip
+                   peak_memory_bytes: int | None = None, trace: bool = False,
+                   huge_pages: bool = False) -> str:  # fmt: skip
     """The human-readable summary table of a run (``trace``: the flows came from a trace, so
-    there is no offered load to report)."""
+    there is no offered load to report; ``huge_pages``: the process's heap asked for huge
+    pages)."""
     head = (f"{'flow size':<14}{'count':>8}{'done':>8} | {'FCT ms: mean':>12}{'p50':>10}"
             f"{'p99':>10}{'p99.9':>10} | {'slowdown: mean':>14}{'p50':>8}{'p99':>8}"
             f"{'p99.9':>8}")  # fmt: skip
@@ -190,7 +192,8 @@ def format_summary(summary: dict[str, Any], counters: dict[str, Any],
         f"{_si(c.get('packet_hops_per_sec', 0.0))} packet-hops/s"
     )
     if peak_memory_bytes is not None:
-        lines.append(f"peak memory {peak_memory_bytes / 2**20:.1f} MiB (process max RSS)")
+        pages = "heap on huge pages" if huge_pages else "heap on the system's pages"
+        lines.append(f"peak memory {peak_memory_bytes / 2**20:.1f} MiB (process max RSS; {pages})")
     return "\n".join(lines)
 
 
@@ -229,7 +232,8 @@ def run_sim(args: argparse.Namespace) -> int:
     if not args.quiet:
         trace = bool((cfg.get("workload") or {}).get("trace"))
         print(format_summary(result.summary, result.counters,
-                             result.metadata.get("peak_memory_bytes"), trace=trace))  # fmt: skip
+                             result.metadata.get("peak_memory_bytes"), trace=trace,
+                             huge_pages=bool(result.metadata.get("huge_pages"))))  # fmt: skip
         if out_dir is not None:
             print(f"wrote {written}/flows.parquet and run.json")
     return 0

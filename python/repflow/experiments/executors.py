@@ -29,6 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from repflow import hugepages
 from repflow.errors import UserError
 from repflow.experiments.store import PointResult, table_to_ipc
 
@@ -160,6 +161,7 @@ class LocalExecutor(Executor):
         self._pool: ProcessPoolExecutor | None = None
 
     def _new_pool(self) -> ProcessPoolExecutor:
+        hugepages.prepare_children()  # workers start with a heap on huge pages
         return ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=mp.get_context("spawn"),
@@ -248,6 +250,9 @@ class RayExecutor(Executor):
         if address and address != "auto":
             _check_reachable(address)
         if not ray.is_initialized():
+            # A local Ray's workers inherit this environment: their heaps on huge pages
+            # (a cluster's workers get them from `ray start`'s environment: docs).
+            hugepages.prepare_children()
             try:
                 if address:
                     ray.init(address=address, log_to_driver=False)
