@@ -25,8 +25,10 @@ from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
 #: RepFlow paper's scale (k = 16, 1 Gb/s, 0.5 s of arrivals; TCP, DCTCP, pFabric × web search,
 #: data mining × loads 0.2, 0.5, 0.8 × the `dc` and `ns3-2014` profiles; two workers on this
 #: 2-core machine): 0.73 s/GB at 1,024 hosts, brought to 128 by :data:`SIZE_EXPONENT`. See
-#: docs/experiments.md ("The estimate") for the fit and its errors.
-SECONDS_PER_OFFERED_GB = 0.59
+#: docs/experiments.md ("The estimate") for the fit and its errors. Then 0.59; × 0.89 since
+#: workers run with their heap on huge pages (repflow.hugepages): 40 points of the study run
+#: both ways in one sitting took 0.89 of the time (2026-11-26).
+SECONDS_PER_OFFERED_GB = 0.525
 #: Schemes that cost more per offered byte than TCP (DCTCP 1.03: its 12 points of the fit
 #: against TCP's, run side by side on 2026-11-26 after ECN ports kept their threshold in
 #: the port — 1.15 before; MPTCP and MPTCP-L from the 320-host MPTCP-L study, 2.1 and 2.3).
