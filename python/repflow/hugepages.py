@@ -11,10 +11,11 @@ what is computed).
 
 The tunable is read when a process starts, so it reaches the simulator by the environment
 of the processes that run it: ``repflow sim`` and ``repflow bench`` start themselves again
-with it, and the sweep's workers (local and Ray) are started with it. Set
-``REPFLOW_HUGE_PAGES=0`` to run with the heap as the system gives it. A program that calls
-:func:`repflow.simulate` itself gets it by being started with
-``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``.
+with it, and the sweep's workers (local, and those of a Ray the sweep starts itself) are
+started with it. Set ``REPFLOW_HUGE_PAGES=0`` to run with the heap as the system gives it. A
+program that calls :func:`repflow.simulate` itself gets it by being started with
+``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``; the workers of an existing Ray cluster by
+``ray start`` run under it.
 """
 
 from __future__ import annotations
