@@ -571,6 +571,23 @@ impl Port {
         self.fifo.front().map(|f| f.arrival)
     }
 
+    /// Asks the CPU for this port's boxed state (a scheduled port's queue header), if any.
+    #[inline(always)]
+    pub fn prefetch_extra(&self) {
+        if let Some(x) = &self.extra {
+            crate::routes::prefetch(&**x as *const PortExtra);
+        }
+    }
+
+    /// Asks the CPU for a scheduled port's waiting packets' keys, connections and last
+    /// packet (what its next pop reads), if its boxed state has arrived; else nothing.
+    #[inline(always)]
+    pub fn prefetch_queue(&self) {
+        if let Some(q) = self.extra.as_ref().and_then(|x| x.sched.as_ref()) {
+            q.prefetch();
+        }
+    }
+
     /// Address of the head packet's entry (a prefetch target: see `routes::prefetch`).
     #[inline]
     pub fn head_ptr(&self) -> *const u8 {

@@ -146,6 +146,9 @@ struct World<'a, const P: bool = false> {
     q: EventQueue,
     /// `q`'s ids, slot width and horizon (a partitioned run makes one queue per part).
     q_shape: (usize, u64, u64),
+    /// Some port is priority-scheduled (pFabric): the run loop prefetches its boxed state
+    /// and queue ahead (see `prefetch_pipeline`).
+    sched_ports: bool,
     now: Time,
     out: Vec<Packet>,
     arrivals: Arrivals,
@@ -192,7 +195,7 @@ impl<'a, const P: bool> World<'a, P> {
             topo: &topo,
             cdf: &cdf,
         });
-        let ports = topo
+        let ports: Vec<Port> = topo
             .links
             .iter()
             .map(|l| parts.port(l, topo.nodes[l.from as usize] == NodeKind::Host, &cfg.queue))
@@ -218,6 +221,7 @@ impl<'a, const P: bool> World<'a, P> {
             .map(|l| l.rate.tx_time(full) + l.delay)
             .max()
             .unwrap_or(0);
+        let sched_ports = ports.iter().any(|p| p.is_scheduled());
         let (arrivals, end_arrivals) = Arrivals::new(cfg, &topo, cdf);
         let topo_links = topo.links.len();
         let priority = parts.priority();
@@ -233,6 +237,7 @@ impl<'a, const P: bool> World<'a, P> {
             flows: Vec::new(),
             q: EventQueue::new(2 * topo_links, slot, horizon),
             q_shape: (2 * topo_links, slot, horizon),
+            sched_ports,
             now: 0,
             out: Vec::with_capacity(64),
             arrivals,
@@ -920,10 +925,18 @@ impl<'a, const P: bool> World<'a, P> {
         self.q.prefetch_node(h3);
         if let Some(p) = self.ports.get(h2 as usize) {
             prefetch(p.head_ptr());
+            if self.sched_ports {
+                p.prefetch_extra();
+            }
         }
-        if let Some(pkt) = self.ports.get(h1 as usize).and_then(|p| p.head_packet()) {
-            prefetch(self.ports.as_ptr().wrapping_add(pkt.next as usize));
-            self.paths.prefetch(pkt.conn);
+        if let Some(p) = self.ports.get(h1 as usize) {
+            if self.sched_ports {
+                p.prefetch_queue();
+            }
+            if let Some(pkt) = p.head_packet() {
+                prefetch(self.ports.as_ptr().wrapping_add(pkt.next as usize));
+                self.paths.prefetch(pkt.conn);
+            }
         }
     }
 
@@ -1038,8 +1051,11 @@ impl<'a, const P: bool> World<'a, P> {
         // Large networks (the ports' hot lines alone past 1 MiB, half this machine's L2) wait
         // on memory at every stage of a hop: prefetch for the next three events, in a
         // pipeline. Measured on the loaded phase: +20 % at k = 32 (49,152 links), nothing
-        // at k = 16 (6,144), −5 % at k = 8 (768), which keep the one-event prefetch.
-        let deep = links >= DEEP_PREFETCH_LINKS;
+        // at k = 16 (6,144), −5 % at k = 8 (768), which keep the one-event prefetch. Runs
+        // with priority-scheduled ports (pFabric) take it at any size: its stages also ask
+        // for a port's boxed state and then its queue, which the port's next pop reads
+        // (a whole pFabric point at k = 16, web search at load 0.8: −10 %).
+        let deep = links >= DEEP_PREFETCH_LINKS || self.sched_ports;
         while let Some((t, e)) = self.q.pop() {
             if t >= limit {
                 break;
