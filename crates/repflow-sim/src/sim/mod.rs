@@ -1052,10 +1052,11 @@ impl<'a, const P: bool> World<'a, P> {
         // on memory at every stage of a hop: prefetch for the next three events, in a
         // pipeline. Measured on the loaded phase: +20 % at k = 32 (49,152 links), nothing
         // at k = 16 (6,144), −5 % at k = 8 (768), which keep the one-event prefetch. Runs
-        // with priority-scheduled ports (pFabric) take it at any size: its stages also ask
-        // for a port's boxed state and then its queue, which the port's next pop reads
-        // (a whole pFabric point at k = 16, web search at load 0.8: −10 %).
-        let deep = links >= DEEP_PREFETCH_LINKS || self.sched_ports;
+        // with priority-scheduled ports (pFabric) take it from 4,096 links: its stages also
+        // ask for a port's boxed state and then its queue, which the port's next pop reads
+        // (a whole pFabric point at k = 16, web search at load 0.8: −10 %; at k = 8, whose
+        // state fits the caches, it cost 20 %).
+        let deep = links >= DEEP_PREFETCH_LINKS || (self.sched_ports && links >= 4_096);
         while let Some((t, e)) = self.q.pop() {
             if t >= limit {
                 break;
