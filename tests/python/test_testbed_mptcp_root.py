@@ -94,10 +94,13 @@ def test_mptcp_run_has_the_tcp_records_columns_and_joined_subflows(tb, env, tmp_
     assert meta["config"]["scheme"]["subflows"] == 4
     c = meta["counters"]
     mp = {k: v for k, v in c.items() if k.startswith("mptcp_")}
-    # every finished flow's connection negotiated MPTCP, none fell back to TCP or was opened
-    # as TCP (blackhole detection is off during runs), and subflows joined
-    assert c["mptcp_MPCapableACKRX"] >= done, mp
-    assert c["mptcp_MPCapableFallbackACK"] == c["mptcp_MPCapableFallbackSYNACK"] == 0, mp
+    # every finished flow's connection negotiated MPTCP, or (rarely, on this congested
+    # network: 1 of 39 handshakes in 2 of 6 CI runs) the kernel fell back to TCP at its
+    # third ACK; none was opened as TCP (blackhole detection is off during runs), and
+    # subflows joined
+    fallbacks = c["mptcp_MPCapableFallbackACK"] + c["mptcp_MPCapableFallbackSYNACK"]
+    assert fallbacks <= max(1, done // 20), mp
+    assert c["mptcp_MPCapableACKRX"] + fallbacks >= done, mp
     assert c["mptcp_MPCapableSYNTXDisabled"] == 0, mp
     assert c["mptcp_MPJoinAckRx"] > 0, mp
     # the run removed its endpoints and restored the kernel's default limits
