@@ -61,11 +61,16 @@ def thp_mode() -> str | None:
     return text[start + 1 : end] if 0 <= start < end else None
 
 
+def _possible() -> bool:
+    """glibc reads the tunable and the kernel can give huge pages."""
+    return _glibc_has_tunable() and thp_mode() != "never"
+
+
 def wanted(env: Mapping[str, str] | None = None) -> bool:
     """Whether processes that simulate should be started with the tunable: glibc reads it,
     the kernel can give huge pages, and the user did not turn it off."""
     env = os.environ if env is None else env
-    return env.get(OPT_OUT, "1") != "0" and _glibc_has_tunable() and thp_mode() != "never"
+    return env.get(OPT_OUT, "1") != "0" and _possible()
 
 
 def with_huge_pages(env: Mapping[str, str]) -> dict[str, str]:
@@ -97,14 +102,21 @@ def active() -> bool:
     a value that does, on a glibc that reads it, under a kernel that gives them."""
     values = [t.split("=", 1) for t in _startup_tunables().split(":") if "=" in t]
     on = any(name == TUNABLE and value.strip() not in ("", "0") for name, value in values)
-    return on and _glibc_has_tunable() and thp_mode() != "never"
+    return on and _possible()
+
+
+def child_env() -> dict[str, str] | None:
+    """The environment to start a simulating child process with (this one's, with the
+    tunable), or None (this one's as it is) where huge pages are not :func:`wanted`."""
+    return with_huge_pages(os.environ) if wanted() else None
 
 
 def prepare_children() -> None:
     """Makes processes started from now on by this one (sweep workers, a local Ray) start
     with the tunable, if :func:`wanted`. This process's own heap is unchanged."""
-    if wanted():
-        os.environ.update(with_huge_pages(os.environ))
+    env = child_env()
+    if env is not None:
+        os.environ.update(env)
 
 
 def restart_with_huge_pages() -> None:

@@ -262,7 +262,7 @@ def measure(
     from repflow import config_io, hugepages
 
     cfg = config_io.validate(config)
-    env = hugepages.with_huge_pages(os.environ) if hugepages.wanted() else None
+    env = hugepages.child_env()
     proc = subprocess.run(
         [sys.executable, "-c", "from repflow.cli.bench import _child; _child()"],
         input=json.dumps({"config": cfg, "progress": progress, "cpu": cpu, "threads": threads}),
