@@ -11,11 +11,11 @@ what is computed).
 
 The tunable is read when a process starts, so it reaches the simulator by the environment
 of the processes that run it: ``repflow sim`` and ``repflow bench`` start themselves again
-with it, and the sweep's workers (local, and those of a Ray the sweep starts itself) are
-started with it. Set ``REPFLOW_HUGE_PAGES=0`` to run with the heap as the system gives it. A
-program that calls :func:`repflow.simulate` itself gets it by being started with
-``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``; the workers of an existing Ray cluster by
-``ray start`` run under it.
+with it, and the sweep's workers are started with it (local workers by their environment,
+Ray's — a local Ray or a cluster's — by the job's ``runtime_env``). Set
+``REPFLOW_HUGE_PAGES=0`` to run with the heap as the system gives it. A program that calls
+:func:`repflow.simulate` itself gets it by being started with
+``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``.
 """
 
 from __future__ import annotations
@@ -112,11 +112,22 @@ def child_env() -> dict[str, str] | None:
 
 
 def prepare_children() -> None:
-    """Makes processes started from now on by this one (sweep workers, a local Ray) start
+    """Makes processes started from now on by this one (the local sweep's workers) start
     with the tunable, if :func:`wanted`. This process's own heap is unchanged."""
     env = child_env()
     if env is not None:
         os.environ.update(env)
+
+
+def ray_runtime_env() -> dict[str, dict[str, str]] | None:
+    """The Ray ``runtime_env`` that starts a job's workers with the tunable (Ray sets its
+    ``env_vars`` in a worker's environment before the worker's Python starts, on every node
+    of a cluster), or None where huge pages are not :func:`wanted` here. The value is this
+    process's ``GLIBC_TUNABLES`` with the tunable added: it replaces a node's own. A node
+    whose glibc is older than 2.35 ignores it, one whose kernel never gives huge pages runs
+    as before; the records say which (``huge_pages`` in a point's metadata)."""
+    env = child_env()
+    return None if env is None else {"env_vars": {"GLIBC_TUNABLES": env["GLIBC_TUNABLES"]}}
 
 
 def restart_with_huge_pages() -> None:

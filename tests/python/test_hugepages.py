@@ -3,6 +3,7 @@ by, that the kernel really gives them, and that `repflow sim` starts itself agai
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -83,3 +84,67 @@ def test_repflow_sim_starts_itself_again_with_huge_pages() -> None:
     run = subprocess.run(argv, env=off, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "heap on the system's pages" in run.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@needs_huge_pages
+def test_a_sweep_on_a_ray_cluster_started_without_the_tunable_runs_with_huge_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'repflow[ray]')")
+    import ray
+    from repflow.experiments import parse_spec, run_sweep
+    from repflow.experiments.executors import RayExecutor
+
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to a Ray instance")
+    spec = parse_spec(
+        """
+[experiment]
+name = "hp"
+[base]
+topology = { kind = "fat-tree", k = 4 }
+workload = { cdf = "websearch", duration = "5ms", drain = "0s" }
+[grid]
+"workload.load" = [0.3, 0.5]
+""",
+        "hp.toml",
+    )
+    port = _free_port()
+    env = _env_without_tunable()
+    env.pop("RAY_ADDRESS", None)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["RAY_AUTH_MODE"] = "disabled"  # a throwaway cluster on this host: no token to share
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    start = [ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+             "--num-cpus=1",
+             "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
+    up = subprocess.run(start, env=env, capture_output=True, text=True, timeout=180)
+    assert up.returncode == 0, up.stderr[-2000:]
+    try:
+        # The cluster's processes, the workers it would start included, lack the tunable:
+        # only the job's runtime_env gives it to them.
+        seen = {}
+        for opt_out in ("0", "1"):
+            monkeypatch.setenv(hugepages.OPT_OUT, opt_out)
+            ex = RayExecutor(address=f"127.0.0.1:{port}")
+            try:
+                out = tmp_path / f"hp{opt_out}"
+                s = run_sweep(spec, out, executor=ex, progress=False)
+            finally:
+                ray.shutdown()
+            assert s.computed == 2 and not s.failed
+            seen[opt_out] = {
+                json.loads(t.read_text())["huge_pages"] for t in out.glob("points/*/timing.json")
+            }
+        assert seen == {"0": {False}, "1": {True}}
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)

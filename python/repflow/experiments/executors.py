@@ -66,7 +66,7 @@ def run_point(key: str, config: dict[str, Any]) -> PointResult:
     }
     return PointResult(
         key=key, ok=True, flows_ipc=table_to_ipc(table), run=run,
-        wall=time.perf_counter() - t0, where=where,
+        wall=time.perf_counter() - t0, where=where, huge_pages=md.get("huge_pages"),
     )  # fmt: skip
 
 
@@ -250,18 +250,19 @@ class RayExecutor(Executor):
         if address and address != "auto":
             _check_reachable(address)
         if not ray.is_initialized():
-            # A local Ray's workers inherit this environment: their heaps on huge pages
-            # (a cluster's workers get them from `ray start`'s environment: docs).
-            hugepages.prepare_children()
+            # The workers Ray starts for this job start with the tunable in their
+            # environment, on a cluster as on a local Ray: their heaps on huge pages.
+            extra = {"runtime_env": hugepages.ray_runtime_env()}
             try:
                 if address:
-                    ray.init(address=address, log_to_driver=False)
+                    ray.init(address=address, log_to_driver=False, **extra)
                 else:
                     ray.init(
                         address="local",  # a new instance, even if `ray start` left one
                         num_cpus=local_cpus or min(2, os.cpu_count() or 1),
                         include_dashboard=False,
                         log_to_driver=False,
+                        **extra,
                     )
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"Ray cluster at {address}" if address else "a local Ray instance"

@@ -8,7 +8,8 @@ Layout::
       points/<key>/            one finished point (written to a temporary directory, then renamed)
         flows.parquet          per-flow records (repflow.api.RECORD_COLUMNS)
         run.json               {"version", "config", "counters", "summary", "key"}
-        timing.json            wall time and executor (the only non-deterministic file)
+        timing.json            wall time, executor and whether its heap was on huge pages
+                               (the only non-deterministic file)
       points/<key>/error.json  a point whose simulation failed: the error and its traceback
       figures/, report.html, report.md
 
@@ -102,6 +103,8 @@ class PointResult:
     wall: float = 0.0
     #: Which executor/host ran it.
     where: str = ""
+    #: Whether the simulating process's heap asked for huge pages (speed only), if known.
+    huge_pages: bool | None = None
 
     def flows(self) -> pd.DataFrame:
         """The records as a DataFrame."""
@@ -155,6 +158,7 @@ class Store:
             timing = {
                 "wall_seconds": result.wall,
                 "executor": result.where,
+                "huge_pages": result.huge_pages,
                 "stored_at": time.time(),
             }
             if result.ok:
