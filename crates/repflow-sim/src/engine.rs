@@ -200,7 +200,10 @@ impl<E> Ord for Entry<E> {
     }
 }
 
-const WHEEL_BITS: u32 = 14;
+/// log2 of [`WHEEL_SLOTS`]. 2^16 lets k = 32's wheel take the slots its link count asks
+/// for (64 ps at 10 Gb/s, against 256 ps with 2^14: +6-9 % packet-hops/s on its loaded
+/// network, docs/performance.md); smaller networks use fewer (the arrays cost 520 KiB).
+const WHEEL_BITS: u32 = 16;
 /// Most slots a wheel can have.
 const WHEEL_SLOTS: u64 = 1 << WHEEL_BITS;
 /// Fewest slots a wheel has (one bitmap word).
@@ -490,9 +493,9 @@ impl Wheel {
 
 impl EventQueue {
     /// An empty queue for near-event ids `0..ids`, with slots about `width_ps` wide (rounded
-    /// down to a power of two; wider if the horizon would not fit 16,384 of them) and a
+    /// down to a power of two; wider if the horizon would not fit 65,536 of them) and a
     /// wheel just wide enough for near events at most
-    /// `horizon_ps` after the current time (between 64 and 16,384 slots). Only the speed
+    /// `horizon_ps` after the current time (between 64 and 65,536 slots). Only the speed
     /// depends on the geometry (later near events wait in the overflow heap), never the
     /// order.
     pub fn new(ids: usize, width_ps: u64, horizon_ps: u64) -> Self {
@@ -1071,10 +1074,10 @@ mod tests {
         assert_eq!(slots(EventQueue::new(1, 1000, 10_000)), MIN_SLOTS);
         // bench-A: 1024 ps slots, 2.2 us horizon (2149 slots ahead).
         assert_eq!(slots(EventQueue::new(1, 1171, 2_200_000)), 4096);
-        // Slots asked too narrow for the horizon are widened until it fits: 2.2 us in 256 ps
-        // slots is 8,594 (128 ps would be 17,188, past the 16,384 a wheel has).
+        // Slots asked too narrow for the horizon are widened until it fits: 2.2 us in 64 ps
+        // slots is 34,375 (32 ps would be 68,750, past the 65,536 a wheel has).
         let q = EventQueue::new(1, 1, 2_200_000);
-        assert_eq!((q.wheel.shift, q.wheel.mask + 1), (8, WHEEL_SLOTS));
+        assert_eq!((q.wheel.shift, q.wheel.mask + 1), (6, WHEEL_SLOTS));
     }
 
     /// Random pushes (near ids reused once popped, near and far times, timers) and pops
