@@ -95,11 +95,13 @@ def test_mptcp_run_has_the_tcp_records_columns_and_joined_subflows(tb, env, tmp_
     c = meta["counters"]
     mp = {k: v for k, v in c.items() if k.startswith("mptcp_")}
     # every finished flow's connection negotiated MPTCP, or (rarely, on this congested
-    # network: 1 of 39 handshakes in 2 of 6 CI runs) the kernel fell back to TCP at its
-    # third ACK; none was opened as TCP (blackhole detection is off during runs), and
-    # subflows joined
+    # network: 1 of 39 handshakes in 2 of 5 CI runs) the server fell back to TCP because
+    # the ACK that completed the handshake carried no MP_CAPABLE (`MPCapableFallbackACK`;
+    # a lost third ACK is the likely start); none was opened as TCP (blackhole detection is
+    # off during runs), and subflows joined. At most a tenth: one in three runs with one
+    # fallback would fail a bound of one about once in 20 runs, this one about never.
     fallbacks = c["mptcp_MPCapableFallbackACK"] + c["mptcp_MPCapableFallbackSYNACK"]
-    assert fallbacks <= max(1, done // 20), mp
+    assert fallbacks <= max(1, done // 10), mp
     assert c["mptcp_MPCapableACKRX"] + fallbacks >= done, mp
     assert c["mptcp_MPCapableSYNTXDisabled"] == 0, mp
     assert c["mptcp_MPJoinAckRx"] > 0, mp
