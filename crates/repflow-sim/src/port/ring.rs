@@ -27,9 +27,11 @@ pub(super) struct Ring {
 }
 
 impl Ring {
+    /// An empty ring, with no buffer until its first packet (a large network has many links
+    /// that a run never uses, and a threaded run's replicas use only their part's).
     pub(super) fn new() -> Ring {
         Ring {
-            buf: vec![InFlight::default(); 4].into_boxed_slice(),
+            buf: Box::default(),
             head: 0,
             len: 0,
         }
@@ -102,9 +104,10 @@ impl Ring {
         Some(x)
     }
 
+    /// Doubles the buffer (the first one holds 4 packets).
     #[cold]
     pub(super) fn grow(&mut self) {
-        let mut buf = vec![InFlight::default(); self.buf.len() * 2].into_boxed_slice();
+        let mut buf = vec![InFlight::default(); (self.buf.len() * 2).max(4)].into_boxed_slice();
         assert!(buf.len() <= 1 << 31, "a link FIFO of 2^31 packets");
         for (i, x) in buf.iter_mut().take(self.len()).enumerate() {
             *x = *self.get(i);
@@ -146,6 +149,20 @@ mod tests {
             }
         }
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_new_ring_holds_no_buffer_until_its_first_packet() {
+        let mut r = Ring::new();
+        assert_eq!(r.buf.len(), 0);
+        assert!(r.front().is_none() && r.back_mut().is_none() && r.pop_front().is_none());
+        let _ = r.front_ptr(); // a prefetch target only: any address will do
+        r.push_back(InFlight {
+            arrival: 5,
+            ..InFlight::default()
+        });
+        assert_eq!(r.buf.len(), 4);
+        assert_eq!(r.pop_front().map(|f| f.arrival), Some(5));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::scheme::{CcFactory, Context, MultipathPlan, PriorityFn};
 use crate::transport::{Receiver, Sender, TcpParams};
 use crate::units::PS_PER_SEC;
 use crate::workload::Arrival;
+use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -134,7 +135,8 @@ const NO_MP: u32 = u32::MAX;
 /// being run's.
 struct World<'a, const P: bool = false> {
     cfg: &'a Config,
-    topo: Topology,
+    /// Read-only: a threaded run's replicas share one.
+    topo: Arc<Topology>,
     ports: Vec<Port>,
     tcp: TcpParams,
     conns: Vec<Conn>,
@@ -188,8 +190,13 @@ struct SchemeParts {
 
 impl<'a, const P: bool> World<'a, P> {
     fn new(cfg: &'a Config) -> Result<World<'a, P>, SimError> {
-        let cdf = load_cdf(cfg).map_err(SimError::Input)?;
         let topo = Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
+        World::with_topology(cfg, Arc::new(topo))
+    }
+
+    /// [`World::new`] on `topo`, built from `cfg` already.
+    fn with_topology(cfg: &'a Config, topo: Arc<Topology>) -> Result<World<'a, P>, SimError> {
+        let cdf = load_cdf(cfg).map_err(SimError::Input)?;
         let parts = cfg.scheme.build(&Context {
             tcp: &cfg.tcp,
             topo: &topo,

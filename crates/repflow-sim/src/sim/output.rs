@@ -10,6 +10,7 @@ use crate::network::{FiveTuple, NodeKind, Path, Topology, TxClock};
 use crate::port::PortStats;
 use crate::units::PS_PER_SEC;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Everything a run produces.
@@ -237,7 +238,8 @@ impl<const P: bool> World<'_, P> {
             connections,
             link_packets,
             link_stats,
-            topology: self.topo,
+            // A threaded run's other replicas may still hold it.
+            topology: Arc::try_unwrap(self.topo).unwrap_or_else(|t| (*t).clone()),
             threads: None,
             #[cfg(feature = "parallelism-stats")]
             parallelism: self.parallelism.finish(),

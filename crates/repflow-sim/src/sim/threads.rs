@@ -1,6 +1,7 @@
 //! A threaded run: the partitioned schedule ([`super::partition`]) with each part on its own
-//! thread. Every thread holds a replica of the run's state and runs only its part's events,
-//! one lookahead window at a time; at a window's end the threads exchange, through one
+//! thread. Every thread holds a replica of the run's state (the topology, read-only, is
+//! shared) and runs only its part's events, one lookahead window at a time; at a window's
+//! end the threads exchange, through one
 //! mailbox per pair of parts (a lock taken once per window, never per packet):
 //! - the events each scheduled for another part (packet arrivals, messages to a source);
 //! - the packets each admitted to a link whose far end is another part, for that part's
@@ -32,11 +33,11 @@ use crate::config::Config;
 use crate::engine::{Anc, Time};
 use crate::hca::HcaStats;
 use crate::metrics::Counters;
-use crate::network::FiveTuple;
+use crate::network::{FiveTuple, Topology};
 use crate::packet::Packet;
 use crate::port::Port;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::partition::{PartitionPlan, Partitioning};
@@ -306,6 +307,13 @@ pub fn run_threaded(
         built: (0..n).map(|_| AtomicBool::new(false)).collect(),
         cancel: AtomicBool::new(false),
     };
+    // One topology for every replica (it is read-only).
+    let topo = Arc::new(Topology::build(
+        &config.topology,
+        config.routing.hash,
+        config.seed,
+    ));
+    let topo = &topo;
     let sh = &shared;
     std::thread::scope(|s| {
         let handles: Vec<_> = (1..threads)
@@ -315,7 +323,7 @@ pub fn run_threaded(
                     .spawn_scoped(s, move || -> Result<Pieces, SimError> {
                         let _guard = BreakOnPanic(&sh.barrier);
                         sh.barrier.register();
-                        let mut w = replica(config, &plan, me, sh)?;
+                        let mut w = replica(config, topo, &plan, me, sh)?;
                         let (last, figures) = w.run_thread(sh, None)?;
                         Ok(w.into_pieces(last, figures))
                     })
@@ -328,7 +336,7 @@ pub fn run_threaded(
         let main = (|| -> Result<(World<'_, true>, ThreadFigures), SimError> {
             let _guard = BreakOnPanic(&sh.barrier);
             sh.barrier.register();
-            let mut w = replica(config, &plan, 0, sh)?;
+            let mut w = replica(config, topo, &plan, 0, sh)?;
             let (last, figures) = w.run_thread(sh, Some(progress))?;
             w.now = last;
             Ok((w, figures))
@@ -387,11 +395,12 @@ pub fn run_threaded(
 /// alike on bad input: the first thread reports it).
 fn replica<'a>(
     config: &'a Config,
+    topo: &Arc<Topology>,
     plan: &PartitionPlan,
     me: u32,
     sh: &Shared,
 ) -> Result<World<'a, true>, SimError> {
-    let built = World::<true>::new(config).and_then(|mut w| {
+    let built = World::<true>::with_topology(config, Arc::clone(topo)).and_then(|mut w| {
         // (It refuses more threads than parts of the network.)
         w.partition_as(plan, Some(me))?;
         w.take_part(me, sh.n);
