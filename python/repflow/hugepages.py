@@ -125,7 +125,7 @@ def ray_runtime_env() -> dict[str, dict[str, str]] | None:
     of a cluster), or None where huge pages are not :func:`wanted` here. The value is this
     process's ``GLIBC_TUNABLES`` with the tunable added: it replaces a node's own. A node
     whose glibc is older than 2.35 ignores it, one whose kernel never gives huge pages runs
-    as before; the records say which (``huge_pages`` in a point's metadata)."""
+    as before; each stored point's ``timing.json`` says which (``huge_pages``)."""
     env = child_env()
     return None if env is None else {"env_vars": {"GLIBC_TUNABLES": env["GLIBC_TUNABLES"]}}
 

@@ -1,8 +1,8 @@
 //! A threaded run: the partitioned schedule ([`super::partition`]) with each part on its own
 //! thread. Every thread holds a replica of the run's state (the topology, read-only, is
 //! shared) and runs only its part's events, one lookahead window at a time; at a window's
-//! end the threads exchange, through one
-//! mailbox per pair of parts (a lock taken once per window, never per packet):
+//! end the threads exchange, through one mailbox per pair of parts (a lock taken once per
+//! window, never per packet):
 //! - the events each scheduled for another part (packet arrivals, messages to a source);
 //! - the packets each admitted to a link whose far end is another part, for that part's
 //!   copy of the link (the sender's copy keeps what admissions read);
