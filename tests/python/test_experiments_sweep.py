@@ -272,3 +272,30 @@ def test_dry_run_plans_the_quick_study_without_running_it(tmp_path):
         assert f"{spec} under dc:" in r.stdout, r.stdout
     assert "expected: ~" in r.stdout
     assert not (tmp_path / "q").exists()
+
+
+def test_workers_for_a_deadline_agree_with_the_wall_time_estimate():
+    from repflow.experiments.sweep import PlannedPoint, estimate_wall, workers_for
+
+    def pts(*estimates: float) -> list[PlannedPoint]:
+        return [PlannedPoint({}, {}, str(i), "todo", e) for i, e in enumerate(estimates)]
+
+    points = pts(*([1000.0] * 36))  # 10 h of single-core simulation
+    n = workers_for(points, 7200.0)
+    assert n == 5
+    assert estimate_wall(points, n) <= 7200.0 < estimate_wall(points, n - 1)
+    # no number of workers beats the longest point
+    assert workers_for(pts(100.0, 8000.0), 7200.0) is None
+    assert workers_for([], 60.0) == 1
+
+
+def test_dry_run_of_a_long_study_says_how_many_workers_would_take_an_hour_and_two(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "repflow", "reproduce", "repflow", "--profiles", "paper",
+         "--dry-run", "--out", str(tmp_path / "full")],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "workers for 1 h" in r.stdout and "workers for 2 h" in r.stdout, r.stdout
+    assert "--executor ray --address" in r.stdout
+    assert not (tmp_path / "full").exists()

@@ -192,9 +192,25 @@ def _dry_run(spec, out: Path, args: argparse.Namespace) -> int:  # noqa: ANN001
     for label, why in plan.unavailable.items():
         print(f"  scheme {label}: not in this build ({why})")
     total = sum(p.estimate for p in todo)
-    print(f"expected: ~{fmt_seconds(estimate_wall(todo, workers))} on {workers} workers "
+    expected = estimate_wall(todo, workers)
+    print(f"expected: ~{fmt_seconds(expected)} on {workers} workers "
           f"({fmt_seconds(total)} of single-core simulation)")  # fmt: skip
+    _print_workers_needed(todo, expected)
     return 0
+
+
+def _print_workers_needed(todo, expected: float) -> None:  # noqa: ANN001
+    """For a sweep expected to take more than an hour: how many workers would finish it in
+    one hour and in two (for a Ray cluster, `--executor ray --address`)."""
+    from repflow.experiments.sweep import workers_for
+
+    if expected <= 3600:
+        return
+    need = []
+    for hours in (1, 2):
+        n = workers_for(todo, hours * 3600.0)
+        need.append(f"{n} workers for {hours} h" if n else f"no number of workers for {hours} h")
+    print(f"at this estimate: {', '.join(need)} (a Ray cluster: --executor ray --address)")
 
 
 def _print_report(rep) -> None:  # noqa: ANN001
@@ -258,6 +274,7 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
         print("\n".join(lines))
         print(f"expected: ~{fmt_seconds(expected)} on {workers} workers "
               f"({fmt_seconds(sum(p.estimate for p in all_todo))} of single-core simulation)")
+        _print_workers_needed(all_todo, expected)
         return 0
     if not args.quick:
         print(f"reproduce: {len(runs)} sweeps; expected duration ~{fmt_seconds(expected)} on "

@@ -3,6 +3,7 @@ rest on an executor with a live progress bar, and store each result as it arrive
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -295,6 +296,18 @@ def estimate_wall(points: list[PlannedPoint], workers: int) -> float:
         return 0.0
     total = sum(p.estimate for p in points)
     return max(total / max(1, workers), max(p.estimate for p in points))
+
+
+def workers_for(points: list[PlannedPoint], seconds: float) -> int | None:
+    """The fewest workers whose estimated wall time for ``points`` (:func:`estimate_wall`)
+    is at most ``seconds``, or None if no number of workers is enough (a single point is
+    estimated to take longer)."""
+    if not points:
+        return 1
+    if max(p.estimate for p in points) > seconds:
+        return None
+    total = sum(p.estimate for p in points)
+    return max(1, math.ceil(total / seconds))
 
 
 def check_same_spec(store: Store, spec: Spec) -> None:
