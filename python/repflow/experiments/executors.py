@@ -252,17 +252,17 @@ class RayExecutor(Executor):
         if not ray.is_initialized():
             # The workers Ray starts for this job start with the tunable in their
             # environment, on a cluster as on a local Ray: their heaps on huge pages.
-            extra = {"runtime_env": hugepages.ray_runtime_env()}
+            runtime_env = hugepages.ray_runtime_env()
             try:
                 if address:
-                    ray.init(address=address, log_to_driver=False, **extra)
+                    ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
                 else:
                     ray.init(
                         address="local",  # a new instance, even if `ray start` left one
                         num_cpus=local_cpus or min(2, os.cpu_count() or 1),
                         include_dashboard=False,
                         log_to_driver=False,
-                        **extra,
+                        runtime_env=runtime_env,
                     )
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"Ray cluster at {address}" if address else "a local Ray instance"

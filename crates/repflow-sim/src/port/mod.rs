@@ -580,7 +580,8 @@ impl Port {
     }
 
     /// Asks the CPU for a scheduled port's waiting packets' keys, connections and last
-    /// packet (what its next pop reads), if its boxed state has arrived; else nothing.
+    /// packet (what its next pop reads). Reads the boxed state to find them: call it once
+    /// that has been asked for ([`Port::prefetch_extra`]).
     #[inline(always)]
     pub fn prefetch_queue(&self) {
         if let Some(q) = self.extra.as_ref().and_then(|x| x.sched.as_ref()) {

@@ -149,7 +149,7 @@ struct World<'a, const P: bool = false> {
     /// `q`'s ids, slot width and horizon (a partitioned run makes one queue per part).
     q_shape: (usize, u64, u64),
     /// Some port is priority-scheduled (pFabric): the run loop prefetches its boxed state
-    /// and queue ahead (see `prefetch_pipeline`).
+    /// and queue ahead (see `prefetch_pipeline` and `prefetch_next_port_state`).
     sched_ports: bool,
     now: Time,
     out: Vec<Packet>,
@@ -1080,6 +1080,7 @@ impl<'a, const P: bool> World<'a, P> {
         // state fits the caches, it cost 20 %), and each event asks for the boxed state of
         // the port its packet goes to next (+6 % events/s on that point's slow phase).
         let deep = links >= DEEP_PREFETCH_LINKS || (self.sched_ports && links >= 4_096);
+        let next_port_state = deep && self.sched_ports;
         while let Some((t, e)) = self.q.pop() {
             if t >= limit {
                 break;
@@ -1088,7 +1089,7 @@ impl<'a, const P: bool> World<'a, P> {
             events += 1;
             #[cfg(feature = "tie-stats")]
             self.count_tie(links, e);
-            if deep && self.sched_ports {
+            if next_port_state {
                 self.prefetch_next_port_state(e);
             }
             let hint = self.prefetch_next(deep);
