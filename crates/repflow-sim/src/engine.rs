@@ -242,7 +242,7 @@ impl Node {
 /// runs, pinned, medians of three: k = 32's bench at 10 Gb/s (65,536 slots, 5,000–11,000
 /// events pending after the first arrivals) −3 %, at 1 Gb/s (32,768) −3 %, their loaded
 /// networks alone −1 to −2 %; without the bound on pending events the loaded network at
-/// 10 Gb/s lost 1–2 %, and at every wheel size bench-A (1,024 slots) took 6 % more time
+/// 10 Gb/s lost 1–3 %, and at every wheel size bench-A (1,024 slots) took 6 % more time
 /// and k = 16 (8,192) 3 % more (docs/performance.md).
 const WRITE_EMPTY_SLOTS: u64 = 16_384;
 
