@@ -931,7 +931,9 @@ impl<'a, const P: bool> World<'a, P> {
     /// reads when its bounds do not decide) was a miss of its own at k = 32: cachegrind (2 MiB
     /// last level) counted 0.75 last-level misses per hop on it. Asking for it too: k = 32 at
     /// 10 Gb/s with its drain −2 %, its loaded network alone −4 % (seven interleaved rounds).
-    /// Ports are 128 bytes aligned to 64, so the two lines need two requests.
+    /// Ports are 128 bytes aligned to 64, so the two lines need two requests. Not with
+    /// priority-scheduled ports, whose pipeline asks for more already: the second request
+    /// cost pFabric 2 % (k = 16, web search at 0.8, 100 ms of arrivals).
     #[inline(always)]
     fn prefetch_pipeline(&self, h1: u32, h2: u32, h3: u32) {
         prefetch(self.ports.as_ptr().wrapping_add(h3 as usize));
@@ -949,7 +951,9 @@ impl<'a, const P: bool> World<'a, P> {
             if let Some(pkt) = p.head_packet() {
                 let next = self.ports.as_ptr().wrapping_add(pkt.next as usize);
                 prefetch(next);
-                prefetch(next.cast::<u8>().wrapping_add(64));
+                if !self.sched_ports {
+                    prefetch(next.cast::<u8>().wrapping_add(64));
+                }
                 self.paths.prefetch(pkt.conn);
             }
         }
