@@ -931,10 +931,9 @@ impl<'a, const P: bool> World<'a, P> {
     /// reads when its bounds do not decide) was a miss of its own at k = 32: cachegrind (2 MiB
     /// last level) counted 0.75 last-level misses per hop on it. Asking for it too: k = 32 at
     /// 10 Gb/s, with its drain and its loaded network alone, −3 % each (medians of seven
-    /// interleaved rounds).
-    /// Ports are 128 bytes aligned to 64, so the two lines need two requests. Not with
-    /// priority-scheduled ports, whose pipeline asks for more already: the second request
-    /// cost pFabric 2 % (k = 16, web search at 0.8, 100 ms of arrivals).
+    /// interleaved rounds). Ports are 128 bytes aligned to 64, so the two lines take two
+    /// requests. Not with priority-scheduled ports, whose pipeline asks for more already:
+    /// the second request cost pFabric 2 % (k = 16, web search at 0.8, 100 ms of arrivals).
     #[inline(always)]
     fn prefetch_pipeline(&self, h1: u32, h2: u32, h3: u32) {
         prefetch(self.ports.as_ptr().wrapping_add(h3 as usize));
