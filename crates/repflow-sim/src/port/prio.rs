@@ -52,16 +52,14 @@ impl PrioQueue {
     /// 16 packets' worth of lines) and the last packet (moved into the gap).
     #[inline(always)]
     pub fn prefetch(&self) {
-        let n = self.keys.len().min(64);
+        let n = self.keys.len().min(16);
         let keys = self.keys.as_ptr();
         for i in (0..n).step_by(8) {
             crate::routes::prefetch(keys.wrapping_add(i));
         }
         if n > 0 {
             crate::routes::prefetch(keys.wrapping_add(n - 1));
-            for i in (0..n).step_by(16) {
-                crate::routes::prefetch(self.conns.as_ptr().wrapping_add(i));
-            }
+            crate::routes::prefetch(self.conns.as_ptr());
             crate::routes::prefetch(self.conns.as_ptr().wrapping_add(n - 1));
             crate::routes::prefetch(self.pkts.as_ptr().wrapping_add(self.pkts.len() - 1));
         }
