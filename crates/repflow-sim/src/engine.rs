@@ -357,18 +357,19 @@ impl Wheel {
     #[inline(always)]
     fn link<const FRESH: bool>(&mut self, id: u32, time: Time, push: Anc, abs: u64) {
         let idx = self.index(abs);
+        let node = Node {
+            time,
+            push: push.0,
+            next: NIL,
+            b: push.1,
+        };
         if self.mask >= WRITE_EMPTY_SLOTS - 1
             && self.len <= (self.mask >> 3) as usize
             && self.occupied[idx >> 6] & (1 << (idx & 63)) == 0
         {
             // An empty slot of a large, sparse wheel (told by the bitmap, which stays in
             // cache): written, not read (see `WRITE_EMPTY_SLOTS`).
-            self.nodes[id as usize] = Node {
-                time,
-                push: push.0,
-                next: NIL,
-                b: push.1,
-            };
+            self.nodes[id as usize] = node;
             self.slots[idx] = Slot {
                 first: id,
                 last: id,
@@ -381,12 +382,6 @@ impl Wheel {
         // An empty slot's "last node" is the new one itself: the link written to it is
         // overwritten just below.
         let last = select_unpredictable(empty, id, slot.last);
-        let node = Node {
-            time,
-            push: push.0,
-            next: NIL,
-            b: push.1,
-        };
         let before = if FRESH {
             self.nodes[id as usize] = node;
             let ln = self.nodes[last as usize];

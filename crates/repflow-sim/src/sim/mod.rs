@@ -190,8 +190,7 @@ struct SchemeParts {
 
 impl<'a, const P: bool> World<'a, P> {
     fn new(cfg: &'a Config) -> Result<World<'a, P>, SimError> {
-        let topo = Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed);
-        World::with_topology(cfg, Arc::new(topo))
+        World::with_topology(cfg, Arc::new(build_topology(cfg)))
     }
 
     /// [`World::new`] on `topo`, built from `cfg` already.
@@ -1131,6 +1130,11 @@ impl<'a, const P: bool> World<'a, P> {
         self.counters.events += events;
         Ok(())
     }
+}
+
+/// The network `cfg` describes, with its routing hash salted by its seed.
+fn build_topology(cfg: &Config) -> Topology {
+    Topology::build(&cfg.topology, cfg.routing.hash, cfg.seed)
 }
 
 /// End of the lookahead window holding time `t`: windows are `lookahead` long from time 0

@@ -28,7 +28,9 @@
 //! published figures come in two sets (even and odd windows), so that a thread already
 //! posting the next window's mail does not meet one still reading this window's.
 
-use super::{Conn, Event, FlowState, Progress, SimError, World, DEEP_PREFETCH_LINKS};
+use super::{
+    build_topology, Conn, Event, FlowState, Progress, SimError, World, DEEP_PREFETCH_LINKS,
+};
 use crate::config::Config;
 use crate::engine::{Anc, Time};
 use crate::hca::HcaStats;
@@ -308,11 +310,7 @@ pub fn run_threaded(
         cancel: AtomicBool::new(false),
     };
     // One topology for every replica (it is read-only).
-    let topo = Arc::new(Topology::build(
-        &config.topology,
-        config.routing.hash,
-        config.seed,
-    ));
+    let topo = Arc::new(build_topology(config));
     let topo = &topo;
     let sh = &shared;
     std::thread::scope(|s| {
