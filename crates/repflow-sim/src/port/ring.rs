@@ -87,6 +87,15 @@ impl Ring {
         let mask = self.buf.len() - 1;
         self.buf[(self.head + self.len) as usize & mask] = x;
         self.len += 1;
+        // The next admission's slot, asked for now: on a port with a long queue it lies in
+        // a line last touched one lap of the buffer ago (long evicted), and the next
+        // admission is a transmission time away (docs/performance.md, "Ring slots asked
+        // for a packet ahead").
+        crate::routes::prefetch_write(
+            self.buf
+                .as_ptr()
+                .wrapping_add((self.head + self.len) as usize & mask),
+        );
     }
 
     #[inline]
@@ -101,6 +110,13 @@ impl Ring {
         // grows to the longest queue ever seen (possibly megabytes, past L2).
         let keep = (self.len != 0) as u32;
         self.head = (self.head + 1) & (self.buf.len() - 1) as u32 & keep.wrapping_neg();
+        // The entry after the new head (read at this port's next arrival, for the arrival
+        // after it), asked for a packet ahead, as the admission's slot above.
+        crate::routes::prefetch(
+            self.buf
+                .as_ptr()
+                .wrapping_add((self.head as usize + 1) & (self.buf.len() - 1)),
+        );
         Some(x)
     }
 
