@@ -128,6 +128,13 @@ struct FlowState {
 /// Links from which the run loop prefetches three events ahead instead of one.
 const DEEP_PREFETCH_LINKS: u32 = 16_384;
 
+/// Networks of fewer links than [`DEEP_PREFETCH_LINKS`] (but at least 4,096) take the
+/// three-event pipeline while at least this many events are pending: their state then
+/// outgrows the caches as k = 32's does (the study's web search at load 0.8 holds 27,000
+/// to 83,000 in its slow phase; data mining at 0.8 at most 15,000, web search at 0.2 at
+/// most 20,000, k = 16's bench a few thousand). Checked every 65,536 events.
+const DEEP_PENDING: usize = 24_576;
+
 /// `FlowState::mp` of a flow that is not multipath.
 const NO_MP: u32 = u32::MAX;
 
@@ -1090,8 +1097,14 @@ impl<'a, const P: bool> World<'a, P> {
         // (a whole pFabric point at k = 16, web search at load 0.8: −10 %; at k = 8, whose
         // state fits the caches, it cost 20 %), and each event asks for the boxed state of
         // the port its packet goes to next (+6 % events/s on that point's slow phase).
-        let deep = links >= DEEP_PREFETCH_LINKS || (self.sched_ports && links >= 4_096);
-        let next_port_state = deep && self.sched_ports;
+        // Other networks of 4,096 links or more take it while many events are pending
+        // (`DEEP_PENDING`): the costliest TCP point of the study (k = 16, web search at 0.8)
+        // −4 to −6 %, DCTCP's slow phase +3 to +8 % events/s; on short queues it cost (data
+        // mining at 0.8: +3 % with the pipeline throughout), so those keep the one-event
+        // prefetch. Prefetches only read: the choice never changes a result.
+        let always_deep = links >= DEEP_PREFETCH_LINKS || (self.sched_ports && links >= 4_096);
+        let next_port_state = always_deep && self.sched_ports;
+        let mut deep = always_deep;
         while let Some((t, e)) = self.q.pop() {
             if t >= limit {
                 break;
@@ -1117,6 +1130,9 @@ impl<'a, const P: bool> World<'a, P> {
             if may_end && self.arrivals_done && self.counters.flows_finished == self.counters.flows
             {
                 limit = limit.min(window_end(t, lookahead));
+            }
+            if events & 0xFFFF == 0 && !always_deep && links >= 4_096 {
+                deep = self.q.len() >= DEEP_PENDING;
             }
             if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
                 last_report = Instant::now();
