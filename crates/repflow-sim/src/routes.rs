@@ -35,21 +35,6 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// Asks the CPU for the cache line at `p`, which the program will write (any address is
-/// accepted; elsewhere than x86_64, nothing). Compiled for the x86_64 baseline this is the
-/// same request as [`prefetch`] (PREFETCHW needs a newer target); a line read by one
-/// thread alone arrives exclusive, so the write that follows costs no further transfer.
-#[inline(always)]
-pub fn prefetch_write<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: as `prefetch`: a prefetch never faults and changes nothing the program sees.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Marks the slots past a narrow route's end (never a link id there).
 pub const NO_LINK: u16 = u16::MAX;
 

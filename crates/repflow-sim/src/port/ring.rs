@@ -89,9 +89,10 @@ impl Ring {
         self.len += 1;
         // The next admission's slot, asked for now: on a port with a long queue it lies in
         // a line last touched one lap of the buffer ago (long evicted), and the next
-        // admission is a transmission time away (docs/performance.md, "Ring slots asked
-        // for a packet ahead").
-        crate::routes::prefetch_write(
+        // admission is a transmission time away (docs/performance.md, "Where the slow
+        // phase's misses fall"). (A read request: a line one thread alone reads arrives
+        // exclusive, so the write that follows costs no further transfer.)
+        crate::routes::prefetch(
             self.buf
                 .as_ptr()
                 .wrapping_add((self.head + self.len) as usize & mask),
