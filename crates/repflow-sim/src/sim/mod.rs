@@ -132,8 +132,13 @@ struct FlowState {
 /// Links from which the run loop prefetches three events ahead instead of one.
 const DEEP_PREFETCH_LINKS: u32 = 16_384;
 
-/// Networks of fewer links than [`DEEP_PREFETCH_LINKS`] (but at least 4,096) take the
-/// three-event pipeline while at least this many events are pending: their state then
+/// Links from which runs with priority-scheduled ports always take the three-event pipeline,
+/// and other runs take it while busy ([`DEEP_PENDING`]).
+const BUSY_PREFETCH_LINKS: u32 = 4_096;
+
+/// Networks of fewer links than [`DEEP_PREFETCH_LINKS`] (but at least
+/// [`BUSY_PREFETCH_LINKS`]) take the three-event pipeline while at least this many events
+/// are pending: their state then
 /// outgrows the caches as k = 32's does (the study's web search at load 0.8 holds 27,000
 /// to 83,000 in its slow phase; data mining at 0.8 at most 15,000, web search at 0.2 at
 /// most 20,000, k = 16's bench a few thousand). Checked every 65,536 events.
@@ -1106,7 +1111,8 @@ impl<'a, const P: bool> World<'a, P> {
         // −4 to −6 %, DCTCP's slow phase +3 to +8 % events/s; on short queues it cost (data
         // mining at 0.8: +3 % with the pipeline throughout), so those keep the one-event
         // prefetch. Prefetches only read: the choice never changes a result.
-        let always_deep = links >= DEEP_PREFETCH_LINKS || (self.sched_ports && links >= 4_096);
+        let always_deep =
+            links >= DEEP_PREFETCH_LINKS || (self.sched_ports && links >= BUSY_PREFETCH_LINKS);
         let next_port_state = always_deep && self.sched_ports;
         let mut deep = always_deep;
         while let Some((t, e)) = self.q.pop() {
@@ -1135,7 +1141,7 @@ impl<'a, const P: bool> World<'a, P> {
             {
                 limit = limit.min(window_end(t, lookahead));
             }
-            if events & 0xFFFF == 0 && !always_deep && links >= 4_096 {
+            if events & 0xFFFF == 0 && !always_deep && links >= BUSY_PREFETCH_LINKS {
                 deep = self.q.len() >= DEEP_PENDING;
             }
             if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
