@@ -141,11 +141,82 @@ pub fn ideal_fct(
     p: &TcpParams,
     cc: Box<dyn CongestionControl>,
 ) -> Time {
-    replay(fwd, rev, size, p, cc, true).0
+    replay(fwd, rev, size, p, cc, true, &mut |_| {}).0
+}
+
+/// [`ideal_fct`] of flows of each of `sizes` bytes on one pair of paths and one congestion
+/// control, in the order given, from a single replay: that of the largest.
+///
+/// A flow's sender and receiver behave alike whatever its size until its last segment is
+/// first sent: the size only tells the sender where to stop and the receiver when it is
+/// done, and nothing is lost on an idle network. So a flow of `n` segments sends its last
+/// segment exactly when the largest flow first sends segment `n - 1`, with the forward path's
+/// links then busy as they are in the largest flow's replay, and it completes when that
+/// (possibly shorter) segment arrives; its own earlier segments have all arrived by then,
+/// since a path's links keep their order. Where the replay skips its steady state (see
+/// [`replay`]), a flow not yet at its last segment would have skipped at the same point,
+/// from the same state: its remaining segments leave back to back. The results equal one
+/// replay per size (a test checks it); the cost is one replay in all.
+pub fn ideal_fcts(
+    fwd: &[Hop],
+    rev: &[Hop],
+    sizes: &[u64],
+    p: &TcpParams,
+    cc: Box<dyn CongestionControl>,
+) -> Vec<Time> {
+    let mut fcts = vec![0; sizes.len()];
+    let Some(&largest) = sizes.iter().max() else {
+        return fcts;
+    };
+    // Flows by their last segment's index.
+    let last_seg = |i: usize| p.segments(sizes[i]) - 1;
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_unstable_by_key(|&i| last_seg(i));
+    let mut next = 0;
+    let mut busy = vec![0; fwd.len()];
+    replay(fwd, rev, largest, p, cc, true, &mut |ev| match ev {
+        Milestone::FirstSend { seq, now, busy_f } => {
+            while next < order.len() && last_seg(order[next]) == seq {
+                let i = order[next];
+                busy.copy_from_slice(busy_f);
+                fcts[i] = traverse(fwd, &mut busy, now, p.payload(sizes[i], seq) + p.header);
+                next += 1;
+            }
+        }
+        Milestone::Skip { from, now, busy_f } => {
+            for &i in &order[next..] {
+                debug_assert!(last_seg(i) >= from);
+                busy.copy_from_slice(busy_f);
+                fcts[i] = back_to_back(fwd, &mut busy, now, from..last_seg(i) + 1, sizes[i], p);
+            }
+            next = order.len();
+        }
+    });
+    debug_assert_eq!(next, order.len(), "every flow's last segment was sent");
+    fcts
+}
+
+/// What a replay reports as it goes ([`ideal_fcts`]).
+enum Milestone<'a> {
+    /// Segment `seq` leaves for the first time at `now`, with the forward links busy until
+    /// `busy_f` (before it).
+    FirstSend {
+        seq: u32,
+        now: Time,
+        busy_f: &'a [Time],
+    },
+    /// The replay skips its steady state at `now`: segments `from..` leave back to back onto
+    /// forward links busy until `busy_f`.
+    Skip {
+        from: u32,
+        now: Time,
+        busy_f: &'a [Time],
+    },
 }
 
 /// [`ideal_fct`], and whether it skipped steady state; `skip`: whether it may (off in tests
-/// only, to check that the skip is exact).
+/// only, to check that the skip is exact). `report` hears of each segment's first sending
+/// and of the skip.
 fn replay(
     fwd: &[Hop],
     rev: &[Hop],
@@ -153,6 +224,7 @@ fn replay(
     p: &TcpParams,
     cc: Box<dyn CongestionControl>,
     skip: bool,
+    report: &mut dyn FnMut(Milestone),
 ) -> (Time, bool) {
     let mut busy_f = vec![0; fwd.len()];
     let mut busy_r = vec![0; rev.len()];
@@ -205,6 +277,9 @@ fn replay(
     let mut trigger: Option<Time> = None;
     snd.start(p, 0, &mut out);
     let mut now: Time = 0;
+    // Segments sent at least once: new data leaves in order, so the next first sending is
+    // of this segment.
+    let mut first_sends: u32 = 0;
     loop {
         // Route what the endpoints emitted at `now`.
         for pkt in out.drain(..) {
@@ -212,6 +287,14 @@ fn replay(
                 kind::DATA | kind::SYN => {
                     if now > busy_f[0] {
                         nic_busy_since = now;
+                    }
+                    if pkt.kind == kind::DATA && pkt.seq == first_sends {
+                        report(Milestone::FirstSend {
+                            seq: pkt.seq,
+                            now,
+                            busy_f: &busy_f,
+                        });
+                        first_sends += 1;
                     }
                     let start = now.max(busy_f[0]);
                     let t = traverse(fwd, &mut busy_f, now, pkt.bytes as u32);
@@ -233,6 +316,11 @@ fn replay(
                 now.saturating_sub(nic_busy_since) >= ack_loop && busy_f[0] > now + nic_full
             };
             if skip && steady && nic_bottleneck && snd.snd_max() < snd.total_segments() {
+                report(Milestone::Skip {
+                    from: snd.snd_max(),
+                    now,
+                    busy_f: &busy_f,
+                });
                 let t = back_to_back(
                     fwd,
                     &mut busy_f,
@@ -459,9 +547,9 @@ mod tests {
                 _ => 1 + next(3000 * p.mss as u64),
             };
             let cc = || Box::new(NewReno) as Box<dyn CongestionControl>;
-            let (want, never) = replay(&fwd, &rev, size, &p, cc(), false);
+            let (want, never) = replay(&fwd, &rev, size, &p, cc(), false, &mut |_| {});
             assert!(!never);
-            let (got, skip) = replay(&fwd, &rev, size, &p, cc(), true);
+            let (got, skip) = replay(&fwd, &rev, size, &p, cc(), true, &mut |_| {});
             assert_eq!(
                 got, want,
                 "case {case}: {:?}, delayed ACKs {}, size {size}, {n} hops",
@@ -472,6 +560,90 @@ mod tests {
         assert!(
             skipped[0] > 20 && skipped[1] > 20,
             "the skip was taken too rarely to be tested: {skipped:?}"
+        );
+    }
+
+    /// One replay for many sizes gives what one replay per size gives, without skipping:
+    /// every profile, delayed ACKs on and off, windows that do and do not fill the NIC (the
+    /// fixed window of pFabric's transport among them), uniform and mixed paths, sizes from
+    /// one byte to thousands of segments, repeated, in any order.
+    #[test]
+    fn one_replay_for_many_sizes_is_exact() {
+        use crate::config::TcpProfile;
+        use crate::scheme::PfabricTransport;
+        let mut next = draws(0x5eed_1dea);
+        let profiles = [
+            TcpProfile::Dc,
+            TcpProfile::Linux,
+            TcpProfile::Ns2,
+            TcpProfile::Ns3Of2014,
+        ];
+        let (mut skipped, mut fixed) = (0, 0);
+        for case in 0..240 {
+            let mut c = TcpConfig::for_profile(profiles[case % 4]);
+            if next(2) == 0 {
+                c.init_cwnd = 1 + next(16) as u32;
+            }
+            if next(4) == 0 {
+                c.delayed_ack = !c.delayed_ack;
+            }
+            let mut p = TcpParams::from_config(&c);
+            // Half the cases: pFabric's transport, a fixed window of 1 to 20 segments.
+            let window = (case % 2 == 1).then(|| 1 + next(20) as u32);
+            if let Some(w) = window {
+                p.init_cwnd = w;
+                p.max_window = w;
+                p.dupack_threshold = u32::MAX;
+                fixed += 1;
+            }
+            let cc = || -> Box<dyn CongestionControl> {
+                match window {
+                    Some(window) => Box::new(PfabricTransport { window }),
+                    None => Box::new(NewReno),
+                }
+            };
+            let n = 1 + next(6) as usize;
+            let uniform = next(3) != 0;
+            let mut path = || -> Vec<Hop> {
+                let r = RATES[next(5) as usize];
+                (0..n)
+                    .map(|_| Hop {
+                        clock: TxClock::new(Rate(if uniform {
+                            r
+                        } else {
+                            RATES[next(5) as usize]
+                        })),
+                        delay: next(4) * 1_000_000,
+                    })
+                    .collect()
+            };
+            let (fwd, rev) = (path(), path());
+            let mss = p.mss as u64;
+            let mut sizes: Vec<u64> = (0..12)
+                .map(|j| match j % 4 {
+                    0 => 1 + next(3 * mss),
+                    1 => (1 + next(40)) * mss,
+                    2 => 1 + next(40 * mss),
+                    _ => 1 + next(2000 * mss),
+                })
+                .collect();
+            sizes.push(sizes[3]);
+            let got = ideal_fcts(&fwd, &rev, &sizes, &p, cc());
+            let largest = *sizes.iter().max().unwrap();
+            skipped += replay(&fwd, &rev, largest, &p, cc(), true, &mut |_| {}).1 as u32;
+            for (&size, &t) in sizes.iter().zip(&got) {
+                let (want, _) = replay(&fwd, &rev, size, &p, cc(), false, &mut |_| {});
+                assert_eq!(
+                    t, want,
+                    "case {case}: {:?}, window {window:?}, delayed ACKs {}, size {size}, {n} hops",
+                    c.profile, p.delayed_ack
+                );
+            }
+        }
+        // Both ways of settling a size were taken.
+        assert!(
+            skipped > 20 && fixed > 100,
+            "skipped {skipped}, fixed windows {fixed}"
         );
     }
 

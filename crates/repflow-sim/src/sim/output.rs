@@ -1,10 +1,10 @@
 //! What a run hands back: per-flow records (with each flow's ideal FCT), per-connection
 //! records, per-link statistics and the run's counters and summary.
 
-use super::{Conn, World};
+use super::{Conn, FlowState, World};
 use crate::config::Config;
 use crate::engine::Time;
-use crate::ideal::{ideal_fct, Hop};
+use crate::ideal::{ideal_fcts, Hop};
 use crate::metrics::{Counters, FlowRecord, Summary};
 use crate::network::{FiveTuple, NodeKind, Path, Topology, TxClock};
 use crate::port::PortStats;
@@ -80,10 +80,9 @@ impl<const P: bool> World<'_, P> {
     fn records(&self) -> Vec<FlowRecord> {
         let secs = |t: Time| t as f64 / PS_PER_SEC as f64;
         // The ideal FCT depends only on the links' rates and delays along both paths, the size
-        // and the congestion control (which may depend on the destination port): memoize it
-        // (many flows share a path shape and, with packet CDFs, a size).
-        type Key = (Vec<(u64, Time)>, Vec<(u64, Time)>, u64, u16);
-        let mut memo: HashMap<Key, Time> = HashMap::new();
+        // and the congestion control (which may depend on the destination port): the flows
+        // that share all but the size take theirs from one replay ([`ideal_fcts`]).
+        type Key = (Vec<(u64, Time)>, Vec<(u64, Time)>, u16);
         let shape = |p: &Path| -> Vec<(u64, Time)> {
             p.links()
                 .iter()
@@ -93,21 +92,32 @@ impl<const P: bool> World<'_, P> {
                 })
                 .collect()
         };
+        let winner = |f: &FlowState| &self.conns[(f.first_conn + f.winner.max(0) as u32) as usize];
+        let mut groups: HashMap<Key, Vec<usize>> = HashMap::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            let c = winner(f);
+            let key = (shape(&c.fwd), shape(&c.rev), c.tuple.dport);
+            groups.entry(key).or_default().push(i);
+        }
+        let mut ideals: Vec<Time> = vec![0; self.flows.len()];
+        for members in groups.values() {
+            let c = winner(&self.flows[members[0]]);
+            let sizes: Vec<u64> = members.iter().map(|&i| self.flows[i].spec.size).collect();
+            let fcts = ideal_fcts(
+                &self.hops(&c.fwd),
+                &self.hops(&c.rev),
+                &sizes,
+                &self.tcp,
+                (self.scheme.cc)(c.tuple.dport),
+            );
+            for (&i, t) in members.iter().zip(fcts) {
+                ideals[i] = t;
+            }
+        }
         self.flows
             .iter()
-            .map(|f| {
-                let copy = f.winner.max(0) as u32;
-                let c = &self.conns[(f.first_conn + copy) as usize];
-                let key = (shape(&c.fwd), shape(&c.rev), f.spec.size, c.tuple.dport);
-                let ideal = *memo.entry(key).or_insert_with(|| {
-                    ideal_fct(
-                        &self.hops(&c.fwd),
-                        &self.hops(&c.rev),
-                        f.spec.size,
-                        &self.tcp,
-                        (self.scheme.cc)(c.tuple.dport),
-                    )
-                });
+            .zip(ideals)
+            .map(|(f, ideal)| {
                 let conns =
                     &self.conns[f.first_conn as usize..(f.first_conn + f.copies as u32) as usize];
                 let (fct, finish) = match f.finish {
