@@ -138,10 +138,10 @@ const BUSY_PREFETCH_LINKS: u32 = 4_096;
 
 /// Networks of fewer links than [`DEEP_PREFETCH_LINKS`] (but at least
 /// [`BUSY_PREFETCH_LINKS`]) take the three-event pipeline while at least this many events
-/// are pending: their state then
-/// outgrows the caches as k = 32's does (the study's web search at load 0.8 holds 27,000
-/// to 83,000 in its slow phase; data mining at 0.8 at most 15,000, web search at 0.2 at
-/// most 20,000, k = 16's bench a few thousand). Checked every 65,536 events.
+/// are pending: their state then outgrows the caches as k = 32's does (the study's web
+/// search at load 0.8 holds 27,000 to 83,000 in its slow phase; data mining at 0.8 at most
+/// 15,000, web search at 0.2 at most 20,000, k = 16's bench a few thousand). Checked every
+/// 65,536 events.
 const DEEP_PENDING: usize = 24_576;
 
 /// `FlowState::mp` of a flow that is not multipath.
@@ -1141,13 +1141,15 @@ impl<'a, const P: bool> World<'a, P> {
             {
                 limit = limit.min(window_end(t, lookahead));
             }
-            if events & 0xFFFF == 0 && !always_deep && links >= BUSY_PREFETCH_LINKS {
-                deep = self.q.len() >= DEEP_PENDING;
-            }
-            if events & 0xFFFF == 0 && last_report.elapsed().as_millis() >= 200 {
-                last_report = Instant::now();
-                if !progress(&self.progress(self.now, events)) {
-                    return Err(SimError::Cancelled);
+            if events & 0xFFFF == 0 {
+                if !always_deep && links >= BUSY_PREFETCH_LINKS {
+                    deep = self.q.len() >= DEEP_PENDING;
+                }
+                if last_report.elapsed().as_millis() >= 200 {
+                    last_report = Instant::now();
+                    if !progress(&self.progress(self.now, events)) {
+                        return Err(SimError::Cancelled);
+                    }
                 }
             }
         }
