@@ -66,8 +66,17 @@ def test_one_paper_under_both_profiles_then_resumed(tmp_path):
     rows = list(csv.DictReader((out / "claims.csv").open()))
     assert {(x["claim"], x["profile"]) for x in rows} == {("FA-1", "linux"), ("FA-1", "dc")}
     assert all(x["verdict"] != "not measured" for x in rows)
+    assert {"claim", "profile", "verdict", "reason", "criterion", "published"} <= set(rows[0])
+    points = list(csv.DictReader((out / "claim_points.csv").open()))
+    from repflow.experiments.claims import POINT_COLUMNS
+
+    assert tuple(points[0]) == POINT_COLUMNS
+    # FA-1: 3 sizes × (mean, p99, long flows) at its one load, under two profiles
+    assert len(points) == 18 and {p["seeds"] for p in points} == {"5"}
+    assert all(float(p["ci_lo"]) <= float(p["measured"]) <= float(p["ci_hi"]) for p in points)
     md = (out / "report.md").read_text()
-    assert "verdict (paper's profile)" in md and "What decides the difference" in md
+    assert "paper's profile: verdict" in md and "What decides the difference" in md
+    assert "conclusive" in md and "Sign convention" in md and "(same run)" not in md
     assert "`min_rto` 200ms vs 10ms" in md
     # the per-study run recorded its profile
     sweep = json.loads((out / "fa-dctcp" / "linux" / "sweep.json").read_text())
@@ -76,6 +85,21 @@ def test_one_paper_under_both_profiles_then_resumed(tmp_path):
     r2 = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600)
     assert r2.returncode == 0, r2.stderr
     assert "0 computed" in r2.stderr or "30 already stored" in r2.stderr, r2.stderr
+
+
+def test_seed_offset_shifts_every_seed_and_names_the_run(tmp_path):
+    from repflow.experiments.papers import PAPERS
+    from repflow.experiments.reproduce import plan_runs
+
+    base = plan_runs(PAPERS, True, "both", tmp_path)
+    shifted = plan_runs(PAPERS, True, "both", tmp_path, seed_offset=100)
+    for a, b in zip(base, shifted, strict=True):
+        assert a.spec is not None and b.spec is not None
+        seeds_a = a.spec.grid.get("seed", [a.spec.base.get("seed", 1)])
+        seeds_b = b.spec.grid.get("seed", [b.spec.base.get("seed", 1)])
+        assert [int(x) + 100 for x in seeds_a] == [int(x) for x in seeds_b]
+        assert not set(seeds_a) & set(seeds_b) and b.spec.name.endswith("+seed100")
+    assert main(["reproduce", "fa-dctcp", "--quick", "--seed-offset", "-1", "--dry-run"]) == 2
 
 
 def test_a_foreign_directory_is_refused(tmp_path):

@@ -74,6 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--profiles", choices=("both", "paper", "dc"), default="both",
         help="run each study under the paper's TCP profile, dc, or both (default)",
     )  # fmt: skip
+    p.add_argument(
+        "--seed-offset", type=int, default=0, metavar="K",
+        help="shift every seed of every study by K (K = 100: seeds disjoint from the default "
+        "run's; results go to <default dir>-seed+K unless --out is given)",
+    )  # fmt: skip
     p.add_argument("--spec", metavar="FILE", help="run only this spec (one sweep, one report)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before a long run")
     _add_run_options(p)
@@ -247,13 +252,17 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     papers = [find_paper(p) for p in dict.fromkeys(args.papers)] if args.papers else list(PAPERS)
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    if args.seed_offset < 0:
+        raise UserError(f"--seed-offset must be 0 or more, got {args.seed_offset}")
     default = "runs/reproduce-quick" if args.quick else "runs/reproduce"
+    if args.seed_offset:
+        default += f"-seed+{args.seed_offset}"
     root = Path(args.out or default)
     prepare_out(
         root, command="reproduce", owned=owned,
         hint="reproduce resumes only a directory it made: choose another directory",
     )  # fmt: skip
-    runs = plan_runs(papers, args.quick, args.profiles, root)
+    runs = plan_runs(papers, args.quick, args.profiles, root, args.seed_offset)
     all_todo, lines = [], []
     for r in runs:
         if r.spec is None:
@@ -286,7 +295,7 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
                                 "rerun with --yes to start them (or use --quick)")  # fmt: skip
             if input("start? [y/N] ").strip().lower() not in ("y", "yes"):
                 raise UserError("aborted: nothing was computed")
-    write_marker(root, runs, args.quick, args.profiles)
+    write_marker(root, runs, args.quick, args.profiles, args.seed_offset)
 
     def sweep(r) -> None:  # noqa: ANN001
         print(f"reproduce: {r.paper.id}: {r.spec_name} under tcp.profile = {r.profile}",
@@ -313,7 +322,7 @@ def _print_combined(rows) -> None:  # noqa: ANN001
     print("claims: verdict under the paper's profile / under dc")
     for row in rows:
         vp = row.under_paper.verdict if row.under_paper else "-"
-        vd = row.under_dc.verdict if row.under_dc else "(same run)"
+        vd = row.under_dc.verdict if row.under_dc else "(= paper's, dc)"
         print(f"  {row.claim.id:6} {row.paper_profile:9} {vp:15} / {vd:15} {row.claim.text}")
 
 

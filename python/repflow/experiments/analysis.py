@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from repflow.experiments import stats as _stats
 from repflow.experiments.spec import LOAD_AXIS, SCHEME_AXIS, SEED_AXIS, WORKLOAD_AXIS
 from repflow.experiments.store import Store
 
-#: A p99 resting on fewer flows than this gets a warning (its top 1 % is about one flow).
-P99_MIN_FLOWS = 100
+#: A p99 resting on fewer flows than this is marked (its top 1 % is about ten flows or fewer).
+P99_MIN_FLOWS = _stats.P99_MIN_FLOWS
 
 def size_label(n: int) -> str:
     """A byte count as the papers write a size bin's edge: 100KB, 1MB, 1500B."""
@@ -62,6 +63,8 @@ class Loaded:
     short_fcts: dict[tuple[str, str, float], np.ndarray] = field(default_factory=dict)
     #: Short-flow slowdowns pooled over seeds, per (workload, series, load).
     short_slowdowns: dict[tuple[str, str, float], np.ndarray] = field(default_factory=dict)
+    #: Every seed's flows per (workload, series, load), for the claims' intervals.
+    samples: dict[tuple[str, str, float], _stats.Sample] = field(default_factory=dict)
     #: Total wall seconds of the stored simulations.
     compute_seconds: float = 0.0
     #: Resolved configuration of one finished point (representative of the base).
@@ -186,6 +189,8 @@ def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loa
         counters = run.get("counters") or {}
         rep, col = counters.get("replicated_flows"), counters.get("copy_collisions")
         m["collision_frac"] = float(col) / rep if rep and col is not None else float("nan")
+        m["replicated_flows"] = float(rep) if rep is not None else float("nan")
+        m["copy_collisions"] = float(col) if col is not None else float("nan")
         wcfg = (run.get("config") or {}).get("workload") or {}
         workload = str(labels.get(WORKLOAD_AXIS, wcfg.get("cdf")))
         load = float(labels.get(LOAD_AXIS, wcfg.get("load")))
@@ -205,12 +210,18 @@ def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loa
         fct = flows["fct"].to_numpy(dtype=float)
         sel = (flows["size"].to_numpy() <= short_max) & np.isfinite(fct)
         k = (workload, series, load)
+        seed = labels.get(SEED_AXIS, run.get("config", {}).get("seed"))
+        out.samples.setdefault(k, _stats.Sample()).add(
+            seed, flows, int(mss) if isinstance(mss, int | float) else None
+        )
         sd = flows["slowdown"].to_numpy(dtype=float)[sel]
         prev = out.short_fcts.get(k)
         out.short_fcts[k] = fct[sel] if prev is None else np.concatenate([prev, fct[sel]])
         prev = out.short_slowdowns.get(k)
         out.short_slowdowns[k] = sd if prev is None else np.concatenate([prev, sd])
     out.points = pd.DataFrame(rows)
+    for sample in out.samples.values():
+        sample.sort()
     return out
 
 

@@ -28,10 +28,13 @@ from repflow.experiments.analysis import (
     thin_p99_rows,
 )
 from repflow.experiments.claims import (
+    CONCLUSIVE,
     DIRECTION,
     FAILS,
     HOLDS,
+    INCONCLUSIVE,
     ClaimResult,
+    Evidence,
     evaluate_claims,
 )
 from repflow.experiments.figures import Figure, make_figures, workload_title
@@ -105,8 +108,10 @@ def _p99(r) -> str:  # noqa: ANN001
 def numbers_table(agg: pd.DataFrame, workload: str, order: list[str]) -> Table:
     """FCT numbers per load and scheme for one workload."""
     sub = agg[agg["workload"] == workload]
-    headers = ["load", "scheme", "short mean", "short p99 (flows)", "large mean", "all mean",
-               "short slowdown (mean / p99)", "unfinished", "seeds"]  # fmt: skip
+    headers = ["load", "scheme", "short mean ± sd across seeds",
+               "short p99 (short flows it rests on, seeds pooled)", "large mean", "all mean",
+               "short slowdown (mean / p99)", "unfinished (of all flows, seeds summed)",
+               "seeds"]  # fmt: skip
     rows = []
     for load in sorted(sub["load"].unique()):
         for s in order:
@@ -121,7 +126,7 @@ def numbers_table(agg: pd.DataFrame, workload: str, order: list[str]) -> Table:
                 _pm(r.large_mean, r.large_mean_seed_std, fmt_time),
                 _pm(r.all_mean, r.all_mean_seed_std, fmt_time),
                 f"{r.short_mean_slowdown:.2f} / {r.short_p99_slowdown:.2f}",
-                f"{r.unfinished:.0f} of {r.flows:.0f}",
+                f"{r.unfinished * r.seeds:,.0f} of {r.flows * r.seeds:,.0f}",
                 f"{int(r.seeds)}",
             ])  # fmt: skip
     return Table(headers, rows)
@@ -146,14 +151,15 @@ def overhead_table(agg: pd.DataFrame, order: list[str], labels: dict[str, str]) 
 
 
 def claims_table(results: list[ClaimResult]) -> Table:
-    """The claims beside the measured values."""
+    """The claims beside the measured effects, their intervals, verdicts and reasons."""
     rows, classes = [], []
-    cls = {HOLDS: "holds", DIRECTION: "partial", FAILS: "fails"}
+    cls = {HOLDS: "holds", DIRECTION: "partial", FAILS: "fails", INCONCLUSIVE: "inc"}
     for r in results:
         rows.append([r.claim.id, r.claim.text, r.claim.source, r.claim.criterion, r.measured,
-                     r.verdict])  # fmt: skip
+                     r.reason or "–", r.verdict])  # fmt: skip
         classes.append(cls.get(r.verdict, "nm"))
-    return Table(["id", "claim", "source", "criterion", "measured", "verdict"], rows, classes)
+    return Table(["id", "claim", "source", "criterion", "measured: effect [95 % interval]",
+                  "why (open points, or the deciding point)", "verdict"], rows, classes)
 
 
 _CSS = """
@@ -166,6 +172,7 @@ th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;vertical-align:t
 th{background:#f3f3f3}tr.holds td:last-child{background:#d8f3d8;font-weight:600}
 tr.partial td:last-child{background:#fff2c8;font-weight:600}
 tr.fails td:last-child{background:#f8d0d0;font-weight:600}tr.nm td:last-child{color:#777}
+tr.inc td:last-child{background:#e8e8f4;font-weight:600}.links{font-size:.9em}
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.8em}
 .meta td:first-child{font-weight:600}.note{color:#555;font-size:.9em}
@@ -207,14 +214,18 @@ def build_report(root: str | Path, progress=None) -> Report:
     agg = aggregate(loaded.points, loaded)
     order = series_order(loaded.points, baseline)
     scenarios = list((spec.get("extra") or {}).get("claims", []))
-    claims = evaluate_claims(agg, scenarios, sweep.get("unavailable"))
+    short_max = int(figs_cfg.get("short_max_bytes", 100_000))
+    evidence = Evidence(agg, loaded.samples, short_max)
+    say("claims: intervals (bootstrap over seeds and flows)")
+    claims = evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
 
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=store.root))
     try:
         figures = make_figures(loaded, tmp / "figures", progress=say)
         say(f"{len(figures)} figures drawn; writing the report")
         agg.to_csv(tmp / "summary.csv", index=False)
-        html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep)
+        html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep,
+                                     store.root)  # fmt: skip
         (tmp / "report.html").write_text(html_text, encoding="utf-8")
         (tmp / "report.md").write_text(md_text, encoding="utf-8")
         # Move into place: the figures directory is swapped, the files replaced.
@@ -239,8 +250,23 @@ def build_report(root: str | Path, progress=None) -> Report:
     )
 
 
+def _links(root: Path) -> tuple[str, str]:
+    """Links from a study's report to what surrounds it (HTML, Markdown)."""
+    items = [("summary.csv", "summary.csv (every number of this report)")]
+    combined = root.parent.parent
+    if (combined / "reproduce.json").is_file():
+        items = [("../../report.html", "← the combined report of every paper"),
+                 ("../../claims.csv", "claims.csv"),
+                 ("../../claim_points.csv", "claim_points.csv")] + items  # fmt: skip
+    h = " · ".join(f"<a href='{html.escape(u)}'>{html.escape(t)}</a>" for u, t in items)
+    m = " · ".join(f"[{t}]({u})" for u, t in items)
+    tail = ("Definitions of every metric and of the intervals: docs/metrics.md in the "
+            "repository.")  # fmt: skip
+    return f"<p class=links>{h}. {html.escape(tail)}</p>", f"{m}. {tail}"
+
+
 def _render(
-    loaded, agg, order, claims, figures, labels, spec, sweep
+    loaded, agg, order, claims, figures, labels, spec, sweep, root: Path | None = None
 ) -> tuple[str, str]:  # noqa: ANN001
     title = spec.get("title") or sweep.get("name")
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -280,20 +306,24 @@ def _render(
     for f in figures:
         by_w.setdefault(f.workload, []).append(f)
 
-    verdict_counts = {}
+    verdict_counts: dict[str, int] = {}
     for c in claims:
         verdict_counts[c.verdict] = verdict_counts.get(c.verdict, 0) + 1
-    verdict_line = ", ".join(f"{n} {v}" for v, n in verdict_counts.items())
+    conclusive = sum(verdict_counts.get(v, 0) for v in CONCLUSIVE)
+    verdict_line = f"{conclusive} conclusive, {verdict_counts.get(INCONCLUSIVE, 0)} inconclusive: "
+    verdict_line += ", ".join(f"{n} {v}" for v, n in verdict_counts.items())
     if not claims:
         verdict_line = "This spec declares no claim scenario ([experiment] claims)"
     notes = (
-        "FCT statistics exclude unfinished flows (counted in the tables). Means are means of "
-        "the per-seed means; ± in the tables is one standard deviation across seeds; error "
-        "bars in the figures are 95 % confidence intervals (a mean's: Student t across seeds, "
-        "wide with few seeds; a pooled p99's: from its order statistics). "
-        "Percentiles (p99) pool the flows of every seed and show, in brackets, how many flows "
-        f"each rests on; ⚠ marks a p99 of fewer than {P99_MIN_FLOWS} flows (its top 1 % is about "
-        "one flow). Slowdown = FCT / ideal FCT of the flow alone on an idle path. Overhead = "
+        "FCT statistics exclude unfinished flows (counted in the tables, over all seeds). Means "
+        "are means of the per-seed means; ± in the tables is one standard deviation across "
+        "seeds; error bars in the figures are 95 % confidence intervals (a mean's: Student t "
+        "across seeds, drawn only with two seeds or more; a pooled p99's: from its order "
+        "statistics). The claims' intervals are a two-stage bootstrap over seeds and flows "
+        "(docs/metrics.md). Percentiles (p99) pool the flows of every seed and show, in "
+        f"brackets, how many flows each rests on; ⚠ marks a p99 of fewer than {P99_MIN_FLOWS:,} "
+        "flows (its top 1 % is ten flows or fewer). Slowdown = FCT / ideal FCT of the flow "
+        "alone on an idle path. Overhead = "
         "extra bytes sent by replicas over application bytes. Column names and units of "
         "summary.csv: docs/metrics.md."
     )
@@ -313,11 +343,17 @@ def _render(
     if spec.get("description"):
         h.append(f"<p>{html.escape(spec['description'])}</p>")
         m += [spec["description"], ""]
+    if root is not None:
+        lh, lm = _links(root)
+        h.append(lh)
+        m += [lm, ""]
     h += ["<h2>Run</h2>", meta.html().replace("<table>", "<table class=meta>", 1)]
     m += ["## Run", "", meta_md.md(), ""]
     h += ["<h2>Published claims beside measured values</h2>",
-          f"<p class=note>{html.escape(verdict_line)}. Verdicts use means across seeds; the "
-          "criterion column states the tolerance.</p>", ctab.html()]  # fmt: skip
+          f"<p class=note>{html.escape(verdict_line)}. Effects are reductions of the first "
+          "scheme's metric against the second's (positive: faster); each verdict follows from "
+          "the 95 % intervals at every point the claim covers, or the claim is inconclusive "
+          "(docs/metrics.md).</p>", ctab.html()]  # fmt: skip
     m += ["## Published claims beside measured values", "", f"{verdict_line}.", "", ctab.md(), ""]
     for w in sorted(pts["workload"].unique()):
         wt = workload_title(w, labels)
@@ -362,11 +398,26 @@ def _render(
     return "\n".join(h), "\n".join(m)
 
 
+#: Topology fields each kind uses (docs/configuration.md); the others are not shown.
+_TOPOLOGY_FIELDS = {
+    "fat-tree": {"kind", "k", "hosts_per_edge", "link_rate", "uplink_rate", "link_delay"},
+    "leaf-spine": {"kind", "leaves", "spines", "hosts_per_leaf", "link_rate", "uplink_rate",
+                   "link_delay"},
+    "star": {"kind", "hosts", "link_rate", "uplink_rate", "link_delay"},
+    "toy": {"kind", "link_rate", "uplink_rate", "link_delay"},
+}
+
+
 def _base_view(example: dict[str, Any] | None, spec: dict[str, Any]) -> dict[str, Any]:
     """A finished point's resolved configuration with grid-controlled fields marked."""
     if not example:
         return spec.get("base", {})
     cfg = json.loads(json.dumps(example))
+    topo = cfg.get("topology")
+    if isinstance(topo, dict):
+        used = _TOPOLOGY_FIELDS.get(str(topo.get("kind")))
+        if used is not None:
+            cfg["topology"] = {k: v for k, v in topo.items() if k in used}
     w = cfg.get("workload", {})
     if isinstance(w, dict) and w.get("cdf_text"):
         w["cdf_text"] = f"<{len(w['cdf_text'])} characters: the CDF file's text>"

@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from repflow.errors import UserError
-from repflow.experiments.claims import CLAIMS, NOT_MEASURED, Claim, ClaimResult
+from repflow.experiments.claims import (
+    CLAIMS,
+    CONCLUSIVE,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    POINT_COLUMNS,
+    Claim,
+    ClaimResult,
+    point_rows,
+)
 from repflow.experiments.papers import DC, Paper
 from repflow.experiments.spec import Spec, find_builtin_spec, load_spec
 
@@ -61,8 +70,26 @@ def with_profile(spec: Spec, profile: str) -> Spec:
     return s
 
 
-def plan_runs(papers: Sequence[Paper], quick: bool, profiles: str, root: Path) -> list[Run]:
-    """Every (study, profile) to run; ``profiles`` is ``both``, ``paper`` or ``dc``."""
+def with_seed_offset(spec: Spec, offset: int) -> Spec:
+    """``spec`` with every seed it runs (the grid's ``seed`` axis, or the base seed) shifted by
+    ``offset`` (``--seed-offset``: the same study on other draws)."""
+    if not offset:
+        return spec
+    s = copy.deepcopy(spec)
+    if "seed" in s.grid:
+        s.grid["seed"] = [int(x) + offset for x in s.grid["seed"]]
+    s.base["seed"] = int(s.base.get("seed", 1)) + offset
+    s.name = f"{spec.name}+seed{offset}"
+    s.text = spec.text + f"\n# run by `repflow reproduce` with every seed shifted by {offset}\n"
+    s.extra = {**s.extra, "seed_offset": offset}
+    return s
+
+
+def plan_runs(
+    papers: Sequence[Paper], quick: bool, profiles: str, root: Path, seed_offset: int = 0
+) -> list[Run]:
+    """Every (study, profile) to run; ``profiles`` is ``both``, ``paper`` or ``dc``; every
+    seed shifted by ``seed_offset``."""
     runs: list[Run] = []
     for paper in papers:
         for study in paper.studies:
@@ -87,7 +114,8 @@ def plan_runs(papers: Sequence[Paper], quick: bool, profiles: str, root: Path) -
                         paper_profile=study.profile,
                         why=study.why,
                         out=root / name / prof,
-                        spec=with_profile(base, prof) if base is not None else None,
+                        spec=(with_seed_offset(with_profile(base, prof), seed_offset)
+                              if base is not None else None),
                         missing=missing,
                     )
                 )
@@ -99,15 +127,21 @@ def owned(root: Path) -> bool:
     return (root / MARKER).is_file()
 
 
-def write_marker(root: Path, runs: Sequence[Run], quick: bool, profiles: str) -> None:
+def write_marker(
+    root: Path, runs: Sequence[Run], quick: bool, profiles: str, seed_offset: int = 0
+) -> None:
     """Records what this root holds (read back by :func:`owned` and by the report)."""
     from repflow import __version__
 
     root.mkdir(parents=True, exist_ok=True)
+    command = "repflow reproduce" + (" --quick" if quick else "")
+    if seed_offset:
+        command += f" --seed-offset {seed_offset}"
     record = {
-        "command": "repflow reproduce" + (" --quick" if quick else ""),
+        "command": command,
         "version": __version__,
         "profiles": profiles,
+        "seed_offset": seed_offset,
         "papers": sorted({r.paper.id for r in runs}),
         "runs": [
             {
@@ -194,6 +228,44 @@ def _cell(r: ClaimResult | None) -> tuple[str, str]:
     return r.verdict, r.measured
 
 
+def _same_run(row: Row) -> str:
+    return (f"the run under the paper's profile, which is `{DC}` itself: see the column "
+            "to the left")  # fmt: skip
+
+
+def _counts(rows: Sequence[Row], key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in rows:
+        res = row.under_paper if key == "paper" else (row.under_dc or row.under_paper)
+        v = res.verdict if res else NOT_MEASURED
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def _count_line(c: dict[str, int]) -> str:
+    conclusive = sum(c.get(v, 0) for v in CONCLUSIVE)
+    parts = [f"{c[v]} {v}" for v in CONCLUSIVE if c.get(v)]
+    line = f"{conclusive} conclusive ({', '.join(parts) or 'none'}), "
+    line += f"{c.get(INCONCLUSIVE, 0)} inconclusive"
+    if c.get(NOT_MEASURED):
+        line += f", {c[NOT_MEASURED]} not measured"
+    return line
+
+
+#: The report's statement of its conventions (both formats).
+CONVENTIONS = (
+    "Sign convention, everywhere: an effect of scheme a against scheme b is the reduction of "
+    "a's metric relative to b's, in percent of b's — positive means a is lower (faster); "
+    "'10× lower' reads 90 %, '30 % slower' reads −30 %. Levels (overhead, shares, collisions, "
+    "retransmissions) are percentages of what they name. Every effect carries its 95 % "
+    "interval (a two-stage bootstrap over seeds and over flows within seeds; docs/metrics.md) "
+    "and the flows and seeds behind it; ⚠ marks a 99th percentile resting on fewer than "
+    "1,000 flows. A verdict is given only where the intervals support it at every point the "
+    "claim covers; otherwise the claim is inconclusive, with the points that keep it open and "
+    "about how many more flows would settle it."
+)
+
+
 def _difference_paragraph(paper: Paper, runs: Sequence[Run], rows: Sequence[Row]) -> str:
     mine = [r for r in runs if r.paper.id == paper.id]
     parts = []
@@ -251,54 +323,59 @@ table{border-collapse:collapse;margin:.8em 0;font-size:.86em}
 th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.holds{background:#d8f3d8;font-weight:600}
 td.partial{background:#fff2c8;font-weight:600}td.fails{background:#f8d0d0;font-weight:600}
-td.nm{color:#777}.m{color:#555;font-size:.92em;font-weight:normal}
+td.nm{color:#777}td.inc{background:#e8e8f4;font-weight:600}
+.m{color:#555;font-size:.92em;font-weight:normal}.why{color:#336;font-size:.88em;
+font-weight:normal;font-style:italic;margin-top:.3em}.conv{color:#444;font-size:.9em}
 """
 
-_VCLASS = {"holds": "holds", "direction only": "partial", "does not hold": "fails"}
+_VCLASS = {"holds": "holds", "direction only": "partial", "does not hold": "fails",
+           "inconclusive": "inc"}
 
 
 def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> tuple[Path, Path]:
-    """Writes ``report.md``, ``report.html`` and ``claims.csv`` into ``root``."""
+    """Writes ``report.md``, ``report.html``, ``claims.csv`` and ``claim_points.csv`` into
+    ``root``."""
     rows = claim_rows(runs)
     papers = list(dict.fromkeys(r.paper.id for r in runs))
     by_id = {r.paper.id: r.paper for r in runs}
+    offsets = {int((r.spec.extra or {}).get("seed_offset", 0)) for r in runs if r.spec}
+    offset = max(offsets) if offsets else 0
     title = "Reproduction of the seed papers" + (" (quick forms)" if quick else "")
-    counts: dict[str, dict[str, int]] = {"paper": {}, DC: {}}
-    for row in rows:
-        for key, res in (("paper", row.under_paper), (DC, row.under_dc or row.under_paper)):
-            v = res.verdict if res else NOT_MEASURED
-            counts[key][v] = counts[key].get(v, 0) + 1
-
-    def summary(key: str) -> str:
-        return ", ".join(f"{n} {v}" for v, n in sorted(counts[key].items()))
-
-    md = [f"# {title}", ""]
-    md.append(
+    if offset:
+        title += f", every seed shifted by {offset}"
+    c_paper, c_dc = _count_line(_counts(rows, "paper")), _count_line(_counts(rows, DC))
+    intro = (
         f"{len(rows)} published claims of {len(papers)} papers, each measured under the TCP "
         "profile the paper most likely used and under the data-center profile `dc` "
         f"(docs/configuration.md). Wall time of this run: {wall:.0f} s."
     )
-    md += [
-        "",
-        f"- under the papers' profiles: {summary('paper')}",
-        f"- under `dc`: {summary(DC)}",
-        "",
-    ]
-    md += [
-        "| paper | claim | published | paper's profile | verdict (paper's profile) | "
-        "verdict (`dc`) |",
-        "|---|---|---|---|---|---|",
-    ]
 
     def esc(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
+    def md_cell(r: ClaimResult | None) -> str:
+        if r is None:
+            return "—"
+        out = f"**{r.verdict}**: {esc(r.measured)}"
+        if r.reason:
+            out += f" — *{esc(r.reason)}*"
+        return out
+
+    md = [f"# {title}", "", intro, "",
+          f"- under the papers' profiles: {c_paper}", f"- under `dc`: {c_dc}", "",
+          CONVENTIONS, "",
+          "Machine-readable: [claims.csv](claims.csv) (one row per claim and profile), "
+          "[claim_points.csv](claim_points.csv) (one row per claim, profile, workload, load "
+          "and metric); columns in docs/metrics.md.", "",
+          "| paper | claim | published | criterion | paper's profile | paper's profile: "
+          "verdict, measured [95 % interval] | `dc`: verdict, measured [95 % interval] |",
+          "|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
-        vp, mp = _cell(row.under_paper)
-        vd, md_ = _cell(row.under_dc) if row.paper_profile != DC else ("(same run)", "")
+        dc_cell = md_cell(row.under_dc) if row.paper_profile != DC else _same_run(row)
         md.append(
             f"| {row.paper.id} | {row.claim.id} | {esc(row.claim.text)} | "
-            f"`{row.paper_profile}` | **{vp}**: {esc(mp)} | **{vd}**: {esc(md_)} |"
+            f"{esc(row.claim.criterion)} | `{row.paper_profile}` | {md_cell(row.under_paper)} | "
+            f"{dc_cell} |"
         )
     for pid in papers:
         paper = by_id[pid]
@@ -326,29 +403,35 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
         f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
     ]
     h.append(
-        f"<p>{len(rows)} published claims of {len(papers)} papers, each measured under the "
-        "TCP profile the paper most likely used and under the data-center profile "
-        f"<code>dc</code>. Wall time: {wall:.0f} s.</p><ul><li>under the papers' profiles: "
-        f"{html.escape(summary('paper'))}</li><li>under <code>dc</code>: "
-        f"{html.escape(summary(DC))}</li></ul>"
+        f"<p>{html.escape(intro).replace('`dc`', '<code>dc</code>')}</p><ul><li>under the "
+        f"papers' profiles: {html.escape(c_paper)}</li><li>under <code>dc</code>: "
+        f"{html.escape(c_dc)}</li></ul><p class='conv'>{html.escape(CONVENTIONS)}</p>"
+        "<p>Machine-readable: <a href='claims.csv'>claims.csv</a> (one row per claim and "
+        "profile), <a href='claim_points.csv'>claim_points.csv</a> (one row per claim, "
+        "profile, workload, load and metric); columns in docs/metrics.md.</p>"
     )
     h.append(
-        "<table><tr><th>paper</th><th>claim</th><th>published</th><th>paper's profile</th>"
-        "<th>verdict (paper's profile)</th><th>verdict (dc)</th></tr>"
+        "<table><tr><th>paper</th><th>claim</th><th>published</th><th>criterion</th>"
+        "<th>paper's profile</th><th>paper's profile: verdict, measured [95 % interval]</th>"
+        "<th>dc: verdict, measured [95 % interval]</th></tr>"
     )
 
-    def hcell(r: ClaimResult | None, same: bool = False) -> str:
+    def hcell(r: ClaimResult | None, same: str = "") -> str:
         if same:
-            return "<td class='nm'>(same run)</td>"
+            return f"<td class='nm'>{html.escape(same.replace('`', ''))}</td>"
         v, m = _cell(r)
         cls = _VCLASS.get(v, "nm")
-        return f"<td class='{cls}'>{html.escape(v)}<div class='m'>{html.escape(m)}</div></td>"
+        why = f"<div class='why'>{html.escape(r.reason)}</div>" if r and r.reason else ""
+        return (f"<td class='{cls}'>{html.escape(v)}<div class='m'>{html.escape(m)}</div>"
+                f"{why}</td>")  # fmt: skip
 
     for row in rows:
+        same = _same_run(row) if row.paper_profile == DC else ""
         h.append(
             f"<tr><td>{row.paper.id}</td><td>{row.claim.id}</td>"
-            f"<td>{html.escape(row.claim.text)}</td><td><code>{row.paper_profile}</code></td>"
-            f"{hcell(row.under_paper)}{hcell(row.under_dc, row.paper_profile == DC)}</tr>"
+            f"<td>{html.escape(row.claim.text)}</td><td>{html.escape(row.claim.criterion)}</td>"
+            f"<td><code>{row.paper_profile}</code></td>"
+            f"{hcell(row.under_paper)}{hcell(row.under_dc, same)}</tr>"
         )
     h.append("</table>")
     for pid in papers:
@@ -376,20 +459,53 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
 
     with (root / "claims.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["paper", "claim", "profile", "paper_profile", "verdict", "measured"])
+        w.writerow(CLAIM_COLUMNS)
         for row in rows:
-            pairs = [(row.paper_profile, row.under_paper)]
-            if row.paper_profile != DC:
-                pairs.append((DC, row.under_dc))
-            for prof, res in pairs:
-                if res is None:
-                    continue
-                w.writerow(
-                    [row.paper.id, row.claim.id, prof, row.paper_profile, res.verdict, res.measured]
-                )
+            for prof, res in _profile_results(row):
+                w.writerow(_claim_csv_row(row, prof, res))
+    with (root / "claim_points.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(POINT_COLUMNS))
+        w.writeheader()
+        for row in rows:
+            for prof, res in _profile_results(row):
+                for pr in point_rows(res, prof):
+                    w.writerow({k: _csv_value(v) for k, v in pr.items()})
     (root / "report.md").write_text(md_text, encoding="utf-8")
     (root / "report.html").write_text("".join(h), encoding="utf-8")
     return root / "report.md", root / "report.html"
+
+
+#: Columns of ``claims.csv`` (docs/metrics.md).
+CLAIM_COLUMNS = ("paper", "claim", "profile", "paper_profile", "verdict", "reason", "published",
+                 "criterion", "measured", "points", "points_conclusive", "min_flows",
+                 "seeds")  # fmt: skip
+
+
+def _profile_results(row: Row) -> list[tuple[str, ClaimResult]]:
+    """(profile, result) of a claim: the paper's profile, then dc when it is another run."""
+    pairs = [(row.paper_profile, row.under_paper)]
+    if row.paper_profile != DC:
+        pairs.append((DC, row.under_dc))
+    return [(p, r) for p, r in pairs if r is not None]
+
+
+def _claim_csv_row(row: Row, prof: str, res: ClaimResult) -> list[Any]:
+    pts = res.points
+    flows = [sum(p.interval.flows) for p in pts if p.interval.flows]
+    return [row.paper.id, row.claim.id, prof, row.paper_profile, res.verdict, res.reason,
+            row.claim.text, row.claim.criterion, res.measured, len(pts),
+            sum(1 for p in pts if len(p.admits) == 1), min(flows) if flows else "",
+            max((p.interval.seeds for p in pts), default="")]  # fmt: skip
+
+
+def _csv_value(v: Any) -> Any:
+    if isinstance(v, float):
+        if v != v:
+            return ""
+        if v in (float("inf"), float("-inf")):
+            return "inf" if v > 0 else "-inf"
+        return f"{v:.6g}"
+    return v
 
 
 def run_all(

@@ -1,0 +1,175 @@
+"""Verdicts from intervals: the bootstrap over seeds and flows, and the rule that turns intervals
+into holds / direction only / does not hold / inconclusive (synthetic samples, no simulation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from repflow.experiments import claims as cl
+from repflow.experiments import stats
+from repflow.experiments.stats import Sample
+
+
+def _flows(fct: np.ndarray, sizes: np.ndarray | None = None) -> pd.DataFrame:
+    n = len(fct)
+    size = np.full(n, 20_000) if sizes is None else sizes
+    return pd.DataFrame({"size": size, "start": np.arange(n) * 1e-4, "fct": fct,
+                         "bytes_sent": size, "copies": np.ones(n, dtype=int)})  # fmt: skip
+
+
+def _evidence(base: list[np.ndarray], rep: list[np.ndarray], workload: str = "websearch",
+              load: float = 0.5) -> cl.Evidence:  # fmt: skip
+    """Evidence with series ``tcp`` (``base``, one array per seed) and ``repflow``."""
+    samples = {}
+    rows = []
+    for series, arrays in (("tcp", base), ("repflow", rep)):
+        s = Sample()
+        for seed, a in enumerate(arrays, start=1):
+            s.add(seed, _flows(a))
+        samples[(workload, series, load)] = s
+        means = [float(np.mean(a)) for a in arrays]
+        pooled = np.concatenate(arrays)
+        rows.append({"workload": workload, "series": series, "scheme": series, "load": load,
+                     "short_mean": float(np.mean(means)),
+                     "short_p99": float(np.percentile(pooled, 99)), "seeds": len(arrays)})
+    return cl.Evidence(pd.DataFrame(rows), samples, resamples=400)
+
+
+def _rf1(ev: cl.Evidence) -> cl.Outcome:
+    return cl.reduction_claim("repflow", "tcp", "short_mean", 50, 70)(ev)
+
+
+def _lognormal(rng: np.random.Generator, n: int, median: float) -> np.ndarray:
+    return median * rng.lognormal(0.0, 0.5, n)
+
+
+def test_an_effect_well_inside_the_range_holds() -> None:
+    rng = np.random.default_rng(1)
+    base = [_lognormal(rng, 2000, 1e-3) for _ in range(3)]
+    rep = [b * 0.4 for b in base]  # 60 % lower on the same flows
+    out = _rf1(_evidence(base, rep))
+    assert out.verdict == cl.HOLDS, (out.measured, out.reason)
+    p = out.points[0]
+    assert p.interval.lo <= 60 <= p.interval.hi and p.interval.paired
+    assert p.interval.flows == (6000, 6000) and p.interval.seeds == 3
+
+
+def test_an_effect_of_the_wrong_sign_does_not_hold() -> None:
+    rng = np.random.default_rng(2)
+    base = [_lognormal(rng, 2000, 1e-3) for _ in range(3)]
+    rep = [b * 1.3 for b in base]
+    out = _rf1(_evidence(base, rep))
+    assert out.verdict == cl.FAILS and out.points[0].interval.hi < 0
+
+
+def test_a_positive_effect_short_of_the_range_is_direction_only() -> None:
+    rng = np.random.default_rng(3)
+    base = [_lognormal(rng, 2000, 1e-3) for _ in range(3)]
+    rep = [b * 0.85 for b in base]
+    out = _rf1(_evidence(base, rep))
+    assert out.verdict == cl.DIRECTION
+
+
+def test_an_interval_straddling_a_boundary_is_inconclusive_and_says_what_settles_it() -> None:
+    rng = np.random.default_rng(4)
+    # independent flows (no pairing), 40 % vs 60 % boundary: estimate ~40 %, wide interval
+    base = [_lognormal(rng, 60, 1e-3) for _ in range(2)]
+    rep = [_lognormal(rng, 61, 0.6e-3) for _ in range(2)]
+    out = _rf1(_evidence(base, rep))
+    assert out.verdict == cl.INCONCLUSIVE, out.measured
+    assert "web search, load 0.5: interval" in out.reason and "2 seeds" in out.reason
+    assert "the flows would settle it" in out.reason or "boundary" in out.reason
+    iv = out.points[0].interval
+    assert iv.lo < 40 < iv.hi and not iv.paired
+
+
+def test_one_outlier_among_many_flows_does_not_flip_the_verdict() -> None:
+    rng = np.random.default_rng(5)
+    base = [_lognormal(rng, 5000, 1e-3) for _ in range(3)]
+    rep = [b * 0.4 for b in base]
+    rep[1] = rep[1].copy()
+    rep[1][17] = 0.05  # one flow waits 50 ms (a timeout) where TCP took ~1 ms
+    out = _rf1(_evidence(base, rep))
+    assert out.verdict == cl.HOLDS, (out.measured, out.reason)
+
+
+def test_a_single_3s_timeout_among_few_flows_makes_the_mean_inconclusive() -> None:
+    # The finding that prompted the intervals: one SYN timeout among ~200 short flows moves
+    # TCP's mean by ~15 ms; the old rule read a reduction off it, the interval must not.
+    rng = np.random.default_rng(6)
+    base = [_lognormal(rng, 100, 1e-3) for _ in range(2)]
+    base[0] = base[0].copy()
+    base[0][3] = 3.0
+    rep = [b * 0.9 for b in base]
+    rep[0] = rep[0].copy()
+    rep[0][3] = 1e-3
+    out = _rf1(_evidence(base, rep))
+    assert out.verdict == cl.INCONCLUSIVE, out.measured
+    # the old point-estimate rule (a table without flows) calls it holds or beyond
+    bare = cl.Evidence(_evidence(base, rep).agg)
+    assert _rf1(bare).verdict != cl.INCONCLUSIVE
+
+
+def test_the_bootstrap_is_deterministic() -> None:
+    rng = np.random.default_rng(7)
+    base = [_lognormal(rng, 300, 1e-3) for _ in range(2)]
+    rep = [_lognormal(rng, 300, 0.5e-3) for _ in range(2)]
+    a = _rf1(_evidence(base, rep)).points[0].interval
+    b = _rf1(_evidence(base, rep)).points[0].interval
+    assert (a.lo, a.hi, a.estimate) == (b.lo, b.hi, b.estimate)
+
+
+def test_the_p99_interval_covers_the_truth_about_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(8)
+    true = float(np.exp(0.5 * 2.3263478740408408))  # p99 of lognormal(0, 0.5)
+    hits = 0
+    trials = 60
+    for t in range(trials):
+        s = Sample()
+        for seed in range(2):
+            s.add(seed, _flows(rng.lognormal(0.0, 0.5, 1500)))
+        iv = stats.level_interval(s, "short_p99", 100_000, key=t, resamples=300)
+        hits += iv.lo <= true <= iv.hi
+        assert iv.tail_flows == 3000 and not iv.thin()
+    assert hits / trials >= 0.85
+
+
+def test_the_estimate_equals_the_tables() -> None:
+    rng = np.random.default_rng(9)
+    arrays = [_lognormal(rng, 400, 1e-3) for _ in range(3)]
+    s = Sample()
+    for seed, a in enumerate(arrays):
+        s.add(seed, _flows(a))
+    mean = stats.level_interval(s, "short_mean", 100_000, resamples=50).estimate
+    p99 = stats.level_interval(s, "short_p99", 100_000, resamples=50).estimate
+    assert mean == pytest.approx(np.mean([a.mean() for a in arrays]))
+    assert p99 == pytest.approx(np.percentile(np.concatenate(arrays), 99))
+    # the resampled quantile with every count 1 is numpy's linear percentile
+    v = np.sort(np.concatenate(arrays))
+    got = stats._expanded_quantile(v, np.ones((1, len(v)), dtype=np.int64), 0.99)[0]
+    assert got == pytest.approx(np.percentile(v, 99))
+
+
+def test_combining_points() -> None:
+    h, d, f = cl.HOLDS, cl.DIRECTION, cl.FAILS
+    fs = frozenset
+    assert cl.combine([fs({h}), fs({h})]) == {h}
+    assert cl.combine([fs({h}), fs({d})]) == {d}
+    assert cl.combine([fs({h}), fs({f})]) == {f}
+    # one point conclusively wrong decides, whatever the others admit
+    assert cl.combine([fs({h, d}), fs({f})]) == {f}
+    assert cl.combine([fs({h, d}), fs({h})]) == {h, d}
+    assert cl.combine([fs({d, f}), fs({d})]) == {d, f}
+
+
+def test_claim_points_rows_are_tidy() -> None:
+    rng = np.random.default_rng(10)
+    base = [_lognormal(rng, 500, 1e-3) for _ in range(2)]
+    ev = _evidence(base, [b * 0.4 for b in base])
+    res = [r for r in cl.evaluate_claims(ev, ["repflow-ns3"]) if r.claim.id == "RF-1"][0]
+    rows = cl.point_rows(res, "dc")
+    assert len(rows) == 1 and set(rows[0]) == set(cl.POINT_COLUMNS)
+    r = rows[0]
+    assert r["published_lo"] == 40 and r["published_hi"] == 80
+    assert r["ci_lo"] <= r["measured"] <= r["ci_hi"] and r["flows"] == 2000 and r["seeds"] == 2
