@@ -173,3 +173,29 @@ def test_claim_points_rows_are_tidy() -> None:
     r = rows[0]
     assert r["published_lo"] == 40 and r["published_hi"] == 80
     assert r["ci_lo"] <= r["measured"] <= r["ci_hi"] and r["flows"] == 2000 and r["seeds"] == 2
+
+
+def test_the_testbed_table_i_pools_trials_into_intervals_and_verdicts() -> None:
+    from repflow.testbed.toyexp import Scenario, format_trials, summarize_trials
+
+    rng = np.random.default_rng(11)
+    trials = []
+    for _ in range(3):
+        alone = list(0.0025 * rng.lognormal(0, 0.2, 300))
+        large = list(0.014 * rng.lognormal(0, 0.6, 300))
+        rep = list(np.asarray(large) * 0.5)
+        trials.append([Scenario("alone", alone, 0, float("nan"), 0.0),
+                       Scenario("large", large, 0, 0.5, 0.0),
+                       Scenario("replicated", rep, 1, 0.25, 0.0)])  # fmt: skip
+    summary = summarize_trials(trials, resamples=300)
+    mean, (lo, hi), p99, (plo, phi), flows, k = summary.rows["large"]
+    assert lo <= mean <= hi and plo <= p99 <= phi and flows == 900 and k == 3
+    assert summary.rows["replicated"][4] == 903  # unfinished flows are counted, not timed
+    assert summary.verdicts["RF-T1"][0] == cl.HOLDS, summary.verdicts["RF-T1"]
+    text = format_trials(summary, 50_000_000, [1, 2, 3])
+    assert "3 trials, seeds 1, 2, 3" in text and "RF-T2:" in text
+    # one trial and a replication that does nothing: RF-T1 cannot hold
+    same = [[Scenario("alone", trials[0][0].fct, 0, float("nan"), 0.0),
+             Scenario("large", trials[0][1].fct, 0, 0.5, 0.0),
+             Scenario("replicated", trials[0][1].fct, 0, 0.5, 0.0)]]  # fmt: skip
+    assert summarize_trials(same, resamples=300).verdicts["RF-T1"][0] != cl.HOLDS

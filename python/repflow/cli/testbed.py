@@ -281,6 +281,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("toy", help="RepFlow Table I: the Fig. 3 toy topology, three scenarios")
     p.add_argument("--flows", type=int, default=300, help="short flows per scenario (default 300)")
+    p.add_argument(
+        "--trials", type=int, default=3,
+        help="trials, each on its own seed (--seed, --seed+1, ...: ECMP hash and source ports); "
+        "means and 99th percentiles come with 95 %% intervals over trials and flows "
+        "(default 3)",
+    )  # fmt: skip
     p.add_argument("--link-rate", default="50Mbps", help="rate of every link (default 50Mbps)")
     p.add_argument(
         "--buffer",

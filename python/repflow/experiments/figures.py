@@ -67,6 +67,8 @@ MAX_WIDTH_PX = 1200
 TICK_PT = 11
 LABEL_PT = 12
 TITLE_PT = 13
+#: Characters per line of a figure's title (longer titles wrap: at 13 pt, ~100 fit 1,200 px).
+TITLE_CHARS = 95
 #: A y axis whose positive values span more than this ratio is drawn on a log scale.
 LOG_SPAN = 20.0
 _STYLE = {
@@ -152,8 +154,35 @@ def _legend_below(fig: plt.Figure, axes, ncol_max: int = 6) -> None:  # noqa: AN
                    ncol=min(ncol_max, len(labels)), frameon=False)  # fmt: skip
 
 
+def _fit_width(fig: plt.Figure) -> None:
+    """Fewer legend columns until the saved figure is at most :data:`MAX_WIDTH_PX` wide (a
+    legend of long labels would otherwise widen it past the report's column)."""
+    sup = fig._suptitle  # noqa: SLF001 - matplotlib keeps no public getter
+    if sup is not None:
+        import textwrap
+
+        lines = [w for ln in sup.get_text().split("\n") for w in textwrap.wrap(ln, TITLE_CHARS)]
+        if "\n".join(lines) != sup.get_text():
+            sup.set_text("\n".join(lines))
+            fig.tight_layout()
+    for _ in range(8):
+        fig.canvas.draw()
+        width = fig.get_tightbbox(fig.canvas.get_renderer()).width * DPI
+        if width <= MAX_WIDTH_PX or not fig.legends:
+            return
+        lg = fig.legends[0]
+        ncol = lg._ncols  # noqa: SLF001 - matplotlib keeps no public getter
+        if ncol <= 1:
+            return
+        handles, labels = lg.legend_handles, [t.get_text() for t in lg.get_texts()]
+        lg.remove()
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=max(1, ncol - 1), frameon=False)  # fmt: skip
+
+
 def _save(fig: plt.Figure, out: Path, name: str) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
+    _fit_width(fig)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
     fig.savefig(png, dpi=DPI, bbox_inches="tight")
     fig.savefig(svg, bbox_inches="tight", metadata={"Date": None})
@@ -189,6 +218,55 @@ def model_curves(
     return out or None
 
 
+def _offsets(order: list[str], loads: list[float]) -> dict[str, float]:
+    """A sideways offset per series so that intervals do not hide each other, never more
+    than about a marker's width (1.2 % of the load axis's span)."""
+    span = (max(loads) - min(loads)) if len(loads) > 1 else 1.0
+    mid = (len(order) - 1) / 2
+    step = 0.012 * span / max(mid, 1.0)
+    return {s: step * (i - mid) for i, s in enumerate(order)}
+
+
+def identical_series(sub: pd.DataFrame, order: list[str], cols: list[str]) -> list[tuple[str, str]]:
+    """(hidden, shown) pairs of series whose values equal an earlier series' in every one of
+    ``cols`` at every load: drawn on top of each other, the later one would be invisible."""
+    out = []
+    for j, b in enumerate(order):
+        sb = sub[sub["series"] == b].sort_values("load")
+        if sb.empty:
+            continue
+        for a in order[:j]:
+            sa = sub[sub["series"] == a].sort_values("load")
+            if len(sa) != len(sb) or list(sa["load"]) != list(sb["load"]):
+                continue
+            va = sa[cols].to_numpy(dtype=float)
+            vb = sb[cols].to_numpy(dtype=float)
+            if np.allclose(va, vb, rtol=1e-12, atol=0, equal_nan=True):
+                out.append((b, a))
+                break
+    return out
+
+
+def _hidden_note(pairs: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{b} equals {a} here (same values in summary.csv), drawn under it"
+                     for b, a in pairs)  # fmt: skip
+
+
+def _linear_top(y: np.ndarray, hi: np.ndarray | None) -> float | None:
+    """Top of a linear axis from the data, not from one runaway interval: the largest value
+    × 1.25, or an interval's top where it stays within 3× of that."""
+    y = y[np.isfinite(y)]
+    if not len(y):
+        return None
+    top = float(y.max()) * 1.25
+    if hi is not None:
+        h = hi[np.isfinite(hi)]
+        h = h[h <= 3 * float(y.max())]
+        if len(h):
+            top = max(top, float(h.max()) * 1.05)
+    return top if top > 0 else None
+
+
 def plot_workload(
     agg: pd.DataFrame,
     workload: str,
@@ -199,30 +277,51 @@ def plot_workload(
     model: dict[str, pd.DataFrame] | None = None,
     short_max: int = 100_000,
 ) -> Figure:
-    """The four-panel FCT-against-load figure of one workload."""
+    """The four-panel FCT-against-load figure of one workload; with a single load, schemes
+    side by side on a category axis instead of a load axis."""
     sub = agg[agg["workload"] == workload]
+    loads = sorted(sub["load"].unique().tolist())
+    single = len(loads) == 1
     fig, axes2 = plt.subplots(2, 2, figsize=(_W, 7.6))
     axes = axes2.ravel()
     suffix = "_slowdown" if normalized else ""
-    for ax, (metric, mtitle) in zip(axes, metric_titles(short_max), strict=True):
+    offsets = _offsets(order, loads)
+    any_bars = False
+    metrics = metric_titles(short_max)
+    hidden = identical_series(sub, order, [m + suffix for m, _ in metrics])
+    present = [s for s in order if not sub[sub["series"] == s].empty]
+    for ax, (metric, mtitle) in zip(axes, metrics, strict=True):
         col = metric + suffix
         shown: list[float] = []
+        his: list[float] = []
+        lows: list[float] = []
+        drawn = 0
         for i, series in enumerate(order):
             s = sub[sub["series"] == series].sort_values("load")
             if s.empty:
                 continue
             scale = 1.0 if normalized else 1e3
             y = s[col].to_numpy(dtype=float) * scale
+            if not np.isfinite(y).any():
+                continue
+            drawn += 1
             err = _ci_bars(s, col, y, scale)
+            if err is not None:
+                any_bars = True
+                e = np.atleast_2d(err)
+                lo_e, hi_e = (e[0], e[-1]) if e.shape[0] == 2 else (e[0], e[0])
+                his += list(y + hi_e)
+                lows += list(y - lo_e)
             shown += list(y)
-            # a small sideways offset per series, so the intervals do not hide each other
-            dx = 0.006 * (i - (len(order) - 1) / 2)
+            x = (np.array([present.index(series)], dtype=float) if single
+                 else s["load"].to_numpy(dtype=float) + offsets[series])  # fmt: skip
             ax.errorbar(
-                s["load"] + dx, y, yerr=err,
+                x, y, yerr=err,
                 label=series, color=_color(series, i), marker=_MARKERS[i % len(_MARKERS)],
-                markersize=5, capsize=3, linewidth=1.6,
+                markersize=6 if single else 5, capsize=3, linewidth=0 if single else 1.6,
+                elinewidth=1.4,
             )  # fmt: skip
-        if normalized and model:
+        if normalized and model and not single:
             for scheme, m in model.items():
                 if metric in m.columns:
                     shown += list(m[metric].to_numpy(dtype=float))
@@ -232,21 +331,108 @@ def plot_workload(
                         label=f"model: {scheme}",
                     )  # fmt: skip
         ax.set_title(mtitle)
-        ax.set_xlabel("load")
+        if single:
+            ax.set_xticks(range(len(present)), present, rotation=20, ha="right")
+            ax.set_xlim(-0.6, len(present) - 0.4)
+            ax.set_xlabel(f"scheme (load {loads[0]:g})")
+        else:
+            ax.set_xlabel("load")
         unit = "slowdown (FCT / ideal FCT)" if normalized else "FCT (ms)"
-        if _log_if_wide(ax, shown):
+        if drawn == 0:
+            ax.text(0.5, 0.5, "no finished flow in this size range\n(e.g. a large flow still "
+                    "running when the run ended)", ha="center", va="center",
+                    transform=ax.transAxes, color="#555", fontsize=TICK_PT)  # fmt: skip
+            ax.set_ylabel(unit)
+        elif _log_if_wide(ax, shown):
             ax.set_ylabel(f"{unit}, log")
+            pos = [v for v in shown + lows if np.isfinite(v) and v > 0]
+            if pos:
+                # every positive interval end and its cap stay in view; an interval reaching
+                # zero or below is cut at the axis' bottom
+                ax.set_ylim(bottom=min(pos) / 1.5)
         else:
             ax.set_ylabel(unit)
-            ax.set_ylim(bottom=0)
+            top = _linear_top(np.asarray(shown, dtype=float), np.asarray(his, dtype=float)
+                              if his else None)  # fmt: skip
+            ax.set_ylim(bottom=0, top=top)
+            if top is not None and his and max(h for h in his if np.isfinite(h)) > top:
+                ax.annotate("↑ interval continues", xy=(0.99, 0.98), xycoords="axes fraction",
+                            ha="right", va="top", fontsize=TICK_PT - 2, color="#555")  # fmt: skip
+        ax.margins(y=0.06)
         ax.grid(True, which="both", alpha=0.3)
     kind = "normalized FCT (slowdown)" if normalized else "FCT"
-    fig.suptitle(f"{title}: {kind} against load (bars: 95 % confidence intervals)")
+    against = f"per scheme at load {loads[0]:g}" if single else "against load"
+    one_seed = "seeds" in sub and float(sub["seeds"].max()) < 2
+    if not any_bars:
+        bars = "; no interval drawn"
+    elif one_seed:
+        bars = "; bars: 95 % intervals of the p99s (order statistics); one seed, none for means"
+    else:
+        bars = "; bars: 95 % intervals (means: across seeds; p99s: order statistics)"
+    note = _hidden_note(hidden)
+    fig.suptitle(f"{title}: {kind} {against}{bars}" + (f"\n{note}" if note else ""))
     fig.tight_layout()
     _legend_below(fig, axes)
     name = f"{workload}_{'slowdown' if normalized else 'fct'}"
     png, svg = _save(fig, out, name)
-    return Figure(name, f"{title}: {kind} against load", png, svg, workload)
+    caption = f"{title}: {kind} {against}" + (f" ({note})" if note else "")
+    return Figure(name, caption, png, svg, workload)
+
+
+#: A reduction plot's axis stops here; series beyond are named, not drawn off the scale.
+REDUCTION_FLOOR = -100.0
+
+
+def _reduction_panels(
+    sub: pd.DataFrame, lines: list[tuple[str, str, str, int]], short_max: int,
+    band: tuple[float, float, str] | None = None,
+) -> tuple[plt.Figure, np.ndarray, list[str]]:  # fmt: skip
+    """Two panels (short-flow mean, p99) of FCT reductions, one line per (label, a, b, index)
+    of ``lines``; with one load, the pairs side by side on a category axis. The axis is scaled
+    to the values above :data:`REDUCTION_FLOOR`; lower ones are listed (returned as notes)."""
+    loads = sorted(sub["load"].unique().tolist())
+    single = len(loads) == 1
+    fig, axes = plt.subplots(1, 2, figsize=(_W, 4.4))
+    notes: list[str] = []
+    for ax, metric, mtitle in (
+        (axes[0], "short_mean", f"(0, {size_label(short_max)}] mean"),
+        (axes[1], "short_p99", f"(0, {size_label(short_max)}] 99th percentile"),
+    ):
+        vals: list[float] = []
+        for j, (label, a, b, i) in enumerate(lines):
+            sa = sub[sub["series"] == a].set_index("load")[metric]
+            sb = sub[sub["series"] == b].set_index("load")[metric]
+            common = sorted(set(sa.index) & set(sb.index))
+            red = np.array([100.0 * (1 - sa[x] / sb[x]) for x in common], dtype=float)
+            if not len(red):
+                continue
+            off = red < REDUCTION_FLOOR
+            if off.any():
+                notes.append(f"{label} ({'mean' if metric == 'short_mean' else 'p99'}) "
+                             f"{red[off].max():.0f} … {red[off].min():.0f} %, below the axis")
+            shown = np.where(off, np.nan, red)
+            vals += [v for v in shown if np.isfinite(v)]
+            x = [j] if single else common
+            ax.plot(x, shown, marker=_MARKERS[i % len(_MARKERS)], color=_color(a, i),
+                    label=label, linewidth=0 if single else 1.6, markersize=7 if single else 5)
+        if band is not None:
+            ax.axhspan(band[0], band[1], color="#2ca02c", alpha=0.08, label=band[2])
+            vals += [band[0], band[1]]
+        ax.axhline(0, color="black", linewidth=0.8)
+        lo = min(vals + [0.0])
+        hi = max(vals + [0.0])
+        pad = 0.08 * max(hi - lo, 10.0)
+        ax.set_ylim(max(lo - pad, REDUCTION_FLOOR - pad), min(hi + pad, 100.0 + pad))
+        ax.set_title(f"{mtitle}: reduction")
+        if single:
+            ax.set_xticks(range(len(lines)), [lb for lb, *_ in lines], rotation=20, ha="right")
+            ax.set_xlim(-0.6, len(lines) - 0.4)
+            ax.set_xlabel(f"load {loads[0]:g}")
+        else:
+            ax.set_xlabel("load")
+        ax.set_ylabel("FCT reduction (%)")
+        ax.grid(True, alpha=0.3)
+    return fig, axes, notes
 
 
 def plot_gain(
@@ -255,37 +441,23 @@ def plot_gain(
 ) -> Figure | None:
     """Reduction of short-flow FCT against the baseline scheme (percent; higher is better)."""
     sub = agg[agg["workload"] == workload]
-    base = sub[sub["series"] == baseline].set_index("load")
-    others = [s for s in order if s != baseline]
+    base = sub[sub["series"] == baseline]
+    others = [s for s in order if s != baseline and not sub[sub["series"] == s].empty]
     if base.empty or not others:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(_W, 4.2))
-    for ax, metric, mtitle in (
-        (axes[0], "short_mean", f"(0, {size_label(short_max)}] mean"),
-        (axes[1], "short_p99", f"(0, {size_label(short_max)}] 99th percentile"),
-    ):
-        for i, series in enumerate(order):
-            if series == baseline:
-                continue
-            s = sub[sub["series"] == series].set_index("load")
-            loads = sorted(set(s.index) & set(base.index))
-            if not loads:
-                continue
-            red = [100.0 * (1 - s.loc[x, metric] / base.loc[x, metric]) for x in loads]
-            ax.plot(loads, red, marker=_MARKERS[i % len(_MARKERS)],
-                    color=_color(series, i), label=series)  # fmt: skip
-        if baseline == "tcp" and "repflow" in others:
-            ax.axhspan(50, 70, color="#2ca02c", alpha=0.08, label="paper: RepFlow vs TCP")
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_title(f"{mtitle}: reduction vs {baseline}")
-        ax.set_xlabel("load")
-        ax.set_ylabel("FCT reduction (%)")
-        ax.grid(True, alpha=0.3)
-    fig.suptitle(f"{title}: short-flow FCT reduction against {baseline}")
+    lines = [(s, s, baseline, order.index(s)) for s in others]
+    band = (50.0, 70.0, "paper: RepFlow vs TCP") if baseline == "tcp" and "repflow" in others \
+        else None
+    fig, axes, notes = _reduction_panels(sub, lines, short_max, band)
+    sup = f"{title}: short-flow FCT reduction against {baseline}"
+    if notes:
+        sup += "\n" + "; ".join(notes)
+    fig.suptitle(sup)
     fig.tight_layout()
     _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_gain")
-    return Figure(f"{workload}_gain", f"{title}: reduction against {baseline}", png, svg, workload)
+    cap = f"{title}: reduction against {baseline}" + (f" ({'; '.join(notes)})" if notes else "")
+    return Figure(f"{workload}_gain", cap, png, svg, workload)
 
 
 #: (scheme, reference) pairs whose ratio the papers discuss: replication over its transport,
@@ -308,30 +480,21 @@ def plot_pairs(
     pairs = [(a, b) for a, b in PAIRS if a in order and b in order]
     if not pairs:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(_W, 4.2))
-    for ax, metric, mtitle in (
-        (axes[0], "short_mean", f"(0, {size_label(short_max)}] mean"),
-        (axes[1], "short_p99", f"(0, {size_label(short_max)}] 99th percentile"),
-    ):
-        for a, b in pairs:
-            sa = sub[sub["series"] == a].set_index("load")[metric]
-            sb = sub[sub["series"] == b].set_index("load")[metric]
-            loads = sorted(set(sa.index) & set(sb.index))
-            red = [100.0 * (1 - sa[x] / sb[x]) for x in loads]
-            i = order.index(a)
-            ax.plot(loads, red, marker=_MARKERS[i % len(_MARKERS)], color=_color(a, i),
-                    label=f"{a} vs {b}")  # fmt: skip
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_title(f"{mtitle}: reduction")
-        ax.set_xlabel("load")
-        ax.set_ylabel("FCT reduction (%)")
-        ax.grid(True, alpha=0.3)
-    fig.suptitle(f"{title}: what replication adds to its transport")
+    lines = [(f"{a} vs {b}", a, b, order.index(a)) for a, b in pairs]
+    fig, axes, notes = _reduction_panels(sub, lines, short_max)
+    sup = f"{title}: what replication adds to its transport"
+    hidden = identical_series(sub, order, ["short_mean", "short_p99"])
+    extra = notes + ([_hidden_note(hidden)] if hidden else [])
+    if extra:
+        sup += "\n" + "; ".join(extra)
+    fig.suptitle(sup)
     fig.tight_layout()
     _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_pairs")
-    return Figure(f"{workload}_pairs", f"{title}: reduction of each scheme over its reference",
-                  png, svg, workload)  # fmt: skip
+    cap = f"{title}: reduction of each scheme over its reference"
+    if extra:
+        cap += f" ({'; '.join(extra)})"
+    return Figure(f"{workload}_pairs", cap, png, svg, workload)
 
 
 def plot_cdfs(
@@ -377,7 +540,9 @@ def plot_cdfs(
             f"{min(counts):,} flows" if min(counts) == max(counts)
             else f"{min(counts):,}–{max(counts):,} flows"
         ) if counts else "no flows"  # fmt: skip
-        ax.set_title(f"load {load:g} ({flows})" if len(avail) > 1 else flows)
+        beyond = _bulk_xlim(ax, [loaded.short_fcts.get((workload, s, load)) for s in order])
+        head = f"load {load:g} ({flows})" if len(avail) > 1 else flows
+        ax.set_title(head + (f"\n{beyond}" if beyond else ""), fontsize=TICK_PT)
         ax.set_xlabel(f"(0, {size_label(short_max)}] FCT (ms, log)")
         if complementary:
             ax.set_yscale("log")
@@ -394,6 +559,27 @@ def plot_cdfs(
     name = f"{workload}_{kind.lower()}"
     png, svg = _save(fig, out, name)
     return Figure(name, f"{title}: {kind} of short-flow FCT", png, svg, workload)
+
+
+#: A CDF panel's x axis ends at this many times the largest 99.5th percentile of its series
+#: (the bulk); flows beyond are counted in the panel's title, not drawn.
+BULK_FACTOR = 2.0
+
+
+def _bulk_xlim(ax, arrays) -> str:  # noqa: ANN001
+    """Sets a CDF panel's x range from the bulk of its flows; returns the note on the flows
+    left out ("" when none is)."""
+    vals = [np.asarray(a, dtype=float) * 1e3 for a in arrays if a is not None and len(a)]
+    if not vals:
+        return ""
+    top = BULK_FACTOR * max(float(np.percentile(v, 99.5)) for v in vals)
+    low = min(float(v.min()) for v in vals)
+    biggest = max(float(v.max()) for v in vals)
+    if biggest <= top:
+        return ""
+    ax.set_xlim(low / 1.3, top)
+    n = sum(int((v > top).sum()) for v in vals)
+    return f"{n} flow{'s' if n != 1 else ''} beyond the axis, up to {biggest:,.0f} ms"
 
 
 def make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:

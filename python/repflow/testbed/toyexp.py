@@ -315,6 +315,91 @@ def format_table(results: list[Scenario], rate_bps: int, host_shaping: bool = Fa
     return "\n".join(lines)
 
 
+#: The simulator's series name of each toy scenario (for the Table I claims, RF-T1 and RF-T2).
+CLAIM_SERIES = {"alone": "tcp-alone", "large": "tcp", "replicated": "repflow"}
+
+
+@dataclass
+class TrialSummary:
+    """Table I over several trials: per scenario its mean and p99 with 95 % intervals, and
+    the verdicts of RF-T1 (means) and RF-T2 (99th percentiles)."""
+
+    #: scenario → (mean, mean's interval, p99, p99's interval, flows, trials)
+    rows: dict[str, tuple[float, tuple[float, float], float, tuple[float, float], int, int]]
+    #: claim id → (verdict, measured, reason)
+    verdicts: dict[str, tuple[str, str, str]]
+
+
+def summarize_trials(trials: list[list[Scenario]], resamples: int = 1000) -> TrialSummary:
+    """Pools the trials (each a seed: its own ECMP hash and source ports) into intervals by
+    the same two-stage bootstrap as the simulator's claims (docs/metrics.md), and decides
+    RF-T1 and RF-T2 with the claims' own rule."""
+    import pandas as pd
+
+    from repflow.experiments import stats
+    from repflow.experiments.claims import Evidence, evaluate_claims
+
+    samples: dict[tuple[str, str, float], stats.Sample] = {}
+    names = list(dict.fromkeys(r.name for t in trials for r in t))
+    rows_agg = []
+    table: dict[str, tuple[float, tuple[float, float], float, tuple[float, float], int, int]] = {}
+    for name in names:
+        s = stats.Sample()
+        for i, t in enumerate(trials):
+            for r in t:
+                if r.name != name:
+                    continue
+                fct = np.asarray(r.fct, dtype=float)
+                fct = np.concatenate([fct, np.full(r.unfinished, np.nan)])
+                s.add(i, pd.DataFrame({"size": np.full(len(fct), SHORT_BYTES),
+                                       "start": np.arange(len(fct), dtype=float),
+                                       "fct": fct}))  # fmt: skip
+        if not s.flows:
+            continue
+        boot = stats.Bootstrap(resamples)
+        m = boot.level(s, "short_mean", 100_000, ("toy", name))
+        p = boot.level(s, "short_p99", 100_000, ("toy", name))
+        table[name] = (m.estimate, (m.lo, m.hi), p.estimate, (p.lo, p.hi),
+                       s.n_flows(), len(s.seeds))  # fmt: skip
+        series = CLAIM_SERIES.get(name)
+        if series:
+            samples[("toy", series, 0.0)] = s
+            rows_agg.append({"workload": "toy", "series": series, "scheme": series, "load": 0.0,
+                             "short_mean": m.estimate, "short_p99": p.estimate,
+                             "seeds": len(s.seeds)})  # fmt: skip
+    agg = pd.DataFrame(rows_agg)
+    verdicts: dict[str, tuple[str, str, str]] = {}
+    if len(rows_agg) == 3:
+        ev = Evidence(agg, samples, resamples=resamples)
+        for res in evaluate_claims(ev, ["repflow-toy"]):
+            if res.claim.scenario == "repflow-toy":
+                verdicts[res.claim.id] = (res.verdict, res.measured, res.reason)
+    return TrialSummary(table, verdicts)
+
+
+def format_trials(summary: TrialSummary, rate_bps: int, seeds: list[int],
+                  host_shaping: bool = False) -> str:  # fmt: skip
+    """Table I over the trials, with intervals, beside the paper's values; then RF-T1/RF-T2."""
+    shaping = "hosts and switches shaped" if host_shaping else "switch ports shaped"
+    lines = [
+        f"Table I (toy, {format_rate(rate_bps)} links, {shaping}, no propagation delay; "
+        f"{len(seeds)} trials, seeds {', '.join(map(str, seeds))}; 95 % intervals over trials "
+        "and flows) — measured vs paper (Mininet, 1 ms per link)",
+        f"{'scenario':<38}{'mean FCT [95 % interval]':>30}{'paper':>9}"
+        f"{'99th FCT [95 % interval]':>30}{'paper':>9}{'flows':>7}",
+    ]
+    for name, (mean, (mlo, mhi), p99, (plo, phi), n, _t) in summary.rows.items():
+        pm, pp = PAPER.get(name, (math.nan, math.nan))
+        paper_m = f"{pm:>8.4f}s" if not math.isnan(pm) else f"{'-':>9}"
+        paper_t = f"{pp:>8.4f}s" if not math.isnan(pp) else f"{'-':>9}"
+        cm = f"{mean:.4f}s [{mlo:.4f}, {mhi:.4f}]"
+        cp = f"{p99:.4f}s [{plo:.4f}, {phi:.4f}]"
+        lines.append(f"{LABELS[name]:<38}{cm:>30}{paper_m}{cp:>30}{paper_t}{n:>7}")
+    for cid, (verdict, measured, reason) in summary.verdicts.items():
+        lines.append(f"{cid}: {verdict} — {measured}" + (f" ({reason})" if reason else ""))
+    return "\n".join(lines)
+
+
 def check_toy_scheme(scheme: str | None, subflows: int | None) -> int | None:
     """``toy --scheme/--subflows``: the MPTCP scenario's subflows per connection, or ``None``
     when the toy runs only the paper's scenarios; one clear line on bad input."""
@@ -352,27 +437,41 @@ def run_cli(args, say: Callable[[str], None]) -> None:
             f"a testbed with prefix {args.prefix!r} is already up; "
             f"run `repflow testbed down --prefix {args.prefix}` first"
         )
-    t0 = time.perf_counter()
-    tb = netns.up(
-        toy(),
-        rate_bps=rate,
-        buffer=args.buffer,
-        seed=args.seed,
-        prefix=args.prefix,
-        progress=say,
-        host_shaping=args.host_shaping,
-        tcp_cc=args.tcp,
-        rto_min_ms=args.rto_min_ms,
-    )
-    say(f"toy topology up in {time.perf_counter() - t0:.1f} s")
-    try:
-        results = run_toy(
-            tb, args.flows, args.seed, args.cancel, say, engine=args.engine,
-            mptcp_subflows=subflows,
-        )  # fmt: skip
-    finally:
-        netns.down(args.prefix)
-    print(format_table(results, rate, args.host_shaping))
+    trials_n = int(getattr(args, "trials", 1) or 1)
+    if not 1 <= trials_n <= 20:
+        raise UserError(f"--trials must be between 1 and 20, got {trials_n}")
+    seeds = [args.seed + i for i in range(trials_n)]
+    trials: list[list[Scenario]] = []
+    for i, seed in enumerate(seeds):
+        t0 = time.perf_counter()
+        if trials_n > 1:
+            say(f"trial {i + 1}/{trials_n} (seed {seed})")
+        tb = netns.up(
+            toy(),
+            rate_bps=rate,
+            buffer=args.buffer,
+            seed=seed,
+            prefix=args.prefix,
+            progress=say,
+            host_shaping=args.host_shaping,
+            tcp_cc=args.tcp,
+            rto_min_ms=args.rto_min_ms,
+        )
+        say(f"toy topology up in {time.perf_counter() - t0:.1f} s")
+        try:
+            trials.append(run_toy(
+                tb, args.flows, seed, args.cancel, say, engine=args.engine,
+                mptcp_subflows=subflows,
+            ))  # fmt: skip
+        finally:
+            netns.down(args.prefix)
+    summary = summarize_trials(trials)
+    print(format_trials(summary, rate, seeds, args.host_shaping))
+    for t, seed in zip(trials, seeds, strict=True):
+        for r in t:
+            if r.unfinished:
+                print(f"note: {r.unfinished} short flows did not finish in '{r.name}' "
+                      f"(seed {seed})")  # fmt: skip
     if args.out:
         out = Path(args.out)
         try:
@@ -387,6 +486,7 @@ def run_cli(args, say: Callable[[str], None]) -> None:
                         "link_rate_bps": rate,
                         "buffer": args.buffer,
                         "seed": args.seed,
+                        "trials": seeds,
                         "flows": args.flows,
                         "cancel": args.cancel,
                         "host_shaping": args.host_shaping,
@@ -397,17 +497,27 @@ def run_cli(args, say: Callable[[str], None]) -> None:
                         "subflows": subflows,
                     },
                     "paper": PAPER,
-                    "scenarios": [
-                        {
-                            "name": r.name,
-                            "mean": r.mean,
-                            "p99": r.p99,
-                            "fct": r.fct,
-                            "unfinished": r.unfinished,
-                            "collided": r.collided,
-                            "s1_uplink_mbps": r.s1_uplink_mbps,
-                        }
-                        for r in results
+                    "summary": {
+                        name: {"mean": m, "mean_ci95": list(mci), "p99": p, "p99_ci95": list(pci),
+                               "flows": n, "trials": k}
+                        for name, (m, mci, p, pci, n, k) in summary.rows.items()
+                    },
+                    "verdicts": {c: {"verdict": v, "measured": me, "reason": why}
+                                 for c, (v, me, why) in summary.verdicts.items()},
+                    "trials": [
+                        {"seed": seed, "scenarios": [
+                            {
+                                "name": r.name,
+                                "mean": r.mean,
+                                "p99": r.p99,
+                                "fct": r.fct,
+                                "unfinished": r.unfinished,
+                                "collided": r.collided,
+                                "s1_uplink_mbps": r.s1_uplink_mbps,
+                            }
+                            for r in t
+                        ]}
+                        for t, seed in zip(trials, seeds, strict=True)
                     ],
                 },
                 indent=1,
