@@ -199,3 +199,23 @@ def test_the_testbed_table_i_pools_trials_into_intervals_and_verdicts() -> None:
              Scenario("large", trials[0][1].fct, 0, 0.5, 0.0),
              Scenario("replicated", trials[0][1].fct, 0, 0.5, 0.0)]]  # fmt: skip
     assert summarize_trials(same, resamples=300).verdicts["RF-T1"][0] != cl.HOLDS
+
+
+def test_a_workload_table_overrides_only_its_own_points() -> None:
+    from repflow.errors import UserError
+    from repflow.experiments.spec import parse_spec
+
+    text = """
+[base]
+workload = { duration = "10ms" }
+[grid]
+scheme = ["tcp"]
+"workload.cdf" = ["websearch", "datamining"]
+[workloads.datamining]
+"workload.duration" = "30ms"
+"""
+    pts = parse_spec(text, "t.toml").points()
+    got = {p.config["workload"]["cdf"]: p.config["workload"]["duration"] for p in pts}
+    assert got == {"websearch": "10ms", "datamining": "30ms"}
+    with pytest.raises(UserError, match=r"t.toml: \[workloads.datamning\]: no point runs"):
+        parse_spec(text.replace("[workloads.datamining]", "[workloads.datamning]"), "t.toml")

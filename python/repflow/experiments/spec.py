@@ -54,7 +54,7 @@ WORKLOAD_AXIS = "workload.cdf"
 LOAD_AXIS = "workload.load"
 SEED_AXIS = "seed"
 
-_TOP_KEYS = {"experiment", "base", "grid", "schemes", "figures"}
+_TOP_KEYS = {"experiment", "base", "grid", "schemes", "workloads", "figures"}
 #: Keys accepted in ``[experiment]`` (``paper``: the publication; ``claims``: claim scenarios
 #: of :mod:`repflow.experiments.claims` the report checks).
 EXPERIMENT_KEYS = ("name", "title", "description", "paper", "claims")
@@ -107,6 +107,10 @@ class Spec:
     path: str = ""
     #: Free-form extra keys of ``[experiment]`` (e.g. ``paper``).
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Overrides per workload (``[workloads.<cdf>]``): applied to every point whose
+    #: ``workload.cdf`` is that name, after the grid (e.g. a longer duration where flows are
+    #: large and few, so that every workload's percentiles rest on enough flows).
+    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def scheme_overrides(self, label: str) -> dict[str, Any]:
         """Dotted-path overrides that a scheme label stands for."""
@@ -128,6 +132,9 @@ class Spec:
                         set_path(cfg, path, v)
                 else:
                     set_path(cfg, axis, value)
+            cdf = (cfg.get("workload") or {}).get("cdf")
+            for path, v in self.workloads.get(str(cdf), {}).items():
+                set_path(cfg, path, v)
             out.append(Point(labels=labels, config=cfg))
         return out
 
@@ -140,6 +147,7 @@ class Spec:
             "base": self.base,
             "grid": self.grid,
             "schemes": self.schemes,
+            "workloads": self.workloads,
             "figures": self.figures.__dict__,
             "extra": self.extra,
             "path": self.path,
@@ -229,6 +237,22 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
                 f'of a bare table name as nesting; quote the label: [schemes."{label}"]',
             )
 
+    wl_raw = data.get("workloads", {})
+    if not isinstance(wl_raw, dict):
+        raise _err(path, "[workloads] must be a table of cdf = { dotted.path = value }")
+    cdfs = {str(c) for c in grid.get("workload.cdf", [])}
+    base_cdf = (nested_base.get("workload") or {}).get("cdf")
+    if base_cdf is not None:
+        cdfs.add(str(base_cdf))
+    workloads: dict[str, dict[str, Any]] = {}
+    for wname, overrides in wl_raw.items():
+        if not isinstance(overrides, dict):
+            raise _err(path, f"[workloads.{wname}] must be a table of configuration overrides")
+        if wname not in cdfs:
+            raise _err(path, f"[workloads.{wname}]: no point runs workload {wname!r}; "
+                             f"the spec's workloads: {', '.join(sorted(cdfs)) or 'none'}")
+        workloads[wname] = flatten(overrides)
+
     fig_raw = data.get("figures", {})
     figs = FigureSettings()
     for k, v in fig_raw.items():
@@ -250,6 +274,7 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         text=text,
         path=path,
         extra=extra,
+        workloads=workloads,
     )
 
 
