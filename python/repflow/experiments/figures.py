@@ -168,7 +168,8 @@ def _fit_width(fig: plt.Figure) -> None:
     for _ in range(8):
         fig.canvas.draw()
         width = fig.get_tightbbox(fig.canvas.get_renderer()).width * DPI
-        if width <= MAX_WIDTH_PX or not fig.legends:
+        # the saved PNG adds savefig's padding and renders text a little wider: keep a margin
+        if width <= MAX_WIDTH_PX - 60 or not fig.legends:
             return
         lg = fig.legends[0]
         ncol = lg._ncols  # noqa: SLF001 - matplotlib keeps no public getter
