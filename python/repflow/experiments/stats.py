@@ -385,7 +385,8 @@ class Bootstrap:
         ckey = (wkey, self.identity(sample))
         if ckey not in self._counts:
             rng = _rng("flows", ckey, self.resamples)
-            self._counts[ckey] = [_counts(rng, w[:, s], len(f))
+            # float: the metrics' sums are then matrix-vector products (BLAS)
+            self._counts[ckey] = [_counts(rng, w[:, s], len(f)).astype(np.float64)
                                   for s, f in enumerate(sample.flows)]  # fmt: skip
         return w, self._counts[ckey]
 
