@@ -234,6 +234,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.spec:
         if args.papers:
             raise UserError("PAPER and --spec exclude each other: --spec runs one spec")
+        if args.seed_offset:
+            raise UserError("--seed-offset shifts the papers' studies; with --spec, set the "
+                            "seeds in the spec's [grid] seed")  # fmt: skip
         confirm = None if args.quick else _confirm_long(args)
         return _run(Path(args.spec), args, confirm=confirm)
     return _reproduce_papers(args)
@@ -319,6 +322,13 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
 
 def _print_combined(rows) -> None:  # noqa: ANN001
     """The claims table of the combined report, on the terminal."""
+    from repflow.experiments.claims import CONCLUSIVE, INCONCLUSIVE
+
+    for label, pick in (("the papers' profiles", lambda r: r.under_paper),
+                        ("dc", lambda r: r.under_dc or r.under_paper)):  # fmt: skip
+        verdicts = [pick(r).verdict for r in rows if pick(r) is not None]
+        print(f"claims under {label}: {sum(v in CONCLUSIVE for v in verdicts)} conclusive, "
+              f"{verdicts.count(INCONCLUSIVE)} inconclusive")
     print("claims: verdict under the paper's profile / under dc")
     for row in rows:
         vp = row.under_paper.verdict if row.under_paper else "-"
