@@ -326,6 +326,7 @@ td.partial{background:#fff2c8;font-weight:600}td.fails{background:#f8d0d0;font-w
 td.nm{color:#777}td.inc{background:#e8e8f4;font-weight:600}
 .m{color:#555;font-size:.92em;font-weight:normal}.why{color:#336;font-size:.88em;
 font-weight:normal;font-style:italic;margin-top:.3em}.conv{color:#444;font-size:.9em}
+.ref{color:#630;font-size:.88em;font-weight:600;margin-top:.3em}
 """
 
 _VCLASS = {"holds": "holds", "direction only": "partial", "does not hold": "fails",
@@ -336,6 +337,7 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     """Writes ``report.md``, ``report.html``, ``claims.csv`` and ``claim_points.csv`` into
     ``root``."""
     rows = claim_rows(runs)
+    refs = reference_results(runs)
     papers = list(dict.fromkeys(r.paper.id for r in runs))
     by_id = {r.paper.id: r.paper for r in runs}
     offsets = {int((r.spec.extra or {}).get("seed_offset", 0)) for r in runs if r.spec}
@@ -353,12 +355,15 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     def esc(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
-    def md_cell(r: ClaimResult | None) -> str:
+    def md_cell(r: ClaimResult | None, ref: Reference | None = None) -> str:
         if r is None:
             return "—"
         out = f"**{r.verdict}**: {esc(r.measured)}"
         if r.reason:
             out += f" — *{esc(r.reason)}*"
+        note = _reference_note(ref, r)
+        if note:
+            out += f" — **{esc(note)}**"
         return out
 
     md = [f"# {title}", "", intro, "",
@@ -371,11 +376,12 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
           "verdict, measured [95 % interval] | `dc`: verdict, measured [95 % interval] |",
           "|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
-        dc_cell = md_cell(row.under_dc) if row.paper_profile != DC else _same_run(row)
+        dc_cell = (md_cell(row.under_dc, refs.get((row.claim.id, DC)))
+                   if row.paper_profile != DC else _same_run(row))  # fmt: skip
+        paper_cell = md_cell(row.under_paper, refs.get((row.claim.id, row.paper_profile)))
         md.append(
             f"| {row.paper.id} | {row.claim.id} | {esc(row.claim.text)} | "
-            f"{esc(row.claim.criterion)} | `{row.paper_profile}` | {md_cell(row.under_paper)} | "
-            f"{dc_cell} |"
+            f"{esc(row.claim.criterion)} | `{row.paper_profile}` | {paper_cell} | {dc_cell} |"
         )
     for pid in papers:
         paper = by_id[pid]
@@ -416,12 +422,15 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
         "<th>dc: verdict, measured [95 % interval]</th></tr>"
     )
 
-    def hcell(r: ClaimResult | None, same: str = "") -> str:
+    def hcell(r: ClaimResult | None, same: str = "", ref: Reference | None = None) -> str:
         if same:
             return f"<td class='nm'>{html.escape(same.replace('`', ''))}</td>"
         v, m = _cell(r)
         cls = _VCLASS.get(v, "nm")
         why = f"<div class='why'>{html.escape(r.reason)}</div>" if r and r.reason else ""
+        note = _reference_note(ref, r)
+        if note:
+            why += f"<div class='ref'>{html.escape(note)}</div>"
         return (f"<td class='{cls}'>{html.escape(v)}<div class='m'>{html.escape(m)}</div>"
                 f"{why}</td>")  # fmt: skip
 
@@ -431,7 +440,8 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
             f"<tr><td>{row.paper.id}</td><td>{row.claim.id}</td>"
             f"<td>{html.escape(row.claim.text)}</td><td>{html.escape(row.claim.criterion)}</td>"
             f"<td><code>{row.paper_profile}</code></td>"
-            f"{hcell(row.under_paper)}{hcell(row.under_dc, same)}</tr>"
+            f"{hcell(row.under_paper, ref=refs.get((row.claim.id, row.paper_profile)))}"
+            f"{hcell(row.under_dc, same, refs.get((row.claim.id, DC)))}</tr>"
         )
     h.append("</table>")
     for pid in papers:
@@ -462,7 +472,7 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
         w.writerow(CLAIM_COLUMNS)
         for row in rows:
             for prof, res in _profile_results(row):
-                w.writerow(_claim_csv_row(row, prof, res))
+                w.writerow(_claim_csv_row(row, prof, res, refs.get((row.claim.id, prof))))
     with (root / "claim_points.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(POINT_COLUMNS))
         w.writeheader()
@@ -475,10 +485,66 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     return root / "report.md", root / "report.html"
 
 
+#: Studies whose flows a reference simulator replayed (committed fixtures,
+#: :mod:`repflow.experiments.references`): quick spec → fixture study.
+REFERENCE_STUDIES = {"repflow-paper-quick": "repflow-quick", "mptcp-l-quick": "mptcp-l-quick"}
+
+
+@dataclass
+class Reference:
+    """What a reference simulator says of one claim under one profile."""
+
+    label: str
+    result: ClaimResult
+    #: The sample it rests on (e.g. "seeds 1–2 of the quick study, the same flows").
+    scope: str
+
+
+def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], Reference]:
+    """(claim id, profile) → the verdict of the claim functions run unchanged on a reference
+    simulator's records of the same flows (read from the committed fixtures; no reference
+    binary is needed). Empty where no fixture exists or the references module is absent."""
+    try:
+        from repflow.experiments import references
+    except ImportError:
+        return {}
+    from repflow.experiments.claims import Evidence, evaluate_claims
+    from repflow.experiments.stats import Sample
+
+    out: dict[tuple[str, str], Reference] = {}
+    for r in runs:
+        study = REFERENCE_STUDIES.get(r.spec_name)
+        if study is None or study not in references.STUDIES:
+            continue
+        spec = references.STUDIES[study]
+        if r.profile not in spec["profiles"]:
+            continue
+        try:
+            recs = references.reference_records(study, r.profile)
+            agg = references.reference_aggregate(study, r.profile)
+            label = references.reference_label(study, r.profile)
+        except (OSError, ValueError, KeyError):
+            continue
+        if recs.empty or agg.empty:
+            continue
+        samples: dict[tuple[str, str, float], Sample] = {}
+        for (w, series, load, seed), g in recs.groupby(["workload", "series", "load", "seed"]):
+            samples.setdefault((str(w), str(series), float(load)), Sample()).add(seed, g)
+        for smp in samples.values():
+            smp.sort()
+        ev = Evidence(agg, samples, int(spec.get("short_max", 100_000)))
+        seeds = ", ".join(str(x) for x in spec["seeds"])
+        scope = f"{label}, the same flows (seeds {seeds}), schemes {', '.join(spec['schemes'])}"
+        for res in evaluate_claims(ev, [r.scenario]):
+            if res.claim.scenario == r.scenario:
+                out[(res.claim.id, r.profile)] = Reference(label, res, scope)
+    return out
+
+
 #: Columns of ``claims.csv`` (docs/metrics.md).
 CLAIM_COLUMNS = ("paper", "claim", "profile", "paper_profile", "verdict", "reason", "published",
                  "criterion", "measured", "points", "points_conclusive", "min_flows",
-                 "seeds")  # fmt: skip
+                 "seeds", "reference", "reference_verdict", "reference_measured")  # fmt: skip
 
 
 def _profile_results(row: Row) -> list[tuple[str, ClaimResult]]:
@@ -489,13 +555,27 @@ def _profile_results(row: Row) -> list[tuple[str, ClaimResult]]:
     return [(p, r) for p, r in pairs if r is not None]
 
 
-def _claim_csv_row(row: Row, prof: str, res: ClaimResult) -> list[Any]:
+def _claim_csv_row(row: Row, prof: str, res: ClaimResult, ref: Reference | None = None
+                   ) -> list[Any]:  # fmt: skip
     pts = res.points
     flows = [sum(p.interval.flows) for p in pts if p.interval.flows]
+    measured_ref = ref is not None and ref.result.verdict != NOT_MEASURED
     return [row.paper.id, row.claim.id, prof, row.paper_profile, res.verdict, res.reason,
             row.claim.text, row.claim.criterion, res.measured, len(pts),
             sum(1 for p in pts if len(p.admits) == 1), min(flows) if flows else "",
-            max((p.interval.seeds for p in pts), default="")]  # fmt: skip
+            max((p.interval.seeds for p in pts), default=""),
+            ref.label if measured_ref else "", ref.result.verdict if measured_ref else "",
+            ref.result.measured if measured_ref else ""]  # fmt: skip
+
+
+def _reference_note(ref: Reference | None, ours: ClaimResult | None) -> str:
+    """One sentence on what the reference says, and whether it agrees."""
+    if ref is None or ref.result.verdict == NOT_MEASURED:
+        return ""
+    note = f"{ref.label} says: {ref.result.verdict}"
+    if ours is not None and ours.verdict != ref.result.verdict:
+        note += f" — differs from ours ({ours.verdict})"
+    return note + f" [{ref.scope}]"
 
 
 def _csv_value(v: Any) -> Any:
