@@ -173,8 +173,9 @@ def _fit_width(fig: plt.Figure) -> None:
             return
         lg = fig.legends[0]
         ncol = lg._ncols  # noqa: SLF001 - matplotlib keeps no public getter
-        if ncol <= 1:
-            return
+        legend_px = lg.get_window_extent(fig.canvas.get_renderer()).width * DPI / fig.dpi
+        if ncol <= 1 or legend_px <= MAX_WIDTH_PX - 60:
+            return  # the legend is not what makes the figure wide
         handles, labels = lg.legend_handles, [t.get_text() for t in lg.get_texts()]
         lg.remove()
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
