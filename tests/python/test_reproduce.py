@@ -107,3 +107,19 @@ def test_a_foreign_directory_is_refused(tmp_path):
     (tmp_path / "x" / "keep").write_text("mine")
     assert main(["reproduce", "l2dct", "--quick", "--out", str(tmp_path / "x")]) == 2
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["keep"]
+
+
+def test_verdicts_of_two_runs_side_by_side_flag_only_contradictions(tmp_path):
+    from repflow.experiments.reproduce import compare_verdicts, contradicts
+
+    assert contradicts("holds", "does not hold") and contradicts("does not hold", "direction only")
+    assert not contradicts("holds", "direction only") and not contradicts("holds", "inconclusive")
+    head = "paper,claim,profile,verdict\n"
+    (tmp_path / "a.csv").write_text(head + "repflow,RF-1,dc,holds\nrepflow,RF-2,dc,holds\n"
+                                    "repflow,RF-3,dc,inconclusive\n")
+    (tmp_path / "b.csv").write_text(head + "repflow,RF-1,dc,does not hold\n"
+                                    "repflow,RF-2,dc,direction only\nrepflow,RF-3,dc,holds\n")
+    table, bad = compare_verdicts(tmp_path / "a.csv", tmp_path / "b.csv")
+    assert bad == ["RF-1 under dc: holds / does not hold"]
+    assert table.count("**contradiction**") == 1
+    assert "| RF-3 | `dc` | inconclusive | holds |" in table

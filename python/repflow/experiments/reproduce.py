@@ -485,6 +485,38 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     return root / "report.md", root / "report.html"
 
 
+#: Pairs of conclusive verdicts that contradict each other (holds or direction only against
+#: does not hold); holds against direction only is a change of size, not of direction.
+CONTRADICTIONS = {("holds", "does not hold"), ("direction only", "does not hold")}
+
+
+def contradicts(a: str, b: str) -> bool:
+    """Whether verdicts ``a`` and ``b`` of one claim contradict each other."""
+    return (a, b) in CONTRADICTIONS or (b, a) in CONTRADICTIONS
+
+
+def compare_verdicts(a: Path, b: Path) -> tuple[str, list[str]]:
+    """A Markdown table of two runs' verdicts side by side (their ``claims.csv``), and the
+    claims whose conclusive verdicts contradict each other."""
+    def read(p: Path) -> dict[tuple[str, str], str]:
+        with p.open(newline="", encoding="utf-8") as f:
+            return {(r["claim"], r["profile"]): r["verdict"] for r in csv.DictReader(f)}
+
+    va, vb = read(a), read(b)
+    lines = ["| claim | profile | first run | second run | |", "|---|---|---|---|---|"]
+    bad = []
+    for key in sorted(set(va) & set(vb), key=lambda k: (CLAIM_ORDER.get(k[0], 99), k[1])):
+        x, y = va[key], vb[key]
+        mark = "**contradiction**" if contradicts(x, y) else ("same" if x == y else "")
+        if contradicts(x, y):
+            bad.append(f"{key[0]} under {key[1]}: {x} / {y}")
+        lines.append(f"| {key[0]} | `{key[1]}` | {x} | {y} | {mark} |")
+    return "\n".join(lines), bad
+
+
+CLAIM_ORDER = {c.id: i for i, c in enumerate(CLAIMS)}
+
+
 #: Studies whose flows a reference simulator replayed (committed fixtures,
 #: :mod:`repflow.experiments.references`): quick spec → fixture study.
 REFERENCE_STUDIES = {"repflow-paper-quick": "repflow-quick", "mptcp-l-quick": "mptcp-l-quick"}
