@@ -1,0 +1,31 @@
+"""Issue 39: the rough edges a new user hits (CLI vocabulary, specs, the Python API, progress in
+logs, result directories). One test or more per item; the testbed's items are in
+test_testbed_edges.py."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from repflow.experiments.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# -- item 10: spec.toml and sweep.json have the mode of every other file ----------------------
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_sweep_files_respect_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        Store(tmp_path / "s").write_sweep({"name": "x"}, "[experiment]\n")
+        (tmp_path / "other").write_text("x")
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE((tmp_path / "other").stat().st_mode)
+    assert want == 0o666 & ~umask
+    for name in ("spec.toml", "sweep.json"):
+        assert stat.S_IMODE((tmp_path / "s" / name).stat().st_mode) == want, name
