@@ -54,21 +54,23 @@ def _scheme_keys() -> list[str]:
 # TOML
 
 
-def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_toml(path: str | os.PathLike[str], flag: str | None = None) -> dict[str, Any]:
     """Reads a run configuration from a TOML file (or from a ``run.json`` of an earlier run,
     whose ``config`` it returns, so ``repflow sim --config runs/x/run.json`` reruns ``x``).
 
     A relative ``workload.cdf`` that names a file (not a built-in workload) is taken relative
     to the configuration file's directory. Raises :class:`UserError` naming the file when it
-    cannot be read or parsed.
+    cannot be read or parsed (prefixed with ``flag``, e.g. ``--config``, when the path came
+    from a command-line flag).
     """
     p = Path(path)
+    what = f"{flag}: file" if flag else "configuration file"
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"--config: file '{p}' does not exist") from None
+        raise UserError(f"{what} '{p}' does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--config: cannot read '{p}': {exc}") from None
+        raise UserError(f"{what} '{p}': cannot read it: {exc}") from None
     data: Any
     if p.suffix.lower() == ".json":
         try:
@@ -468,7 +470,7 @@ def build_config(
     sets: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Merges file < flags < ``--set`` overrides (unvalidated; see :func:`validate`)."""
-    cfg: dict[str, Any] = load_toml(toml_path) if toml_path is not None else {}
+    cfg: dict[str, Any] = load_toml(toml_path, "--config") if toml_path is not None else {}
     wl0 = cfg.get("workload")
     base_cdf = wl0.get("cdf") if isinstance(wl0, dict) else None
     if flags:

@@ -29,3 +29,19 @@ def test_sweep_files_respect_the_umask(tmp_path, umask):
     assert want == 0o666 & ~umask
     for name in ("spec.toml", "sweep.json"):
         assert stat.S_IMODE((tmp_path / "s" / name).stat().st_mode) == want, name
+
+
+# -- item 15: the API's missing configuration file is not phrased as a CLI flag ---------------
+
+
+def test_api_missing_config_names_the_file_not_a_flag(tmp_path, capsys):
+    import repflow
+    from repflow.cli import main
+    from repflow.errors import UserError
+
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(UserError) as e:
+        repflow.load_config(missing)
+    assert "--config" not in str(e.value) and str(missing) in str(e.value)
+    assert main(["sim", "--config", str(missing), "-q"]) == 2  # the CLI still names its flag
+    assert f"--config: file '{missing}' does not exist" in capsys.readouterr().err
