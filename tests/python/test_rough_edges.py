@@ -45,3 +45,32 @@ def test_api_missing_config_names_the_file_not_a_flag(tmp_path, capsys):
     assert "--config" not in str(e.value) and str(missing) in str(e.value)
     assert main(["sim", "--config", str(missing), "-q"]) == 2  # the CLI still names its flag
     assert f"--config: file '{missing}' does not exist" in capsys.readouterr().err
+
+
+# -- item 9: the --out refusal names the spec that made the directory -------------------------
+
+SPEC_A = """
+[experiment]
+name = "spec-a"
+[base]
+topology = { kind = "star", hosts = 4 }
+workload = { duration = "1ms" }
+[grid]
+scheme = ["tcp"]
+"""
+
+
+def test_out_refusal_names_the_spec_that_made_the_directory(tmp_path, capsys):
+    from repflow.cli import main
+
+    a = tmp_path / "a.toml"
+    a.write_text(SPEC_A)
+    b = tmp_path / "b.toml"
+    b.write_text(SPEC_A.replace("spec-a", "spec-b"))
+    out = tmp_path / "out"
+    Store(out).write_sweep({"name": "spec-a", "spec": {"path": str(a)}}, SPEC_A)
+    assert main(["sweep", str(b), "--out", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert "'spec-a'" in err and str(a) in err and str(out) in err, err
+    assert main(["sweep", str(a), "--out", str(out), "--dry-run"]) == 0  # its own: resumed
