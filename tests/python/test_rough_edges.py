@@ -74,3 +74,38 @@ def test_out_refusal_names_the_spec_that_made_the_directory(tmp_path, capsys):
     assert "\n" not in err
     assert "'spec-a'" in err and str(a) in err and str(out) in err, err
     assert main(["sweep", str(a), "--out", str(out), "--dry-run"]) == 0  # its own: resumed
+
+
+# -- item 8: a spec without claims prints no claims section -----------------------------------
+
+
+def _fake_report(root: Path, scenarios: list[str]):
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from repflow.experiments.claims import evaluate_claims
+
+    root.mkdir(parents=True, exist_ok=True)
+    extra = {"claims": scenarios} if scenarios else {}
+    (root / "sweep.json").write_text(json.dumps({"name": "x", "spec": {"extra": extra}}))
+    agg = pd.DataFrame({"series": ["tcp"], "workload": ["websearch"], "load": [0.5]})
+    return SimpleNamespace(html=root / "report.html", markdown=root / "report.md",
+                           figures=[], claims=evaluate_claims(agg, scenarios))  # fmt: skip
+
+
+def test_a_spec_without_claims_prints_no_claims_section(tmp_path, capsys):
+    from repflow.cli.experiments import _print_report
+
+    _print_report(_fake_report(tmp_path / "none", []))
+    out = capsys.readouterr().out
+    assert "claims:" not in out and "not measured" not in out
+    _print_report(_fake_report(tmp_path / "some", ["repflow-ns3"]))
+    lines = capsys.readouterr().out.splitlines()
+    assert "claims:" in lines
+    shown = [ln for ln in lines[lines.index("claims:") + 1:] if ln.startswith("  ") and
+             not ln.strip().startswith("measured")]  # fmt: skip
+    from repflow.experiments.claims import CLAIMS
+
+    want = [c for c in CLAIMS if c.scenario == "repflow-ns3"]
+    assert want and len(shown) == len(want)

@@ -217,11 +217,27 @@ def _print_report(rep) -> None:  # noqa: ANN001
     print(f"report: {rep.html}")
     print(f"        {rep.markdown}")
     print(f"        {len(rep.figures)} figures in {rep.html.parent / 'figures'}")
+    claims = declared_claims(rep)
+    if not claims:
+        return  # the spec declares no claim scenario: no claims section
     print("claims:")
-    for c in rep.claims:
+    for c in claims:
         print(f"  {c.claim.id:6} {c.verdict:15} {c.claim.text}")
         if c.verdict != "not measured":
             print(f"  {'':6} {'':15} measured: {c.measured}")
+
+
+def declared_claims(rep) -> list:  # noqa: ANN001
+    """The claims of the scenarios the report's spec declares (``[experiment] claims``): the
+    others belong to other studies and are not this sweep's to print."""
+    import json
+
+    try:
+        sweep = json.loads((rep.html.parent / "sweep.json").read_text(encoding="utf-8"))
+        scenarios = set((sweep.get("spec", {}).get("extra") or {}).get("claims", []))
+    except (OSError, ValueError, AttributeError):
+        return list(rep.claims)
+    return [c for c in rep.claims if c.claim.scenario in scenarios]
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
