@@ -109,3 +109,71 @@ def test_a_spec_without_claims_prints_no_claims_section(tmp_path, capsys):
 
     want = [c for c in CLAIMS if c.scenario == "repflow-ns3"]
     assert want and len(shown) == len(want)
+
+
+# -- items 2 and 3: spec errors, one format, the key blamed ------------------------------------
+
+GOOD = """
+[experiment]
+name = "t"
+[base]
+topology = { kind = "star", hosts = 4 }
+workload = { duration = "1ms" }
+[grid]
+scheme = ["tcp", "repflow"]
+"workload.load" = [0.3]
+"""
+
+
+def _spec_error(tmp_path, text: str) -> str:
+    from repflow.errors import UserError
+    from repflow.experiments import parse_spec, plan_sweep
+
+    with pytest.raises(UserError) as e:
+        plan_sweep(parse_spec(text, "t.toml"), Store(tmp_path / "s"), "v")
+    assert not (tmp_path / "s").exists()
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_a_scheme_override_for_a_label_not_in_the_grid_is_an_error(tmp_path, capsys):
+    from repflow.cli import main
+
+    text = GOOD + '[schemes.repflw]\n"scheme.copies" = 3\n'
+    msg = _spec_error(tmp_path, text)
+    assert msg.startswith("t.toml: [schemes.repflw]:") and "'repflw'" in msg, msg
+    assert "tcp, repflow" in msg
+    spec = tmp_path / "t.toml"
+    spec.write_text(text)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "-q", "--no-report"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{spec}: [schemes.repflw]" in err, err
+    assert not (tmp_path / "o").exists()
+    # a spec without a scheme axis has no label to override
+    msg = _spec_error(tmp_path, GOOD.replace('scheme = ["tcp", "repflow"]\n', "")
+                      + '[schemes.tcp]\n"scheme.name" = "tcp"\n')  # fmt: skip
+    assert msg.startswith("t.toml: [schemes.tcp]:") and "no scheme axis" in msg
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "want"),
+    [
+        ('duration = "1ms" }', 'duraton = "1ms" }',
+         "t.toml: [base] workload.duraton: unknown field"),
+        ('"workload.load" = [0.3]', '"workload.lod" = [0.3]',
+         "t.toml: [grid] workload.lod: unknown field"),
+        ('"workload.load" = [0.3]', '"seeed" = [1]', "t.toml: [grid] seeed: unknown field"),
+        ("[grid]", "[gird]", "t.toml: [gird]: unknown table; accepted: [experiment], [base]"),
+        ('name = "t"', 'name = "t"\ntitel = "x"', "t.toml: [experiment] titel: unknown field"),
+        ('name = "t"', 'name = "t"\n[figures]\nbaselin = "tcp"',
+         "t.toml: [figures] baselin: unknown field; accepted: baseline, short_max_bytes"),
+    ],
+)  # fmt: skip
+def test_every_spec_typo_has_one_format(tmp_path, old, new, want):
+    assert old in GOOD
+    msg = _spec_error(tmp_path, GOOD.replace(old, new, 1))
+    assert msg.startswith(want), msg
+    assert "['" not in msg and "[(" not in msg  # no Python list reprs
+    if "[grid]" in want:
+        assert "=" not in msg.split("unknown field")[0]  # the key is blamed, not a value

@@ -226,7 +226,10 @@ def check_spec(spec: Spec) -> dict[str, str]:
     Raises a one-line :class:`UserError` naming the spec file, the table and the field. Returns
     the scheme labels whose scheme this build lacks (:data:`PLANNED_SCHEMES`) → why.
     """
+    from repflow.experiments.spec import check_grid_keys, check_scheme_labels
+
     where = spec.path
+    check_grid_keys(spec)
     scheme_in_base = isinstance(spec.base.get("scheme"), dict) and "name" in spec.base["scheme"]
     if not scheme_in_base or spec.base["scheme"]["name"] not in PLANNED_SCHEMES:
         _check(_copy(spec.base), f"{where}: [base]")
@@ -251,6 +254,7 @@ def check_spec(spec: Spec) -> dict[str, str]:
             if planned is None:
                 raise UserError(f"{where}: {table} {exc}") from None
             unavailable[label] = f"{PLANNED_SCHEMES[planned]} ({planned}) is not in this build"
+    check_scheme_labels(spec)
     return unavailable
 
 
