@@ -111,6 +111,35 @@ def test_a_spec_without_claims_prints_no_claims_section(tmp_path, capsys):
     assert want and len(shown) == len(want)
 
 
+# -- item 5: `model --copies` changes the printed table, 1 copy is refused; --threshold named --
+
+
+def test_model_copies_changes_the_printed_table(tmp_path, capsys):
+    from repflow.cli import main
+
+    def table(*extra: str) -> str:
+        assert main(["model", "--loads", "0.3", "--out", str(tmp_path / "m"), *extra]) == 0
+        return capsys.readouterr().out.split("wrote ")[0]
+
+    plain = table()
+    three = table("--copies", "3")
+    four = table("--copies", "4")
+    assert plain != three != four
+    assert "copies3_short_mean" in three and "copies4_short_mean" in four
+    assert "copies" not in plain.split("\n", 1)[1]
+
+
+@pytest.mark.parametrize(("argv", "flag"), [(["--copies", "1"], "--copies"),
+                                             (["--threshold", "0"], "--threshold"),
+                                             (["--threshold", "0KB"], "--threshold")])
+def test_model_bad_copies_and_threshold_name_their_flag(tmp_path, capsys, argv, flag):
+    from repflow.cli import main
+
+    assert main(["model", "--loads", "0.3", "--out", str(tmp_path / "m"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"repflow: error: {flag}") and "\n" not in err, err
+
+
 # -- items 2 and 3: spec errors, one format, the key blamed ------------------------------------
 
 GOOD = """
@@ -177,3 +206,113 @@ def test_every_spec_typo_has_one_format(tmp_path, old, new, want):
     assert "['" not in msg and "[(" not in msg  # no Python list reprs
     if "[grid]" in want:
         assert "=" not in msg.split("unknown field")[0]  # the key is blamed, not a value
+
+
+# -- item 4: one vocabulary, defaults in --help, usage errors on one line ----------------------
+
+
+def _main_err(capsys, *argv: str) -> tuple[int, str]:
+    from repflow.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "where"),
+    [
+        (["bench", "--out", "X"], "repflow bench"),
+        (["sim", "--duration", "1ms", "--bogus"], "repflow sim"),
+        (["testbed", "up", "--k", "abc"], "repflow testbed up"),
+        (["testbed", "up", "--frobnicate"], "repflow testbed up"),
+        (["model", "--copies", "two"], "repflow model"),
+        (["sweep"], "repflow sweep"),
+        (["no-such-command"], "repflow"),
+    ],
+)
+def test_usage_errors_are_one_line_naming_the_subcommand(capsys, argv, where):
+    code, err = _main_err(capsys, *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("repflow: error: "), err
+    assert lines[0].endswith(f"(see `{where} --help`)"), err
+    assert "usage:" not in err
+
+
+def test_sim_help_shows_every_flags_default():
+    import re
+
+    from repflow.cli import build_parser
+    from repflow.config_io import FLAGS
+
+    sim = build_parser()._subparsers._group_actions[0].choices["sim"]  # type: ignore[union-attr]
+    text = re.sub(r"\s+", " ", sim.format_help())
+    for flag, default in (("--init-cwnd", "12"), ("--k", "8"), ("--load", "0.5"),
+                          ("--scheme", "tcp"), ("--min-rto", None), ("--copies", "2")):  # fmt: skip
+        m = re.search(re.escape(flag) + r" [A-Z|]+ .*?\(default: ([^)]*)\)", text)
+        assert m, (flag, text)
+        if default is not None:
+            assert m.group(1).startswith(default), (flag, m.group(1))
+    valued = [f for f in FLAGS if f.const is None]
+    assert text.count("(default: ") >= len(valued) - 2
+
+
+@pytest.mark.parametrize(
+    ("command", "old", "new", "value"),
+    [
+        (["model", "--loads", "0.5"], "--init-window", "--init-cwnd", "10"),
+        (["model", "--loads", "0.5"], "--k", "--init-cwnd", "10"),
+        (["smartrep-table"], "--eps", "--smartrep-eps", "0.05"),
+        (["smartrep-table"], "--p", "--large-flow-p", "0.2"),
+    ],
+)
+def test_old_flag_names_are_hidden_deprecated_aliases(tmp_path, capsys, command, old, new, value):
+    from repflow.cli import build_parser, main
+
+    argv = [*command, *(["--out", str(tmp_path / "m")] if command[0] == "model" else [])]
+    assert main([*argv, new, value]) == 0
+    current = capsys.readouterr()
+    assert "deprecated" not in current.err
+    assert main([*argv, old, value]) == 0
+    aliased = capsys.readouterr()
+    assert f"repflow: note: {old} is deprecated; use {new}" in aliased.err
+    assert aliased.out.split("wrote")[0] == current.out.split("wrote")[0]
+    sub = build_parser()._subparsers._group_actions[0].choices[command[0]]  # type: ignore
+    shown = sub.format_help()
+    assert new in shown and f"{old} " not in shown.replace(f"{old}-", "")
+
+
+def test_docs_cli_rows_list_each_commands_own_flags():
+    """Each command's row of docs/cli.md names every flag the command shows in --help (the
+    older check passed when a flag appeared anywhere on the page)."""
+    import argparse
+    import re
+
+    from repflow.cli import build_parser
+
+    doc = (REPO / "docs" / "cli.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z -]+)` \| (.*) \|$", doc, re.M)}
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    missing = []
+    for name, p in commands.items():
+        subs = [(name, p)]
+        if p._subparsers is not None:
+            subs = [(f"{name} {n}", q) for n, q in p._subparsers._group_actions[0].choices.items()]
+        for cname, q in subs:
+            row = rows.get(cname)
+            assert row is not None, f"docs/cli.md has no row for `{cname}`"
+            for action in q._actions:
+                if action.help == argparse.SUPPRESS:
+                    continue
+                for flag in action.option_strings:
+                    if flag.startswith("--") and flag != "--help" and f"`{flag}`" not in row:
+                        if cname == "reproduce" and f"`{flag}`" in rows["sweep"]:
+                            continue  # "and the flags of `sweep`"
+                        if cname == "load" and f"`{flag}`" in rows["send"]:
+                            continue  # "and the client flags of `send`"
+                        missing.append(f"{cname} {flag}")
+    assert not missing, missing

@@ -77,6 +77,7 @@ _CHOICE_FLAGS = {
 
 def _complete_choices(p: argparse.ArgumentParser) -> None:
     """Lists every accepted name in the help of ``--scheme`` and ``--pairs``."""
+    defaults = config_io.flag_defaults()
     for action in p._actions:
         for flag in action.option_strings:
             if flag in _CHOICE_FLAGS:
