@@ -316,3 +316,34 @@ def test_docs_cli_rows_list_each_commands_own_flags():
                             continue  # "and the client flags of `send`"
                         missing.append(f"{cname} {flag}")
     assert not missing, missing
+
+
+# -- item 14: res.summary is a DataFrame, one row per size bin --------------------------------
+
+
+def test_summary_is_a_dataframe_per_size_bin(tmp_path):
+    import math
+
+    import pandas as pd
+    import repflow
+    from repflow.runio import load_run
+
+    res = repflow.simulate({"topology": {"kind": "star", "hosts": 4},
+                            "scheme": {"name": "repflow"},
+                            "workload": {"load": 0.3, "duration": "2ms"}})  # fmt: skip
+    s = res.summary
+    assert isinstance(s, pd.DataFrame)
+    assert list(s.index) == ["(0, 100KB]", "(100KB, 10MB]", "(10MB, inf)", "all"]
+    assert s.index.name == "bin"
+    assert {"count", "finished", "fct_mean", "fct_p99", "slowdown_p99"} <= set(s.columns)
+    s.head()  # the README's `res.summary` beside `res.flows` works as a DataFrame
+    assert s.loc["all", "count"] == len(res.flows)
+    assert res.overhead == s.attrs["overhead"] >= 0
+    assert res.unfinished == s.attrs["unfinished"]
+    assert res.bin("all")["count"] == s.loc["all", "count"]
+    back = load_run(res.save(tmp_path / "run"))
+    pd.testing.assert_frame_equal(back.summary, s)
+    assert back.overhead == res.overhead
+    short = s.loc["(0, 100KB]"]
+    assert short["fct_mean"] == pytest.approx(
+        res.flows.loc[res.flows["size"] <= 100_000, "fct"].mean()) or math.isnan(short.fct_mean)

@@ -232,7 +232,7 @@ def run_sim(args: argparse.Namespace) -> int:
             raise UserError(f"--out: cannot write '{out_dir}': {exc}") from None
     if not args.quiet:
         trace = bool((cfg.get("workload") or {}).get("trace"))
-        print(format_summary(result.summary, result.counters,
+        print(format_summary(result.summary_record, result.counters,
                              result.metadata.get("peak_memory_bytes"), trace=trace,
                              huge_pages=bool(result.metadata.get("huge_pages"))))  # fmt: skip
         if out_dir is not None:

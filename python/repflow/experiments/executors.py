@@ -62,7 +62,7 @@ def run_point(key: str, config: dict[str, Any]) -> PointResult:
         "core_version": md.get("core_version"),
         "config": md.get("config"),
         "counters": counters,
-        "summary": res.summary,
+        "summary": res.summary_record,
     }
     return PointResult(
         key=key, ok=True, flows_ipc=table_to_ipc(table), run=run,
