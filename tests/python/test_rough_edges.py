@@ -347,3 +347,83 @@ def test_summary_is_a_dataframe_per_size_bin(tmp_path):
     short = s.loc["(0, 100KB]"]
     assert short["fct_mean"] == pytest.approx(
         res.flows.loc[res.flows["size"] <= 100_000, "fct"].mean()) or math.isnan(short.fct_mean)
+
+
+# -- item 7: no "leaked semaphore" warning after kill -9; estimates with the fixed costs -------
+
+TINY = """
+[experiment]
+name = "tiny"
+[base]
+topology = { kind = "fat-tree", k = 4 }
+workload = { duration = "200ms", drain = "2s" }
+[grid]
+scheme = ["tcp", "repflow"]
+"workload.load" = [0.3, 0.6]
+seed = [1, 2, 3]
+"""
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for st in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = st.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(st.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_leaves_no_leaked_semaphore_warning(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY)
+    out = tmp_path / "o"
+    log = tmp_path / "log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "repflow", "sweep", str(spec), "--out",
+                                 str(out), "-j", "2", "--no-report", "-q"],
+                                stdout=fh, stderr=fh)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if out.exists() and any(d for d in (out / "points").glob("[!.]*")):
+            break
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.05)
+    helpers = _children(proc.pid)  # the workers and multiprocessing's resource tracker
+    assert len(helpers) >= 2
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in helpers)
+    text = log.read_text()
+    assert "leaked semaphore" not in text and "resource_tracker" not in text, text
+
+
+def test_estimates_include_the_fixed_cost_of_points_and_workers(tmp_path):
+    from repflow.experiments import parse_spec, plan_sweep
+    from repflow.experiments.sweep import POINT_SECONDS, START_SECONDS, estimate_wall
+
+    plan = plan_sweep(parse_spec(TINY, "tiny.toml"), Store(tmp_path / "s"), "v")
+    todo = plan.todo()
+    assert len(todo) == 12 and all(p.estimate >= POINT_SECONDS for p in todo)
+    # 12 points of 0.2 s of arrivals on a 16-host network take ~3-7 s on two workers; the
+    # estimate said "~0 s" before the fixed costs
+    wall = estimate_wall(todo, 2)
+    assert wall >= START_SECONDS + 12 * POINT_SECONDS / 2 >= 3.0
