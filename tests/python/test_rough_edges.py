@@ -427,3 +427,64 @@ def test_estimates_include_the_fixed_cost_of_points_and_workers(tmp_path):
     # estimate said "~0 s" before the fixed costs
     wall = estimate_wall(todo, 2)
     assert wall >= START_SECONDS + 12 * POINT_SECONDS / 2 >= 3.0
+
+
+# -- item 6: progress written to a log file is plain lines, never `\r` frames ------------------
+
+# about a second of simulation: the simulator reports progress every 200 ms
+SIM = ["sim", "--k", "4", "--load", "0.5", "--duration", "600ms", "--drain", "1s"]
+
+
+def test_sim_progress_in_a_log_file_has_no_carriage_returns(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "log"
+    with open(log, "w") as fh:
+        r = subprocess.run([sys.executable, "-m", "repflow", *SIM], stdout=fh,
+                           stderr=subprocess.STDOUT)  # fmt: skip
+    assert r.returncode == 0
+    text = log.read_text()
+    assert "\r" not in text and "\x1b[" not in text, repr(text[:300])
+    assert any(line.startswith("flow size") for line in text.splitlines()), text
+
+
+def test_periodic_progress_lines_when_not_a_terminal(monkeypatch, capsys):
+    from repflow import progress
+    from repflow.cli import main
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL", 0.0)
+    assert main(SIM) == 0
+    cap = capsys.readouterr()
+    assert "\r" not in cap.err
+    lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith(("arrivals (sim ms): ", "drain (flows done): "))
+                         for ln in lines), cap.err  # fmt: skip
+    assert cap.out.startswith("flow size")
+
+
+def test_sweep_progress_in_a_log_file_is_plain_lines(tmp_path, monkeypatch, capsys):
+    from repflow import progress
+    from repflow.experiments import parse_spec, run_sweep
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL", 0.0)
+    spec = parse_spec(SPEC_A.replace('scheme = ["tcp"]', 'scheme = ["tcp", "repflow"]'), "a.toml")
+    run_sweep(spec, tmp_path / "o", jobs=1, progress=True)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert "spec-a: 2/2 pt (100 %)" in err, err
+
+
+def test_line_bar_on_a_terminal_is_tqdm(monkeypatch):
+    import io
+
+    from repflow import progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    bar = progress.bar(total=3, file=Tty())
+    assert type(bar).__name__ == "tqdm"
+    bar.close()
+    assert isinstance(progress.bar(total=3, file=io.StringIO()), progress.LineBar)

@@ -85,6 +85,8 @@ def _complete_choices(p: argparse.ArgumentParser) -> None:
                 names = core_variants(field)
                 if names:
                     action.help = f"{what}: {', '.join(names)} [{field}]"
+                    if field in defaults:
+                        action.help += f" (default: {defaults[field]})"
 
 
 def resolve_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -102,13 +104,15 @@ class SimProgress:
         self.phase = ""
 
     def _open(self, phase: str, total: float, initial: float, unit: str, desc: str) -> None:
-        from tqdm import tqdm
+        from repflow import progress
 
         self.close()
         self.phase = phase
         # `initial`: progress made before this bar opened does not count towards its rate.
-        self.bar = tqdm(total=total, initial=initial, unit=unit, desc=desc, file=sys.stderr,
-                        leave=False, dynamic_ncols=True, mininterval=0.25)  # fmt: skip
+        # Not a terminal (a log file): plain lines now and then instead of `\r` frames.
+        self.bar = progress.bar(total=total, initial=initial, unit=unit, desc=desc,
+                                file=sys.stderr, leave=False, dynamic_ncols=True,
+                                mininterval=0.25)  # fmt: skip
 
     def __call__(self, sim_time: float, duration: float, started: int, finished: int,
                  events: int) -> bool:  # fmt: skip

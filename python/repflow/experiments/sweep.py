@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from repflow.errors import UserError
 from repflow.experiments.executors import Executor, Runner, make_executor, run_point
 from repflow.experiments.spec import PLANNED_SCHEMES, SCHEME_AXIS, Spec, set_path
 from repflow.experiments.store import PointResult, Store, point_key
 from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
+from repflow.progress import bar as progress_bar
 
 #: Simulator throughput used for estimates before any point of a store has been timed:
 #: wall seconds per gigabyte of offered traffic on a 128-host network at load 1, TCP, web
@@ -433,7 +432,7 @@ def run_sweep(
             f"expected ~{fmt_seconds(expected)} → {store.root}",
             file=sys.stderr,
         )
-        bar = tqdm(
+        bar = progress_bar(
             total=len(todo), unit="pt", desc=spec.name, disable=not progress,
             dynamic_ncols=True, smoothing=0.1, file=sys.stderr,
         )  # fmt: skip

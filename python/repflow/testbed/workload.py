@@ -701,10 +701,10 @@ def _wait_loads(
 ) -> None:
     """Waits for every generator; fails at once, naming the host, when a generator exits with
     an error or a server dies."""
-    from tqdm import tqdm
+    from repflow.progress import bar as progress_bar
 
     limit = duration + drain + 60
-    bar = tqdm(
+    bar = progress_bar(
         total=round(duration),
         unit="s",
         desc="testbed run",
