@@ -488,3 +488,98 @@ def test_line_bar_on_a_terminal_is_tqdm(monkeypatch):
     assert type(bar).__name__ == "tqdm"
     bar.close()
     assert isinstance(progress.bar(total=3, file=io.StringIO()), progress.LineBar)
+
+
+# -- items 1 and 11: `repflow report` on a reproduce directory; a no-op rerun redraws nothing --
+
+TINY_STUDY = """
+[experiment]
+name = "{name}"
+claims = ["{scenario}"]
+[base]
+topology = {{ kind = "star", hosts = 4 }}
+workload = {{ duration = "2ms", drain = "1s" }}
+[grid]
+scheme = ["tcp", "repflow"]
+"workload.cdf" = ["websearch"]
+"workload.load" = [0.3]
+"""
+
+
+@pytest.fixture
+def tiny_reproduce(tmp_path, monkeypatch, capsys):
+    """`repflow reproduce repflow --quick --profiles dc` with each study's spec replaced by a
+    two-point one (seconds, not minutes)."""
+    from repflow.cli import main
+    from repflow.experiments import reproduce
+    from repflow.experiments.papers import find_paper
+
+    studies = {s.quick: s.scenario for s in find_paper("repflow").studies}
+
+    def tiny_spec(name: str) -> Path:
+        p = tmp_path / "specs" / f"{name}.toml"
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(TINY_STUDY.format(name=name, scenario=studies[name]))
+        return p
+
+    monkeypatch.setattr(reproduce, "find_builtin_spec", tiny_spec)
+    root = tmp_path / "root"
+    argv = ["reproduce", "repflow", "--quick", "--profiles", "dc", "--out", str(root), "-j", "1"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    return root, argv
+
+
+def _report_files(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))
+            if p.is_file() and ("report" in p.name or "figures" in p.parts)}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_report_rebuilds_a_combined_reproduce_directory(tiny_reproduce, capsys):
+    from repflow.cli import main
+
+    root, _ = tiny_reproduce
+    (root / "report.md").unlink()
+    (root / "repflow-paper-quick" / "dc" / "report.html").unlink()
+    assert main(["report", str(root), "-q"]) == 0
+    cap = capsys.readouterr()
+    assert "claims: verdict under the paper's profile / under dc" in cap.out
+    assert (root / "report.md").is_file() and (root / "report.html").is_file()
+    assert (root / "repflow-paper-quick" / "dc" / "report.html").is_file()
+    assert "RF-" in (root / "report.md").read_text() or "| repflow |" in (
+        root / "report.md").read_text()
+    # a directory that is neither says what it expects
+    empty = root.parent / "empty"
+    empty.mkdir()
+    assert main(["report", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "no sweep.json" in err and "\n" not in err.strip()
+
+
+@pytest.mark.slow
+def test_a_no_op_reproduce_rerun_redraws_nothing(tiny_reproduce, capsys):
+    from repflow.cli import main
+
+    root, argv = tiny_reproduce
+    studies = _report_files(root / "repflow-paper-quick")
+    assert any("figures" in k for k in studies)
+    md_before = (root / "report.md").read_text()
+    assert main([*argv]) == 0
+    cap = capsys.readouterr()
+    assert "0 computed" in cap.err
+    assert "not redrawn" in cap.err
+    assert _report_files(root / "repflow-paper-quick") == studies  # not one file rewritten
+    # the combined report still sets the same verdicts (its wall times aside)
+    table = [ln for ln in md_before.splitlines() if ln.startswith("| ")]
+    after = [ln for ln in (root / "report.md").read_text().splitlines() if ln.startswith("| ")]
+    assert table and table == after
+    # a point computed anew (here: removed, so recomputed) redraws that study's report
+    pts = sorted((root / "repflow-paper-quick" / "dc" / "points").glob("[!.]*"))
+    import shutil
+
+    shutil.rmtree(pts[0])
+    assert main([*argv]) == 0
+    cap = capsys.readouterr()
+    assert "1 computed" in cap.err
+    assert _report_files(root / "repflow-paper-quick") != studies

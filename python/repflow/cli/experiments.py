@@ -254,11 +254,12 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     import os
 
     from repflow.cli.outdir import prepare_out
-    from repflow.experiments import Store, build_report, plan_sweep, run_sweep
+    from repflow.experiments import Store, plan_sweep, run_sweep
     from repflow.experiments.papers import PAPERS, find_paper
     from repflow.experiments.reproduce import owned, plan_runs, run_all, write_marker
     from repflow.experiments.sweep import estimate_wall
     from repflow.experiments.units import fmt_seconds
+    from repflow.experiments.uptodate import report_claims
 
     papers = [find_paper(p) for p in dict.fromkeys(args.papers)] if args.papers else list(PAPERS)
     if args.jobs is not None and args.jobs < 1:
@@ -313,7 +314,9 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
             skip_unavailable=args.skip_unavailable,
         )  # fmt: skip
         print(summary.line(), file=sys.stderr)
-        r.claims = build_report(r.out, progress=_progress(args)).claims
+        # Nothing computed and the report current: its verdicts, not a redraw (issue 39).
+        r.claims, _ = report_claims(r.out, progress=_progress(args),
+                                    force=summary.computed > 0)  # fmt: skip
 
     md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep)
     _print_combined(rows)
@@ -346,11 +349,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     d = Path(args.dir)
     if not d.is_dir():
         raise UserError(f"{d}: no such directory")
+    if not (d / "sweep.json").is_file() and (d / "reproduce.json").is_file():
+        return _report_combined(d, args)
     if not (d / "sweep.json").is_file():
         raise UserError(
             f"{d}: not an experiment directory (no sweep.json); run `repflow sweep SPEC --out "
             f"{d}` first"
         )
     check_writable(d, "DIR")
-    _print_report(build_report(d, progress=_progress(args)))
+    from repflow.experiments.uptodate import record
+
+    rep = build_report(d, progress=_progress(args))
+    record(d, rep.claims)
+    _print_report(rep)
+    return 0
+
+
+def _report_combined(d: Path, args: argparse.Namespace) -> int:
+    """``repflow report ROOT`` of a ``repflow reproduce`` directory: every study's report and
+    the combined one, rebuilt from what ROOT holds (nothing is simulated)."""
+    from repflow.cli.outdir import check_writable
+    from repflow.experiments.uptodate import rebuild_combined
+
+    check_writable(d, "DIR")
+    md, html_path, rows = rebuild_combined(d, progress=_progress(args))
+    _print_combined(rows)
+    print(f"report: {html_path}\n        {md}")
     return 0
