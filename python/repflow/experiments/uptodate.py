@@ -24,7 +24,7 @@ from repflow.experiments.claims import CLAIMS, ClaimResult
 from repflow.experiments.store import POINTS, SWEEP_FILE, write_json_atomic
 
 #: The stamp a built report leaves in its sweep directory.
-STAMP = ".report-stamp.json"
+STAMP = ".uptodate.json"
 #: Files a built report consists of (all must exist for the stamp to count).
 REPORT_FILES = ("report.html", "report.md", "summary.csv", "figures")
 
