@@ -63,8 +63,8 @@ def test_grid_expands_every_combination_with_dotted_paths_and_scheme_labels():
         ("[grid]\nseed = []", "[grid] seed: "),
         ("[grid]\nseed = 3", "[grid] seed: "),
         ("[grid]\nseed = [1, 1]", "twice"),
-        ("[bogus]\nx = 1", "[bogus]: unknown table"),
-        ("[figures]\ncolour = 1", "[figures] colour: unknown field"),
+        ("[bogus]\nx = 1", "[bogus]: unknown table `bogus`"),
+        ("[figures]\ncolour = 1", "[figures] colour: unknown field `colour`"),
         ("[grid\n", "not valid TOML"),
     ],
 )

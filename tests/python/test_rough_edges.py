@@ -171,8 +171,8 @@ def test_a_scheme_override_for_a_label_not_in_the_grid_is_an_error(tmp_path, cap
 
     text = GOOD + '[schemes.repflw]\n"scheme.copies" = 3\n'
     msg = _spec_error(tmp_path, text)
-    assert msg.startswith("t.toml: [schemes.repflw]:") and "'repflw'" in msg, msg
-    assert "tcp, repflow" in msg
+    assert msg.startswith("t.toml: [schemes.repflw]: unknown scheme label `repflw`"), msg
+    assert "`tcp`, `repflow`" in msg
     spec = tmp_path / "t.toml"
     spec.write_text(text)
     assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "-q", "--no-report"]) == 2
@@ -182,21 +182,25 @@ def test_a_scheme_override_for_a_label_not_in_the_grid_is_an_error(tmp_path, cap
     # a spec without a scheme axis has no label to override
     msg = _spec_error(tmp_path, GOOD.replace('scheme = ["tcp", "repflow"]\n', "")
                       + '[schemes.tcp]\n"scheme.name" = "tcp"\n')  # fmt: skip
-    assert msg.startswith("t.toml: [schemes.tcp]:") and "no scheme axis" in msg
+    assert msg.startswith("t.toml: [schemes.tcp]: unused scheme label `tcp`"), msg
+    assert "no scheme axis" in msg
 
 
 @pytest.mark.parametrize(
     ("old", "new", "want"),
     [
         ('duration = "1ms" }', 'duraton = "1ms" }',
-         "t.toml: [base] workload.duraton: unknown field"),
+         "t.toml: [base] workload.duraton: unknown field `duraton`, expected one of `cdf`"),
         ('"workload.load" = [0.3]', '"workload.lod" = [0.3]',
-         "t.toml: [grid] workload.lod: unknown field"),
-        ('"workload.load" = [0.3]', '"seeed" = [1]', "t.toml: [grid] seeed: unknown field"),
-        ("[grid]", "[gird]", "t.toml: [gird]: unknown table; accepted: [experiment], [base]"),
-        ('name = "t"', 'name = "t"\ntitel = "x"', "t.toml: [experiment] titel: unknown field"),
+         "t.toml: [grid] workload.lod: unknown field `lod`, expected one of `cdf`"),
+        ('"workload.load" = [0.3]', '"seeed" = [1]',
+         "t.toml: [grid] seeed: unknown field `seeed`, expected one of `seed`, `topology`"),
+        ("[grid]", "[gird]",
+         "t.toml: [gird]: unknown table `gird`, expected one of `experiment`, `base`"),
+        ('name = "t"', 'name = "t"\ntitel = "x"',
+         "t.toml: [experiment] titel: unknown field `titel`, expected one of `name`, `title`"),
         ('name = "t"', 'name = "t"\n[figures]\nbaselin = "tcp"',
-         "t.toml: [figures] baselin: unknown field; accepted: baseline, short_max_bytes"),
+         "t.toml: [figures] baselin: unknown field `baselin`, expected one of `baseline`"),
     ],
 )  # fmt: skip
 def test_every_spec_typo_has_one_format(tmp_path, old, new, want):
@@ -206,6 +210,11 @@ def test_every_spec_typo_has_one_format(tmp_path, old, new, want):
     assert "['" not in msg and "[(" not in msg  # no Python list reprs
     if "[grid]" in want:
         assert "=" not in msg.split("unknown field")[0]  # the key is blamed, not a value
+    import re
+
+    # one shape: FILE: [TABLE] KEY: unknown field `NAME`, expected one of `a`, `b`, …
+    assert re.fullmatch(r"t\.toml: \[[a-z.]+\]( [a-z_.]+)?: unknown (field|table) `[a-z_]+`, "
+                        r"expected one of `[a-z_]+`(, `[a-z_]+`)*", msg), msg
 
 
 # -- item 4: one vocabulary, defaults in --help, usage errors on one line ----------------------
@@ -585,3 +594,12 @@ def test_a_no_op_reproduce_rerun_redraws_nothing(tiny_reproduce, capsys):
     cap = capsys.readouterr()
     assert "1 computed" in cap.err
     assert _report_files(root / "repflow-paper-quick") != studies
+
+
+# -- item 4 (the issue's last example): a negative value is checked, not an unknown option -----
+
+
+def test_a_negative_value_reaches_the_commands_own_check(capsys):
+    code, err = _main_err(capsys, "testbed", "up", "--link-rate", "-5Mbps", "--prefix", "rfzz-")
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("repflow: error: --link-rate: '-5Mbps'"), err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from typing import NoReturn
 
@@ -74,6 +75,9 @@ def _one_line_error(parser: argparse.ArgumentParser) -> None:
         parser.exit(2, f"repflow: error: {message} (see `{parser.prog} --help`)\n")
 
     parser.error = error  # type: ignore[method-assign]
+    # "-5Mbps" is a value (that the command's own check then names), not an unknown option.
+    if hasattr(parser, "_negative_number_matcher"):
+        parser._negative_number_matcher = re.compile(r"^-\.?\d")
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

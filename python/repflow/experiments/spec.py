@@ -178,8 +178,11 @@ def _err_at(path: str, table: str, key: str | None, msg: str) -> UserError:
 
 def unknown_field(path: str, table: str, key: str, accepted: list[str] | tuple[str, ...]
                   ) -> UserError:  # fmt: skip
-    """``FILE: [TABLE] KEY: unknown field; accepted: a, b, c``."""
-    return _err_at(path, table, key, f"unknown field; accepted: {', '.join(accepted)}")
+    """``FILE: [TABLE] KEY: unknown field `NAME`, expected one of `a`, `b``` — the words of the
+    simulator's own validation, which reports ``[base]`` and ``[schemes]`` typos."""
+    listed = ", ".join(f"`{a}`" for a in accepted)
+    name = key.rsplit(".", 1)[-1]
+    return _err_at(path, table, key, f"unknown field `{name}`, expected one of {listed}")
 
 
 def parse_spec(text: str, path: str = "<spec>") -> Spec:
@@ -190,8 +193,8 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         raise _err(path, f"not valid TOML: {exc}") from None
     unknown = [k for k in data if k not in _TOP_KEYS]
     if unknown:
-        raise _err_at(path, unknown[0], None, "unknown table; accepted: "
-                      + ", ".join(f"[{k}]" for k in _TOP_ORDER))  # fmt: skip
+        raise _err_at(path, unknown[0], None, f"unknown table `{unknown[0]}`, expected one of "
+                      + ", ".join(f"`{k}`" for k in _TOP_ORDER))  # fmt: skip
     exp = data.get("experiment", {})
     if not isinstance(exp, dict):
         raise _err_at(path, "experiment", None, "must be a table")
@@ -269,17 +272,17 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
 def check_grid_keys(spec: Spec) -> None:
     """Raises the spec's one-line error for a grid axis that names no configuration field
     (blaming the key, not one of its values)."""
-    known = set(config_io.known_keys())
+    ordered = config_io.known_keys()
+    known = set(ordered)
     defaults = config_io.default_config()
     for axis in spec.grid:
         if axis == SCHEME_AXIS or axis in known or axis in defaults:
             continue
-        section = axis.split(".")[0]
-        if isinstance(defaults.get(section), dict):
-            accepted = [k for k in config_io.known_keys() if k.startswith(section + ".")]
+        section, _, rest = axis.partition(".")
+        if isinstance(defaults.get(section), dict) and rest:
+            accepted = [k.split(".", 1)[1] for k in ordered if k.startswith(section + ".")]
         else:
-            accepted = [k for k in defaults if not isinstance(defaults[k], dict)]
-            accepted += [f"{k}.…" for k in defaults if isinstance(defaults[k], dict)]
+            accepted = list(defaults)
         raise unknown_field(spec.path, "grid", axis, accepted)
 
 
@@ -289,10 +292,12 @@ def check_scheme_labels(spec: Spec) -> None:
     labels = spec.grid.get(SCHEME_AXIS, [])
     for label in spec.schemes:
         if label not in labels:
+            listed = ", ".join(f"`{x}`" for x in labels)
             why = (
-                f"the label {label!r} is not in [grid] scheme; accepted: {', '.join(labels)}"
+                f"unknown scheme label `{label}`, expected one of the labels of [grid] scheme: "
+                f"{listed}"
                 if labels
-                else f"the label {label!r} is unused: [grid] has no scheme axis"
+                else f"unused scheme label `{label}`: [grid] has no scheme axis"
             )
             raise _err_at(spec.path, f"schemes.{label}", None, why)
 
