@@ -95,19 +95,41 @@ def __getattr__(name: str) -> Any:
 ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 
 
-@dataclass
+@dataclass(eq=False)
 class SimResult:
     """The outcome of one simulation run (or of a run directory read back)."""
 
     #: One row per application flow (columns :func:`record_columns`, dtypes
     #: :func:`record_dtypes`), in id order.
     flows: pd.DataFrame
-    #: ``{"bins": [{"bin", "count", "finished", "fct_mean", "fct_p50", ...}], "overhead",
-    #: "unfinished"}``; FCTs in seconds, NaN where a bin has no finished flow.
-    summary: dict[str, Any]
+    #: A pandas DataFrame, one row per size bin (index ``bin``: ``"(0, 100KB]"``,
+    #: ``"(100KB, 10MB]"``, ``"(10MB, inf)"``, ``"all"``; columns ``count``, ``finished``,
+    #: ``fct_mean``, ``fct_p50``, ``fct_p99``, ``fct_p999``, ``slowdown_*``, ...; FCTs in
+    #: seconds, NaN where a bin has no finished flow); the run-wide ``overhead`` and
+    #: ``unfinished`` are in ``summary.attrs`` (and :attr:`overhead`, :attr:`unfinished`).
+    #: Given as the ``run.json`` form (a dict), it is converted; :attr:`summary_record` keeps
+    #: that form.
+    summary: Any
     #: ``{"version", "core_version", "config", "counters", "peak_memory_bytes", ...}``:
     #: everything needed to rerun and account for the run.
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.summary, pd.DataFrame):
+            self.summary_record = summary_record(self.summary)
+        else:
+            self.summary_record = normalize_summary(self.summary or {})
+            self.summary = summary_frame(self.summary_record)
+
+    @property
+    def overhead(self) -> float:
+        """Replication overhead: extra copies' application bytes / all flows' bytes."""
+        return float(self.summary_record.get("overhead") or 0.0)
+
+    @property
+    def unfinished(self) -> int:
+        """Flows that did not finish."""
+        return int(self.summary_record.get("unfinished") or 0)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -122,7 +144,7 @@ class SimResult:
     def bin(self, label: str) -> dict[str, Any]:
         """Summary statistics of one bin: ``"(0, 100KB]"``, ``"(100KB, 10MB]"``,
         ``"(10MB, inf)"`` or ``"all"``."""
-        for b in self.summary.get("bins", []):
+        for b in self.summary_record.get("bins", []):
             if b.get("bin") == label:
                 return b
         raise KeyError(label)
@@ -134,7 +156,7 @@ class SimResult:
         """
         from repflow.runio import write_run
 
-        return write_run(path, self.flows, {**self.metadata, "summary": self.summary},
+        return write_run(path, self.flows, {**self.metadata, "summary": self.summary_record},
                          force=force)  # fmt: skip
 
 
@@ -167,6 +189,26 @@ def normalize_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
         bins.append({k: (math.nan if v is None else v) for k, v in b.items()})
     out["bins"] = bins
     return out
+
+
+def summary_frame(record: Mapping[str, Any]) -> pd.DataFrame:
+    """The summary of ``run.json`` (``{"bins": [...], "overhead", "unfinished"}``) as a
+    DataFrame with one row per size bin (index ``bin``) and the run-wide values in
+    ``attrs``."""
+    bins = [dict(b) for b in record.get("bins", []) or []]
+    df = pd.DataFrame(bins)
+    if "bin" in df.columns:
+        df = df.set_index("bin")
+    df.attrs = {k: v for k, v in record.items() if k != "bins"}
+    return df
+
+
+def summary_record(frame: pd.DataFrame) -> dict[str, Any]:
+    """The inverse of :func:`summary_frame`: the ``run.json`` form of a summary."""
+    df = frame.reset_index() if frame.index.name == "bin" else frame
+    bins = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+            for row in df.to_dict("records")]  # fmt: skip
+    return normalize_summary({"bins": bins, **frame.attrs})
 
 
 def peak_rss_bytes(who: int = resource.RUSAGE_SELF) -> int:

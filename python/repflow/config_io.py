@@ -54,21 +54,23 @@ def _scheme_keys() -> list[str]:
 # TOML
 
 
-def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_toml(path: str | os.PathLike[str], flag: str | None = None) -> dict[str, Any]:
     """Reads a run configuration from a TOML file (or from a ``run.json`` of an earlier run,
     whose ``config`` it returns, so ``repflow sim --config runs/x/run.json`` reruns ``x``).
 
     A relative ``workload.cdf`` that names a file (not a built-in workload) is taken relative
     to the configuration file's directory. Raises :class:`UserError` naming the file when it
-    cannot be read or parsed.
+    cannot be read or parsed (prefixed with ``flag``, e.g. ``--config``, when the path came
+    from a command-line flag).
     """
     p = Path(path)
+    what = f"{flag}: file" if flag else "configuration file"
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"--config: file '{p}' does not exist") from None
+        raise UserError(f"{what} '{p}' does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--config: cannot read '{p}': {exc}") from None
+        raise UserError(f"{what} '{p}': cannot read it: {exc}") from None
     data: Any
     if p.suffix.lower() == ".json":
         try:
@@ -325,7 +327,7 @@ def one_line_errors(parser: argparse.ArgumentParser) -> None:
     with a minus sign (``--link-rate -1Gbps``), so that the schema check can name the field."""
 
     def error(message: str) -> NoReturn:
-        parser.exit(2, f"{parser.prog}: error: {message} (see {parser.prog} --help)\n")
+        parser.exit(2, f"repflow: error: {message} (see `{parser.prog} --help`)\n")
 
     parser.error = error  # type: ignore[method-assign]
     # argparse reads "-1Gbps" as an unknown option unless it looks like a negative number.
@@ -333,11 +335,44 @@ def one_line_errors(parser: argparse.ArgumentParser) -> None:
         parser._negative_number_matcher = re.compile(r"^-\.?\d")
 
 
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def flag_defaults() -> dict[str, str]:
+    """The default of every field a shorthand flag sets, as ``--help`` shows it (a scheme
+    parameter: the first scheme's that has it, e.g. RepFlow's copies); {} without the core."""
+    try:
+        cfg = default_config()
+        schemes = scheme_parameters()
+    except UserError:  # pragma: no cover - no core: help without defaults
+        return {}
+    out: dict[str, str] = {}
+    for f in FLAGS:
+        section, _, key = f.key.rpartition(".")
+        if section == "scheme" and key != "name":
+            value = next((p[key] for p in schemes.values() if key in p), None)
+            if value is not None:
+                out[f.key] = f"{_shown(value)} for the schemes that take it"
+            continue
+        node = cfg.get(section, {}) if section else cfg
+        if isinstance(node, dict) and key in node:
+            out[f.key] = _shown(node[key])
+    return out
+
+
 def add_flags(parser: argparse.ArgumentParser | Any) -> None:
     """Adds every shorthand flag of :data:`FLAGS` to ``parser`` (values stay text; they are
     converted and checked by :func:`flag_overrides`)."""
+    defaults = flag_defaults()
     for f in FLAGS:
         help_text = f"{f.help} [{f.key}]"
+        if f.key in defaults:
+            help_text += f" (default: {defaults[f.key]})".replace("%", "%%")
         if f.const is not None:
             parser.add_argument(f.option, dest=f.dest, action="store_const", const=f.const,
                                 default=None, help=help_text)  # fmt: skip
@@ -468,7 +503,7 @@ def build_config(
     sets: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Merges file < flags < ``--set`` overrides (unvalidated; see :func:`validate`)."""
-    cfg: dict[str, Any] = load_toml(toml_path) if toml_path is not None else {}
+    cfg: dict[str, Any] = load_toml(toml_path, "--config") if toml_path is not None else {}
     wl0 = cfg.get("workload")
     base_cdf = wl0.get("cdf") if isinstance(wl0, dict) else None
     if flags:

@@ -42,9 +42,9 @@ class ReplicaTable:
 
 def _check(eps: float, p: float, paths: int) -> None:
     if not 0 < eps < 1:
-        raise UserError(f"--eps: must be strictly between 0 and 1, got {eps}")
+        raise UserError(f"--smartrep-eps (ε): must be strictly between 0 and 1, got {eps}")
     if not 0 < p < 1:
-        raise UserError(f"--p: must be strictly between 0 and 1, got {p}")
+        raise UserError(f"--large-flow-p (p): must be strictly between 0 and 1, got {p}")
     if not 1 <= paths <= 64:
         raise UserError(f"--paths: must be between 1 and 64, got {paths}")
 

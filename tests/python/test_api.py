@@ -57,7 +57,7 @@ def test_save_and_load_round_trip(tmp_path: Path):
     # run.json is strict JSON (NaN -> null) and NaN comes back as NaN in the summary.
     doc = json.loads((out / "run.json").read_text())
     assert doc["summary"]["bins"][0]["fct_mean"] is None
-    assert math.isnan(back.summary["bins"][0]["fct_mean"])
+    assert math.isnan(back.summary["fct_mean"].iloc[0])
     assert back.metadata["config"] == {"seed": 1} and back.counters == {"flows": 5}
     assert back.bin("all")["count"] == 5
 
@@ -161,7 +161,7 @@ def test_records_are_consistent(small_run: SimResult):
     assert (f.copies == np.where(f["size"] <= 100_000, 2, 1)).all()
     # Overhead = extra copies' application bytes / all application bytes.
     expected = (f["size"] * (f.copies - 1)).sum() / f["size"].sum()
-    assert small_run.summary["overhead"] == pytest.approx(expected, rel=1e-12)
+    assert small_run.overhead == pytest.approx(expected, rel=1e-12)
     assert small_run.config["workload"]["cdf_text"] == SMALL_CDF
 
 
@@ -197,7 +197,7 @@ def test_saved_run_reads_back_identically(tmp_path: Path, small_run: SimResult):
     back = runio.load_run(tmp_path / "r")
     pd.testing.assert_frame_equal(back.flows, small_run.flows)
     assert back.config == small_run.config and back.counters == small_run.counters
-    assert back.summary["overhead"] == small_run.summary["overhead"]
+    assert back.overhead == small_run.overhead
 
 
 def test_simulate_accepts_a_toml_path(tmp_path: Path, small_cdf, small_run: SimResult):

@@ -46,15 +46,15 @@ def test_sim_help_lists_every_scheme_and_pair_pattern():
 
 def test_copies_default_and_initial_window_flag_agree_across_commands(tmp_path, capsys):
     from repflow.config_io import scheme_parameters
+    from repflow.model.defaults import DEFAULT_N
 
-    model = build_parser().parse_args(["model"])
-    assert model.copies == scheme_parameters()["repflow"]["copies"] == 2
-    assert "--init-window" in _help("model")
+    assert DEFAULT_N == scheme_parameters()["repflow"]["copies"] == 2
+    assert "--init-cwnd" in _help("model") and "--init-cwnd" in _help("sim")
     assert main(["model", "--k", "10", "--loads", "0.5", "--out", str(tmp_path / "a")]) == 0
     captured = capsys.readouterr()
-    assert "--k is deprecated; use --init-window" in captured.err
+    assert "--k is deprecated; use --init-cwnd" in captured.err
     assert "k=10" in captured.out
-    assert main(["model", "--init-window", "10", "--loads", "0.5", "--out",
+    assert main(["model", "--init-cwnd", "10", "--loads", "0.5", "--out",
                  str(tmp_path / "b")]) == 0  # fmt: skip
     assert "deprecated" not in capsys.readouterr().err
 

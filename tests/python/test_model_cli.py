@@ -213,7 +213,8 @@ def test_overlay_on_real_simulated_runs(tmp_path):
             res = repflow.simulate(cfg)
         except UserError as exc:  # simulator not built in this checkout
             pytest.skip(f"simulator unavailable: {exc}")
-        write_run(tmp_path / "sweep" / scheme, res.flows, {**res.metadata, "summary": res.summary})
+        write_run(tmp_path / "sweep" / scheme, res.flows,
+                  {**res.metadata, "summary": res.summary_record})  # fmt: skip
     table, curves = overlay_table(tmp_path / "sweep")
     assert sorted(table.scheme) == ["repflow", "tcp"]
     ref = fct_table("websearch", [0.5], k=12, M=44)

@@ -56,7 +56,8 @@ def test_smartrep_table_cli(capsys):
 
 @pytest.mark.parametrize(
     "argv,word",
-    [(["--eps", "1.5"], "--eps"), (["--p", "0"], "--p"), (["--paths", "0"], "--paths"),
+    [(["--smartrep-eps", "1.5"], "--smartrep-eps"), (["--large-flow-p", "0"], "--large-flow-p"),
+     (["--paths", "0"], "--paths"),
      (["--workload", "no/such.cdf"], "workload.cdf"), (["--from-run", "/nonexistent"], "history")],
 )  # fmt: skip
 def test_smartrep_table_bad_input_is_one_line(argv, word, capsys):

@@ -32,14 +32,14 @@ def test_library_summary_of_simulated_records_is_the_simulators(scheme):
                                  "drain": "1ms"},
                     "scheme": {"name": scheme}})  # fmt: skip
     f = res.flows
-    assert len(f) > 100 and any(b["count"] for b in res.summary["bins"][:3])
-    assert res.summary["unfinished"] > 0  # the drain cap leaves some flows running
-    assert _same(net.summarize(f, res.counters), res.summary)
+    assert len(f) > 100 and any(b["count"] for b in res.summary_record["bins"][:3])
+    assert res.unfinished > 0  # the drain cap leaves some flows running
+    assert _same(net.summarize(f, res.counters), res.summary_record)
     # without the counters, flow and copy bytes are counted from the records, the same way
-    assert _same(testbed_summarize(f), res.summary)
-    assert _same(net.size_bins(f), res.summary["bins"])
+    assert _same(testbed_summarize(f), res.summary_record)
+    assert _same(net.size_bins(f), res.summary_record["bins"])
     short = f[f["size"] <= 100_000]
-    assert _same(net.bin_summary("(0, 100KB]", short), res.summary["bins"][0])
+    assert _same(net.bin_summary("(0, 100KB]", short), res.summary_record["bins"][0])
 
 
 def test_bin_statistics_are_numpy_linear_percentiles():

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
+from typing import NoReturn
 
 from repflow.errors import UserError
 
@@ -42,6 +44,67 @@ class DeprecatedStore(_DeprecatedAliases, argparse._StoreAction):
 
 class DeprecatedStoreTrue(_DeprecatedAliases, argparse._StoreTrueAction):
     """``store_true`` action with deprecated alias names (``old=(...)``)."""
+
+
+class _HiddenAlias(argparse._StoreAction):
+    """A deprecated flag name kept out of ``--help``: takes its value as the current flag
+    ``new`` does and prints a one-line note naming ``new``."""
+
+    def __init__(self, *args, new: str = "", **kwargs) -> None:  # noqa: ANN002
+        self.new = new
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+        print(f"repflow: note: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def add_hidden_alias(parser: argparse.ArgumentParser, *old: str, new: str, dest: str,
+                     type: object = None) -> None:  # noqa: A002  # fmt: skip
+    """Accepts ``old`` flag names (not shown in ``--help``) as deprecated spellings of
+    ``new``, which stores into ``dest``."""
+    parser.add_argument(*old, dest=dest, action=_HiddenAlias, new=new, type=type,
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)  # fmt: skip
+
+
+def _one_line_error(parser: argparse.ArgumentParser) -> None:
+    """Makes ``parser`` report a usage error as every other error is reported: one line,
+    ``repflow: error: ...``, naming the help of the (sub)command it belongs to; exit 2."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"repflow: error: {message} (see `{parser.prog} --help`)\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    # "-5Mbps" is a value (that the command's own check then names), not an unknown option.
+    if hasattr(parser, "_negative_number_matcher"):
+        parser._negative_number_matcher = re.compile(r"^-\.?\d")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    if parser._subparsers is None:
+        return {}
+    for action in parser._subparsers._group_actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    out = [parser]
+    for sub in dict.fromkeys(_subparsers(parser).values()):
+        out += _all_parsers(sub)
+    return out
+
+
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace
+               ) -> argparse.ArgumentParser:  # fmt: skip
+    """The (sub)command parser that ``args`` were parsed by."""
+    for dest in ("command", "testbed_command"):
+        subs = _subparsers(parser)
+        name = getattr(args, dest, None)
+        if name in subs:
+            parser = subs[name]
+    return parser
 
 
 #: Subcommand modules, in the order their commands appear in ``repflow --help``.
@@ -75,7 +138,18 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    for p in _all_parsers(parser):
+        _one_line_error(p)
     return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parses ``argv``; an argument no parser knows is reported by the subcommand it was
+    given to (``repflow bench --out X`` names ``repflow bench --help``, not the top level)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _stdout_closed() -> bool:
@@ -94,7 +168,7 @@ def _stdout_closed() -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``repflow`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

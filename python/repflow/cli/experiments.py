@@ -222,11 +222,27 @@ def _print_report(rep) -> None:  # noqa: ANN001
     print(f"report: {rep.html}")
     print(f"        {rep.markdown}")
     print(f"        {len(rep.figures)} figures in {rep.html.parent / 'figures'}")
+    claims = declared_claims(rep)
+    if not claims:
+        return  # the spec declares no claim scenario: no claims section
     print("claims:")
-    for c in rep.claims:
+    for c in claims:
         print(f"  {c.claim.id:6} {c.verdict:15} {c.claim.text}")
         if c.verdict != "not measured":
             print(f"  {'':6} {'':15} measured: {c.measured}")
+
+
+def declared_claims(rep) -> list:  # noqa: ANN001
+    """The claims of the scenarios the report's spec declares (``[experiment] claims``): the
+    others belong to other studies and are not this sweep's to print."""
+    import json
+
+    try:
+        sweep = json.loads((rep.html.parent / "sweep.json").read_text(encoding="utf-8"))
+        scenarios = set((sweep.get("spec", {}).get("extra") or {}).get("claims", []))
+    except (OSError, ValueError, AttributeError):
+        return list(rep.claims)
+    return [c for c in rep.claims if c.claim.scenario in scenarios]
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -246,11 +262,12 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     import os
 
     from repflow.cli.outdir import prepare_out
-    from repflow.experiments import Store, build_report, plan_sweep, run_sweep
+    from repflow.experiments import Store, plan_sweep, run_sweep
     from repflow.experiments.papers import PAPERS, find_paper
     from repflow.experiments.reproduce import owned, plan_runs, run_all, write_marker
     from repflow.experiments.sweep import estimate_wall
     from repflow.experiments.units import fmt_seconds
+    from repflow.experiments.uptodate import report_claims
 
     papers = [find_paper(p) for p in dict.fromkeys(args.papers)] if args.papers else list(PAPERS)
     if args.jobs is not None and args.jobs < 1:
@@ -309,7 +326,9 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
             skip_unavailable=args.skip_unavailable,
         )  # fmt: skip
         print(summary.line(), file=sys.stderr)
-        r.claims = build_report(r.out, progress=_progress(args)).claims
+        # Nothing computed and the report current: its verdicts, not a redraw (issue 39).
+        r.claims, _ = report_claims(r.out, progress=_progress(args),
+                                    force=summary.computed > 0)  # fmt: skip
 
     md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep)
     _print_combined(rows)
@@ -349,11 +368,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     d = Path(args.dir)
     if not d.is_dir():
         raise UserError(f"{d}: no such directory")
+    if not (d / "sweep.json").is_file() and (d / "reproduce.json").is_file():
+        return _report_combined(d, args)
     if not (d / "sweep.json").is_file():
         raise UserError(
             f"{d}: not an experiment directory (no sweep.json); run `repflow sweep SPEC --out "
             f"{d}` first"
         )
     check_writable(d, "DIR")
-    _print_report(build_report(d, progress=_progress(args)))
+    from repflow.experiments.uptodate import record
+
+    rep = build_report(d, progress=_progress(args))
+    record(d, rep.claims)
+    _print_report(rep)
+    return 0
+
+
+def _report_combined(d: Path, args: argparse.Namespace) -> int:
+    """``repflow report ROOT`` of a ``repflow reproduce`` directory: every study's report and
+    the combined one, rebuilt from what ROOT holds (nothing is simulated)."""
+    from repflow.cli.outdir import check_writable
+    from repflow.experiments.uptodate import rebuild_combined
+
+    check_writable(d, "DIR")
+    md, html_path, rows = rebuild_combined(d, progress=_progress(args))
+    _print_combined(rows)
+    print(f"report: {html_path}\n        {md}")
     return 0

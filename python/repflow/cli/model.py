@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from repflow.errors import UserError
+from repflow.model.defaults import DEFAULT_N as DEFAULT_COPIES
 
 SHOWN_COLUMNS = (
     "load",
@@ -52,20 +53,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="loads: START:STOP:STEP (inclusive), a comma list, or one number, each in (0,1) "
         "(default 0.1:0.8:0.1)",
     )
-    from repflow.cli import DeprecatedStore
+    from repflow.cli import add_hidden_alias
 
     p.add_argument(
-        "--init-window",
-        "--k",
+        "--init-cwnd",
         dest="init_window",
         type=float,
         default=DEFAULT_K,
-        action=DeprecatedStore,
-        old=("--k",),
         metavar="SEGS",
-        help="TCP initial window k, packets (default 12; --k: deprecated old name — in `sim` "
-        "--k is the fat-tree arity)",
+        help="TCP initial congestion window k, packets (the model's k; default 12, as "
+        "`sim --init-cwnd`)",
     )
+    # Old names: --init-window (until issue 39) and --k (in `sim` the fat-tree arity).
+    add_hidden_alias(p, "--init-window", "--k", new="--init-cwnd", dest="init_window",
+                     type=float)  # fmt: skip
     p.add_argument(
         "--max-window", default="64KiB", help="maximum window M as a size (64KiB = 44 packets)"
     )
@@ -85,8 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--copies",
         type=int,
-        default=DEFAULT_N,
-        help=f"copies per short flow for the n-copies curve ({DEFAULT_N})",
+        default=None,
+        help=f"copies per short flow (2..64, original included) of SmartRep's n-copies "
+        f"variant; given, the table adds its columns (default {DEFAULT_N}, in the CSV only)",
     )
     p.add_argument(
         "--sizes",
@@ -154,6 +156,23 @@ def atomic_output(out: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: The n-copies columns ``--copies N`` adds to the printed table (CSV name → shown name).
+COPIES_COLUMNS = {
+    "smartrep_n_short_mean": "copies{n}_short_mean",
+    "smartrep_n_short_p99": "copies{n}_short_p99",
+    "smartrep_n_large_mean": "copies{n}_large_mean",
+}
+
+
+def shown_table(df, copies: int | None):  # noqa: ANN001, ANN201
+    """The table and columns ``repflow model`` prints: :data:`SHOWN_COLUMNS`, plus SmartRep's
+    n-copies columns (named after n) when ``--copies`` was given."""
+    if copies is None:
+        return df, SHOWN_COLUMNS
+    names = {c: c_shown.format(n=copies) for c, c_shown in COPIES_COLUMNS.items()}
+    return df.rename(columns=names), (*SHOWN_COLUMNS, *names.values())
+
+
 def _overlay_display(table):  # noqa: ANN001, ANN202
     """The overlay table with its model cells spelled out: "no model" for a scheme the model
     does not describe, "undefined (load ≥ 1)" where its effective load reaches 1."""
@@ -207,11 +226,15 @@ def handler(args: argparse.Namespace) -> int:
             f"--collision-p: the hash-collision probability must be in [0, 1), got "
             f"{args.collision_p:g}"
         )
-    if not 1 <= args.copies <= 64:
-        raise UserError(f"--copies must be between 1 and 64, got {args.copies}")
+    copies = DEFAULT_COPIES if args.copies is None else args.copies
+    if not 2 <= copies <= 64:
+        raise UserError(
+            f"--copies must be between 2 and 64 (copies of a short flow, the original "
+            f"included; 1 copy is plain TCP), got {copies}"
+        )
     if not args.init_window > 0:
         raise UserError(
-            f"--init-window must be a positive number of packets, got {args.init_window:g}"
+            f"--init-cwnd must be a positive number of packets, got {args.init_window:g}"
         )
     if args.overlay:
         return _overlay(args, out)
@@ -220,13 +243,15 @@ def handler(args: argparse.Namespace) -> int:
         raise UserError(f"--mss must be a positive number of bytes, got {args.mss}")
     M = math.floor(parse_size(args.max_window, "--max-window") / args.mss)
     S_L = parse_size(args.threshold, "--threshold") / args.mss
+    if not S_L > 0:
+        raise UserError(f"--threshold must be a positive size (e.g. 100KB), got {args.threshold}")
     if M < 1:
         raise UserError(f"--max-window {args.max_window} is below one packet of {args.mss} B")
     tables = []
     for wl in _workloads(args):
         df = fct_table(
             wl, loads, k=args.init_window, M=M, S_L=S_L, eps=args.eps, p=args.collision_p,
-            n=args.copies, mss=args.mss, sizes=args.sizes,
+            n=copies, mss=args.mss, sizes=args.sizes,
         )  # fmt: skip
         tables.append((wl, df))
     from repflow.model.plot import model_figure
@@ -245,7 +270,7 @@ def handler(args: argparse.Namespace) -> int:
             f"(from CDF {a['eps_from_cdf']:.4f}), short flows {df['short_frac'].iloc[0]:.3f}, "
             f"k={a['k']:g}, M={a['M']:g}, S_L={a['S_L']:.2f} packets"
         )
-        print(format_table(df, SHOWN_COLUMNS))
+        print(format_table(*shown_table(df, args.copies)))
         notes = [n for n in df["note"] if n]
         for n in dict.fromkeys(notes):
             print(f"note: {n}")

@@ -65,8 +65,39 @@ def prepare_out(
         except OSError as exc:
             raise UserError(f"{flag}: cannot read '{p}': {_reason(exc)}") from None
         if entries and not (owned is not None and owned(p)):
-            raise UserError(
-                f"{flag}: directory '{p}' is not empty and was not made by `repflow {command}` "
-                f"for this job; {hint}"
+            made = made_by(p)
+            why = (
+                f"holds {made}"
+                if made
+                else f"is not empty and was not made by `repflow {command}` for this job"
             )
+            raise UserError(f"{flag}: directory '{p}' {why}; {hint}")
     return check_writable(p, flag)
+
+
+def made_by(d: Path) -> str:
+    """What made the result directory ``d``, as far as its files tell ("the sweep of spec
+    'x' (experiments/x.toml)", ...), or "" when they do not."""
+    import json
+
+    def read(name: str) -> dict:
+        try:
+            doc = json.loads((d / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    sweep = read("sweep.json")
+    if sweep:
+        spec = sweep.get("spec") if isinstance(sweep.get("spec"), dict) else {}
+        path = spec.get("path") if spec else None
+        where = f" ({path})" if path else ""
+        return f"the sweep of spec {sweep.get('name')!r}{where}, made by `repflow sweep`"
+    marker = read("reproduce.json")
+    if marker:
+        return f"the results of `{marker.get('command', 'repflow reproduce')}`"
+    run = read("run.json")
+    if run:
+        what = str(run.get("command") or "").split(" ")[:2]
+        return f"a run directory{' of `' + ' '.join(what) + '`' if what[0] else ''}"
+    return ""

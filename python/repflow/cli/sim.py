@@ -77,6 +77,7 @@ _CHOICE_FLAGS = {
 
 def _complete_choices(p: argparse.ArgumentParser) -> None:
     """Lists every accepted name in the help of ``--scheme`` and ``--pairs``."""
+    defaults = config_io.flag_defaults()
     for action in p._actions:
         for flag in action.option_strings:
             if flag in _CHOICE_FLAGS:
@@ -84,6 +85,8 @@ def _complete_choices(p: argparse.ArgumentParser) -> None:
                 names = core_variants(field)
                 if names:
                     action.help = f"{what}: {', '.join(names)} [{field}]"
+                    if field in defaults:
+                        action.help += f" (default: {defaults[field]})"
 
 
 def resolve_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -101,13 +104,15 @@ class SimProgress:
         self.phase = ""
 
     def _open(self, phase: str, total: float, initial: float, unit: str, desc: str) -> None:
-        from tqdm import tqdm
+        from repflow import progress
 
         self.close()
         self.phase = phase
         # `initial`: progress made before this bar opened does not count towards its rate.
-        self.bar = tqdm(total=total, initial=initial, unit=unit, desc=desc, file=sys.stderr,
-                        leave=False, dynamic_ncols=True, mininterval=0.25)  # fmt: skip
+        # Not a terminal (a log file): plain lines now and then instead of `\r` frames.
+        self.bar = progress.bar(total=total, initial=initial, unit=unit, desc=desc,
+                                file=sys.stderr, leave=False, dynamic_ncols=True,
+                                mininterval=0.25)  # fmt: skip
 
     def __call__(self, sim_time: float, duration: float, started: int, finished: int,
                  events: int) -> bool:  # fmt: skip
@@ -231,7 +236,7 @@ def run_sim(args: argparse.Namespace) -> int:
             raise UserError(f"--out: cannot write '{out_dir}': {exc}") from None
     if not args.quiet:
         trace = bool((cfg.get("workload") or {}).get("trace"))
-        print(format_summary(result.summary, result.counters,
+        print(format_summary(result.summary_record, result.counters,
                              result.metadata.get("peak_memory_bytes"), trace=trace,
                              huge_pages=bool(result.metadata.get("huge_pages"))))  # fmt: skip
         if out_dir is not None:

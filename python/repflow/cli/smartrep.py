@@ -33,9 +33,16 @@ def register(subparsers: Any) -> None:
                    help="built-in workload name or CDF file (default websearch)")
     p.add_argument("--from-run", metavar="DIR",
                    help="use the flow sizes of an earlier run (directory or flows.parquet)")
-    p.add_argument("--eps", type=float, default=0.03, help="byte budget ε (default 0.03)")
-    p.add_argument("--p", type=float, default=0.1,
-                   help="probability a copy meets a large flow (default 0.1)")
+    p.add_argument("--smartrep-eps", dest="eps", type=float, default=0.03,
+                   help="SmartRep's byte budget ε (default 0.03, as `load --smartrep-eps`)")
+    p.add_argument("--large-flow-p", dest="p", type=float, default=0.1,
+                   help="probability a copy meets a large flow (default 0.1; not the model's "
+                        "--collision-p, the chance two copies share a path)")
+    from repflow.cli import add_hidden_alias
+
+    # Old names (until issue 39): --eps, --p.
+    add_hidden_alias(p, "--eps", new="--smartrep-eps", dest="eps", type=float)
+    add_hidden_alias(p, "--p", new="--large-flow-p", dest="p", type=float)
     p.add_argument("--paths", type=int, default=5,
                    help="link-disjoint equal-cost paths; replicas ≤ paths − 1 (default 5)")
     p.add_argument("--threshold", default="100KB", help="largest short flow (default 100KB)")

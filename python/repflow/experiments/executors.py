@@ -62,7 +62,7 @@ def run_point(key: str, config: dict[str, Any]) -> PointResult:
         "core_version": md.get("core_version"),
         "config": md.get("config"),
         "counters": counters,
-        "summary": res.summary,
+        "summary": res.summary_record,
     }
     return PointResult(
         key=key, ok=True, flows_ipc=table_to_ipc(table), run=run,
@@ -137,6 +137,24 @@ def _worker_init() -> None:
             pass
 
 
+#: The warning filter :func:`quiet_resource_tracker` gives the resource tracker.
+_TRACKER_FILTER = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def quiet_resource_tracker() -> None:
+    """Keeps multiprocessing's resource tracker from warning about "leaked semaphore objects"
+    after the driver was killed with ``kill -9``.
+
+    The pool's queues hold POSIX semaphores, which the tracker (a process of its own) removes
+    when the driver dies without closing them — it cleans them up, and then warns on the
+    terminal the killed sweep ran in, where the warning lands in the next command's output.
+    Nothing leaks, so the warning is silenced: the tracker starts with this process's warning
+    options (``-W``), to which this adds an ``ignore`` for its module, before the first pool
+    starts it. A tracker already running is left as it is."""
+    if _TRACKER_FILTER not in sys.warnoptions:
+        sys.warnoptions.append(_TRACKER_FILTER)
+
+
 @contextlib.contextmanager
 def _sigint_ignored() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
@@ -162,6 +180,7 @@ class LocalExecutor(Executor):
 
     def _new_pool(self) -> ProcessPoolExecutor:
         hugepages.prepare_children()  # workers start with a heap on huge pages
+        quiet_resource_tracker()
         return ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=mp.get_context("spawn"),

@@ -54,7 +54,9 @@ WORKLOAD_AXIS = "workload.cdf"
 LOAD_AXIS = "workload.load"
 SEED_AXIS = "seed"
 
-_TOP_KEYS = {"experiment", "base", "grid", "schemes", "workloads", "figures"}
+#: The tables of a spec, in the order the docs list them.
+_TOP_ORDER = ("experiment", "base", "grid", "schemes", "workloads", "figures")
+_TOP_KEYS = set(_TOP_ORDER)
 #: Keys accepted in ``[experiment]`` (``paper``: the publication; ``claims``: claim scenarios
 #: of :mod:`repflow.experiments.claims` the report checks).
 EXPERIMENT_KEYS = ("name", "title", "description", "paper", "claims")
@@ -175,33 +177,44 @@ def _err(path: str, msg: str) -> UserError:
     return UserError(f"{path}: {msg}")
 
 
+def _err_at(path: str, table: str, key: str | None, msg: str) -> UserError:
+    """The one format of every spec error: ``FILE: [TABLE] KEY: what is wrong; accepted: …``
+    (``FILE: [TABLE]: …`` when the table itself is at fault), as the simulator's own
+    validation of ``[base]``, ``[grid]`` and ``[schemes]`` values is reported."""
+    return UserError(f"{path}: [{table}]{' ' + key if key else ''}: {msg}")
+
+
+def unknown_field(path: str, table: str, key: str, accepted: list[str] | tuple[str, ...]
+                  ) -> UserError:  # fmt: skip
+    """``FILE: [TABLE] KEY: unknown field `NAME`, expected one of `a`, `b``` — the words of the
+    simulator's own validation, which reports ``[base]`` and ``[schemes]`` typos."""
+    listed = ", ".join(f"`{a}`" for a in accepted)
+    name = key.rsplit(".", 1)[-1]
+    return _err_at(path, table, key, f"unknown field `{name}`, expected one of {listed}")
+
+
 def parse_spec(text: str, path: str = "<spec>") -> Spec:
     """Parses spec text; errors name the file and the key."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _err(path, f"not valid TOML: {exc}") from None
-    unknown = set(data) - _TOP_KEYS
+    unknown = [k for k in data if k not in _TOP_KEYS]
     if unknown:
-        raise _err(
-            path,
-            f"unknown table(s) {sorted(unknown)}; accepted: {sorted(_TOP_KEYS)}",
-        )
+        raise _err_at(path, unknown[0], None, f"unknown table `{unknown[0]}`, expected one of "
+                      + ", ".join(f"`{k}`" for k in _TOP_ORDER))  # fmt: skip
     exp = data.get("experiment", {})
     if not isinstance(exp, dict):
-        raise _err(path, "[experiment] must be a table")
-    unknown_exp = sorted(set(exp) - set(EXPERIMENT_KEYS))
+        raise _err_at(path, "experiment", None, "must be a table")
+    unknown_exp = [k for k in exp if k not in EXPERIMENT_KEYS]
     if unknown_exp:
-        raise _err(
-            path,
-            f"[experiment] unknown key {unknown_exp[0]!r}; accepted: {', '.join(EXPERIMENT_KEYS)}",
-        )
+        raise unknown_field(path, "experiment", unknown_exp[0], EXPERIMENT_KEYS)
     name = exp.get("name") or Path(path).stem
     if not isinstance(name, str) or not name or "/" in name:
-        raise _err(path, "experiment.name must be a non-empty string without '/'")
+        raise _err_at(path, "experiment", "name", "must be a non-empty string without '/'")
     base = data.get("base", {})
     if not isinstance(base, dict):
-        raise _err(path, "[base] must be a table of simulator configuration")
+        raise _err_at(path, "base", None, "must be a table of simulator configuration")
     # Dotted keys written as quoted strings ("tcp.min_rto" = ...) become nested tables.
     nested_base: dict[str, Any] = {}
     for k, v in flatten(base).items():
@@ -209,33 +222,34 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
 
     grid_raw = data.get("grid", {})
     if not isinstance(grid_raw, dict):
-        raise _err(path, "[grid] must be a table of axis = [values]")
+        raise _err_at(path, "grid", None, "must be a table of axis = [values]")
     grid: dict[str, list[Any]] = {}
     for axis, values in flatten(grid_raw).items():
         if not isinstance(values, list) or not values:
-            raise _err(path, f"grid.{axis} must be a non-empty list of values")
+            raise _err_at(path, "grid", axis, "must be a non-empty list of values")
         if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
-            raise _err(path, f"grid.{axis} lists a value twice")
+            raise _err_at(path, "grid", axis, "lists a value twice")
         grid[axis] = values
     if SCHEME_AXIS in grid and not all(isinstance(s, str) for s in grid[SCHEME_AXIS]):
-        raise _err(path, "grid.scheme must list scheme labels (strings)")
+        raise _err_at(path, "grid", SCHEME_AXIS, "must list scheme labels (strings)")
 
     schemes_raw = data.get("schemes", {})
     if not isinstance(schemes_raw, dict):
-        raise _err(path, "[schemes] must be a table of label = { dotted.path = value }")
+        raise _err_at(path, "schemes", None, "must be a table of label = { dotted.path = value }")
     schemes: dict[str, dict[str, Any]] = {}
     for label, overrides in schemes_raw.items():
         if not isinstance(overrides, dict):
-            raise _err(path, f"schemes.{label} must be a table of configuration overrides")
+            raise _err_at(path, f"schemes.{label}", None,
+                          "must be a table of configuration overrides")  # fmt: skip
         schemes[label] = flatten(overrides)
     for label in grid.get(SCHEME_AXIS, []):
         head = label.split(".")[0]
         if "." in label and label not in schemes and head in schemes:
-            raise _err(
-                path,
-                f"grid.scheme lists {label!r} but [schemes] defines {head!r}: TOML reads the dots "
+            raise _err_at(
+                path, "grid", SCHEME_AXIS,
+                f"lists {label!r} but [schemes] defines {head!r}: TOML reads the dots "
                 f'of a bare table name as nesting; quote the label: [schemes."{label}"]',
-            )
+            )  # fmt: skip
 
     wl_raw = data.get("workloads", {})
     if not isinstance(wl_raw, dict):
@@ -254,13 +268,15 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         workloads[wname] = flatten(overrides)
 
     fig_raw = data.get("figures", {})
+    if not isinstance(fig_raw, dict):
+        raise _err_at(path, "figures", None, "must be a table of presentation settings")
     figs = FigureSettings()
     for k, v in fig_raw.items():
         if k not in figs.__dict__:
-            raise _err(path, f"unknown key figures.{k}; accepted: {sorted(figs.__dict__)}")
+            raise unknown_field(path, "figures", k, list(figs.__dict__))
         setattr(figs, k, v)
     if not isinstance(figs.short_max_bytes, int) or figs.short_max_bytes <= 0:
-        raise _err(path, "figures.short_max_bytes must be a positive integer (bytes)")
+        raise _err_at(path, "figures", "short_max_bytes", "must be a positive integer (bytes)")
 
     extra = {k: v for k, v in exp.items() if k not in ("name", "title", "description")}
     return Spec(
@@ -276,6 +292,39 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         extra=extra,
         workloads=workloads,
     )
+
+
+def check_grid_keys(spec: Spec) -> None:
+    """Raises the spec's one-line error for a grid axis that names no configuration field
+    (blaming the key, not one of its values)."""
+    ordered = config_io.known_keys()
+    known = set(ordered)
+    defaults = config_io.default_config()
+    for axis in spec.grid:
+        if axis == SCHEME_AXIS or axis in known or axis in defaults:
+            continue
+        section, _, rest = axis.partition(".")
+        if isinstance(defaults.get(section), dict) and rest:
+            accepted = [k.split(".", 1)[1] for k in ordered if k.startswith(section + ".")]
+        else:
+            accepted = list(defaults)
+        raise unknown_field(spec.path, "grid", axis, accepted)
+
+
+def check_scheme_labels(spec: Spec) -> None:
+    """Raises the spec's one-line error for a ``[schemes.LABEL]`` table whose label the grid's
+    scheme axis does not list (a typo there would otherwise be silently ignored)."""
+    labels = spec.grid.get(SCHEME_AXIS, [])
+    for label in spec.schemes:
+        if label not in labels:
+            listed = ", ".join(f"`{x}`" for x in labels)
+            why = (
+                f"unknown scheme label `{label}`, expected one of the labels of [grid] scheme: "
+                f"{listed}"
+                if labels
+                else f"unused scheme label `{label}`: [grid] has no scheme axis"
+            )
+            raise _err_at(spec.path, f"schemes.{label}", None, why)
 
 
 def load_spec(path: str | Path) -> Spec:

@@ -55,11 +55,26 @@ def point_key(resolved_config: dict[str, Any], version: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def _umask() -> int:
+    """The process's file-creation mask (read without changing it for good)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _public_mode(fd: int) -> None:
+    """Gives a file made by ``mkstemp`` (always 0600) the mode ``open()`` would have given it:
+    0666 less the umask, as every other file of a result directory."""
+    os.fchmod(fd, 0o666 & ~_umask())
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Writes JSON to ``path`` through a temporary file in the same directory."""
+    """Writes JSON to ``path`` through a temporary file in the same directory (mode as any
+    new file: 0666 less the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        _public_mode(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=1, sort_keys=True, allow_nan=True)
             f.write("\n")
@@ -72,10 +87,12 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def write_text_atomic(path: Path, text: str | bytes) -> None:
-    """Writes text or bytes to ``path`` through a temporary file in the same directory."""
+    """Writes text or bytes to ``path`` through a temporary file in the same directory (mode
+    as any new file: 0666 less the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        _public_mode(fd)
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8") if isinstance(text, str) else text)
             f.flush()

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from repflow.errors import UserError
 from repflow.experiments.executors import Executor, Runner, make_executor, run_point
 from repflow.experiments.spec import PLANNED_SCHEMES, SCHEME_AXIS, Spec, set_path
 from repflow.experiments.store import PointResult, Store, point_key
 from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
+from repflow.progress import bar as progress_bar
 
 #: Simulator throughput used for estimates before any point of a store has been timed:
 #: wall seconds per gigabyte of offered traffic on a 128-host network at load 1, TCP, web
@@ -69,6 +68,13 @@ SIZE_EXPONENT = 0.1
 #: per segment: the cost follows packets, so smaller segments (ns-3's 536, ns-2's 1,000) cost
 #: proportionally more and delayed ACKs (one per two segments) less.
 CALIBRATION_PACKET_BYTES = 1500
+#: Fixed cost of a point whatever its traffic, seconds: validating and building the network,
+#: the records to Arrow and back, the driver storing them (measured 2026-11-27 on tiny points:
+#: a k = 4 fat-tree, 100 ms of arrivals — about 0.3 s each on this 2-core machine).
+POINT_SECONDS = 0.3
+#: Fixed cost of a sweep, seconds: starting the workers (a spawned Python importing the
+#: package, NumPy, pandas and Arrow: about 1.5 s on this machine) before the first point runs.
+START_SECONDS = 1.5
 
 
 @dataclass
@@ -226,7 +232,10 @@ def check_spec(spec: Spec) -> dict[str, str]:
     Raises a one-line :class:`UserError` naming the spec file, the table and the field. Returns
     the scheme labels whose scheme this build lacks (:data:`PLANNED_SCHEMES`) → why.
     """
+    from repflow.experiments.spec import check_grid_keys, check_scheme_labels
+
     where = spec.path
+    check_grid_keys(spec)
     scheme_in_base = isinstance(spec.base.get("scheme"), dict) and "name" in spec.base["scheme"]
     if not scheme_in_base or spec.base["scheme"]["name"] not in PLANNED_SCHEMES:
         _check(_copy(spec.base), f"{where}: [base]")
@@ -251,6 +260,7 @@ def check_spec(spec: Spec) -> dict[str, str]:
             if planned is None:
                 raise UserError(f"{where}: {table} {exc}") from None
             unavailable[label] = f"{PLANNED_SCHEMES[planned]} ({planned}) is not in this build"
+    check_scheme_labels(spec)
     return unavailable
 
 
@@ -276,7 +286,7 @@ def plan_sweep(spec: Spec, store: Store, version: str | None = None) -> Plan:
     plan = Plan(points=points, unavailable=unavailable)
     plan.calibration = _calibrate(plan, store)
     for p in plan.points:
-        p.estimate *= plan.calibration
+        p.estimate = p.estimate * plan.calibration + POINT_SECONDS
     return plan
 
 
@@ -288,7 +298,8 @@ def _calibrate(plan: Plan, store: Store) -> float:
             continue
         t = store.read_timing(p.key)
         if t and t.get("wall_seconds"):
-            ratios.append(float(t["wall_seconds"]) / p.estimate)
+            # the traffic's share of the measured time (the fixed cost is not scaled)
+            ratios.append(max(float(t["wall_seconds"]) - POINT_SECONDS, 0.0) / p.estimate)
     return statistics.median(ratios) if len(ratios) >= 3 else 1.0
 
 
@@ -299,11 +310,12 @@ def _copy(obj: Any) -> Any:
 
 
 def estimate_wall(points: list[PlannedPoint], workers: int) -> float:
-    """Rough wall time for ``points`` on ``workers`` parallel workers."""
+    """Rough wall time for ``points`` on ``workers`` parallel workers (with the workers' start,
+    :data:`START_SECONDS`)."""
     if not points:
         return 0.0
     total = sum(p.estimate for p in points)
-    return max(total / max(1, workers), max(p.estimate for p in points))
+    return START_SECONDS + max(total / max(1, workers), max(p.estimate for p in points))
 
 
 def workers_for(points: list[PlannedPoint], seconds: float) -> int | None:
@@ -312,6 +324,7 @@ def workers_for(points: list[PlannedPoint], seconds: float) -> int | None:
     estimated to take longer)."""
     if not points:
         return 1
+    seconds -= START_SECONDS
     if max(p.estimate for p in points) > seconds:
         return None
     total = sum(p.estimate for p in points)
@@ -419,7 +432,7 @@ def run_sweep(
             f"expected ~{fmt_seconds(expected)} → {store.root}",
             file=sys.stderr,
         )
-        bar = tqdm(
+        bar = progress_bar(
             total=len(todo), unit="pt", desc=spec.name, disable=not progress,
             dynamic_ncols=True, smoothing=0.1, file=sys.stderr,
         )  # fmt: skip

@@ -401,9 +401,24 @@ class Testbed:
         return run(self.exec_argv(node, argv), timeout=timeout, what=f"on {node}")
 
     def popen_in(self, node: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
-        """Starts ``argv`` inside ``node`` (a child process of the caller). Call it, and record
-        the process, inside :func:`signals_held`."""
-        return subprocess.Popen(self.exec_argv(node, argv), **kwargs)
+        """Starts ``argv`` inside ``node`` (a child process of the caller), tagged as this
+        tool's (:data:`TAG_ENV`). Call it, and record the process, inside
+        :func:`signals_held`."""
+        env = dict(kwargs.pop("env", None) or os.environ)
+        env[TAG_ENV] = self.prefix
+        return subprocess.Popen(self.exec_argv(node, argv), env=env, **kwargs)
+
+    def tagged_pids(self, nodes: Sequence[str]) -> dict[str, list[int]]:
+        """The processes inside each of ``nodes`` that this tool started for this testbed
+        (:meth:`popen_in`'s tag): what a killed run left. Others — a user's observer started
+        with ``ip netns exec`` — are not listed."""
+        out: dict[str, list[int]] = {}
+        for node, pids in self.pids().items():
+            if node in nodes:
+                mine = [p for p in pids if process_tag(p) == self.prefix]
+                if mine:
+                    out[node] = mine
+        return out
 
     def qdisc_stats(self, nodes: Sequence[str] | None = None) -> dict[tuple[str, str], dict]:
         """``{(node, port): {"bytes", "packets", "drops", "backlog", "qlen"}}`` of every root
@@ -448,6 +463,38 @@ class Testbed:
         return out
 
 
+def command(action: str, prefix: str) -> str:
+    """The ``repflow testbed ACTION`` command line that acts on ``prefix`` (``--prefix`` given
+    unless it is the default), for messages a user may follow literally."""
+    tail = "" if prefix == DEFAULT_PREFIX else f" --prefix {prefix}"
+    return f"repflow testbed {action}{tail}"
+
+
+def check_tcp_cc(tcp_cc: str) -> None:
+    """Refuses, before anything is built, a host congestion control the namespaces could not
+    use: one the kernel does not have (``tcp_available_congestion_control``), or one it has but
+    allows only in the root namespace (a namespace may set only what
+    ``net.ipv4.tcp_allowed_congestion_control`` lists)."""
+    avail_cc = sysctl_path("net.ipv4.tcp_available_congestion_control")
+    if avail_cc.exists() and tcp_cc not in avail_cc.read_text().split():
+        raise UserError(
+            f"--tcp: congestion control {tcp_cc!r} is not available in this kernel; "
+            f"available: {avail_cc.read_text().strip()} (a module may add it: "
+            f"`modprobe tcp_{tcp_cc}`)"
+        )
+    allowed_cc = sysctl_path("net.ipv4.tcp_allowed_congestion_control")
+    if allowed_cc.exists():
+        allowed = allowed_cc.read_text().split()
+        if tcp_cc not in allowed:
+            wanted = " ".join([*allowed, tcp_cc])
+            raise UserError(
+                f"--tcp: congestion control {tcp_cc!r} is available but a network namespace "
+                f"may use only those in net.ipv4.tcp_allowed_congestion_control "
+                f"({' '.join(allowed)}); allow it, as root in the root namespace: "
+                f'sysctl -w net.ipv4.tcp_allowed_congestion_control="{wanted}"'
+            )
+
+
 def up(
     topo: Topology,
     *,
@@ -468,12 +515,7 @@ def up(
         raise UserError(f"--buffer must be at least 1 packet, got {buffer}")
     if rto_min_ms is not None and not 1 <= rto_min_ms <= 10_000:
         raise UserError(f"--rto-min must be between 1ms and 10s, got {rto_min_ms:g} ms")
-    avail_cc = sysctl_path("net.ipv4.tcp_available_congestion_control")
-    if avail_cc.exists() and tcp_cc not in avail_cc.read_text().split():
-        raise UserError(
-            f"--tcp: congestion control {tcp_cc!r} is not available in this kernel; "
-            f"available: {avail_cc.read_text().strip()}"
-        )
+    check_tcp_cc(tcp_cc)
     feats = kernel_features()
     for name, key, needed in (
         (
@@ -502,7 +544,8 @@ def up(
     with _locked(prefix):
         if read_state(prefix) is not None:
             raise UserError(
-                f"a testbed with prefix {prefix!r} is already up; run `repflow testbed down` first"
+                f"a testbed with prefix {prefix!r} is already up; run "
+                f"`{command('down', prefix)}` first"
             )
         names = [f"{prefix}{n}" for n in topo.nodes]
         clash = sorted(set(names) & set(list_netns()))
@@ -621,6 +664,25 @@ def _build(tb: Testbed, say: Callable[[str], None]) -> None:
     _parallel(qdiscs, nodes)
 
 
+#: Environment variable that marks a process this tool started inside a testbed's namespace
+#: (its value: the testbed's prefix); ``testbed run`` stops only such leftovers.
+TAG_ENV = "REPFLOW_TESTBED_PREFIX"
+
+
+def process_tag(pid: int) -> str | None:
+    """The :data:`TAG_ENV` value process ``pid`` was started with, or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = fh.read().split(b"\0")
+    except OSError:
+        return None
+    key = TAG_ENV.encode() + b"="
+    for item in env:
+        if item.startswith(key):
+            return item[len(key):].decode(errors="replace")
+    return None
+
+
 def kill_inside(namespaces: Sequence[str]) -> int:
     """SIGTERM, then SIGKILL, every process inside ``namespaces``. Returns how many are still
     alive afterwards (0 when all stopped)."""
@@ -629,6 +691,13 @@ def kill_inside(namespaces: Sequence[str]) -> int:
     for ns in namespaces:
         if ns in existing:
             pids += [int(x) for x in run(["ip", "netns", "pids", ns]).split()]
+    return kill_pids(pids)
+
+
+def kill_pids(pids: Sequence[int]) -> int:
+    """SIGTERM, then SIGKILL, every process of ``pids``. Returns how many are still alive
+    afterwards (0 when all stopped)."""
+    pids = list(pids)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = []
         for pid in pids:
@@ -684,6 +753,10 @@ def down(prefix: str = DEFAULT_PREFIX, force: bool = False) -> list[str]:
         if force:
             names += [n for n in list_netns() if n.startswith(prefix) and n not in names]
         deleted = _teardown(names)
+        from repflow.testbed import stale
+
+        # A run killed with -9: its work directories and run lock, provably unused now.
+        stale.clean(prefix)
         with contextlib.suppress(FileNotFoundError):
             _state_path(prefix).unlink()
         with contextlib.suppress(OSError):
@@ -704,24 +777,29 @@ def current(prefix: str = DEFAULT_PREFIX) -> Testbed:
     """The testbed that is up with ``prefix``; a clear error if there is none."""
     state = read_state(prefix)
     if state is None:
-        raise UserError(f"no testbed is up (prefix {prefix!r}); run `repflow testbed up` first")
+        raise UserError(
+            f"no testbed is up (prefix {prefix!r}); run `{command('up', prefix)}` first"
+        )
     if state.get("status") != "up":
         raise UserError(
             f"the testbed with prefix {prefix!r} is not fully built "
-            f"(status {state.get('status')!r}); run `repflow testbed down`"
+            f"(status {state.get('status')!r}); run `{command('down', prefix)}`"
         )
     return Testbed.from_state(state)
 
 
 def stop_processes(procs: Sequence[subprocess.Popen], timeout: float = 5.0) -> None:
-    """Terminates every process still running, then waits for each; one that has not exited
-    after ``timeout`` seconds is killed."""
+    """Terminates every process still running, then waits for them; those that have not exited
+    ``timeout`` seconds after the signal (one deadline for all) are killed, all at once (a
+    process takes up to half a second to die: one after the other, sixteen took seconds)."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.02)
     for p in procs:
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        if p.poll() is None:
             p.kill()
-            p.wait()
+    for p in procs:
+        p.wait()

@@ -36,7 +36,7 @@ import pandas as pd
 
 from repflow.errors import UserError
 from repflow.net import summarize as net_summarize
-from repflow.testbed import netns
+from repflow.testbed import netns, stale
 from repflow.testbed.netns import Testbed, run, signals_held, stop_processes
 from repflow.testbed.units import format_rate, parse_duration
 
@@ -45,6 +45,8 @@ REPFLOW = [sys.executable, "-m", "repflow"]
 HOSTCMD = [sys.executable, "-m", "repflow.testbed.hostcmd"]
 #: longest wait for sixteen servers or generators to start (Python start-up on a busy machine)
 START_TIMEOUT = 180.0
+#: seconds the servers of a failed run get to stop before SIGKILL
+FAILED_STOP_TIMEOUT = 0.2
 #: ports each host serves: PORT .. PORT + SERVE_PORTS - 1 (copies use port + i)
 SERVE_PORTS = 4
 #: ``--scheme`` of a testbed run (``mptcp``: TCP flows on the kernel's Multipath TCP)
@@ -234,9 +236,10 @@ def exclusive_hosts(tb: Testbed, say=lambda _m: None) -> Iterator[None]:
     """Holds the testbed's run lock for the block, after stopping what earlier runs left behind.
 
     A second run while one is in progress is refused (the lock is a ``flock``, released by the
-    kernel when its holder dies, so a killed run never blocks the next). Every process still
-    inside a host namespace then belongs to a dead run (its orphaned servers or generators):
-    they are stopped, and ``say`` reports how many.
+    kernel when its holder dies, so a killed run never blocks the next). Every process this
+    tool started inside a host namespace (tagged, :data:`netns.TAG_ENV`) then belongs to a dead
+    run (its orphaned servers or generators): they are stopped, and ``say`` reports how many.
+    Processes a user started there (an ``ip netns exec … ip mptcp monitor``) are left alone.
     """
     path = _run_lock_path(tb)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,10 +253,10 @@ def exclusive_hosts(tb: Testbed, say=lambda _m: None) -> Iterator[None]:
             ) from None
         fh.write(f"{os.getpid()}\n")
         fh.flush()
-        left = {h: p for h, p in tb.pids().items() if p and tb.topo.nodes[h].kind == "host"}
+        left = tb.tagged_pids([h.name for h in tb.topo.hosts])
         if left:
             n = sum(len(p) for p in left.values())
-            stopped = netns.kill_inside([tb.ns(h) for h in left])
+            stopped = netns.kill_pids([pid for pids in left.values() for pid in pids])
             say(
                 f"stopped {n} processes an earlier run left on {', '.join(sorted(left))}"
                 + ("" if stopped == 0 else f" ({stopped} would not die)")
@@ -261,7 +264,7 @@ def exclusive_hosts(tb: Testbed, say=lambda _m: None) -> Iterator[None]:
             if stopped:
                 raise UserError(
                     f"{stopped} processes left by an earlier run on {', '.join(sorted(left))} "
-                    "would not stop; run `repflow testbed down` and `up` again"
+                    f"would not stop; run `{netns.command('down', tb.prefix)}` and `up` again"
                 )
         try:
             yield
@@ -395,6 +398,12 @@ def servers(
             if pending:
                 time.sleep(0.2)
         yield procs
+    except BaseException:
+        # The run failed (a server or generator died, Ctrl-C): the servers' own orderly stop
+        # waits for connections the dead run cannot close (~7 s on a k = 4 testbed), so they
+        # get 0.2 s, not ten, before SIGKILL, and the error reaches the user within ~1 s.
+        stop_processes(procs, timeout=FAILED_STOP_TIMEOUT)
+        raise
     finally:
         stop_processes(procs, timeout=10)
 
@@ -513,11 +522,15 @@ def run_workload(
         mptcp.require_enabled(tb)  # before anything is made
     rate = format_rate(tb.rate_bps)
     parent = Path(out).absolute().parent
+    # What a run killed with -9 left (its work directories, provably stale) goes first.
+    stale.clean(tb.prefix, near=Path(out), locks=False)
     try:
         parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{Path(out).name}.hosts-", dir=parent))
     except OSError as exc:
         raise UserError(f"--out: cannot create '{out}': {exc.strerror}") from None
+    owner = contextlib.ExitStack()  # the work directory is live (locked) until it is removed
+    owner.enter_context(stale.owned_workdir(work, tb.prefix))
     keep_logs = False
     saved: dict[str, bytes] = {}
     try:
@@ -584,6 +597,7 @@ def run_workload(
             logs = sorted(work.glob("*.log"))
             saved = {f.name: f.read_bytes() for f in logs}
             shutil.rmtree(work, ignore_errors=True)
+        owner.close()
     from repflow import __version__
 
     summary = summarize(flows, counters)
@@ -701,10 +715,10 @@ def _wait_loads(
 ) -> None:
     """Waits for every generator; fails at once, naming the host, when a generator exits with
     an error or a server dies."""
-    from tqdm import tqdm
+    from repflow.progress import bar as progress_bar
 
     limit = duration + drain + 60
-    bar = tqdm(
+    bar = progress_bar(
         total=round(duration),
         unit="s",
         desc="testbed run",

@@ -1,0 +1,146 @@
+"""Reports that are rebuilt only when their inputs changed, and the combined report of a
+``repflow reproduce`` directory rebuilt from what it holds.
+
+A sweep's report (figures, ``report.html``, ``report.md``) is a function of its store: the sweep
+record (``sweep.json``), which points are finished or failed, and the project version. After a
+report is built, :func:`record` writes a stamp (:data:`STAMP`) with a fingerprint of those
+inputs and the claim verdicts. A rerun of ``repflow reproduce`` that computed nothing then finds
+the stamp current and reuses the verdicts without reading a point or drawing a figure
+(:func:`report_claims`); anything that changed — a point computed or retried, a spec edited, a
+new version — rebuilds the report as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from repflow.errors import UserError
+from repflow.experiments.claims import CLAIMS, ClaimResult
+from repflow.experiments.store import POINTS, SWEEP_FILE, write_json_atomic
+
+#: The stamp a built report leaves in its sweep directory.
+STAMP = ".uptodate.json"
+#: Files a built report consists of (all must exist for the stamp to count).
+REPORT_FILES = ("report.html", "report.md", "summary.csv", "figures")
+
+
+def fingerprint(root: Path) -> str:
+    """A digest of everything a sweep's report is built from: ``sweep.json``, the name and
+    files of every stored point (a point directory never changes once written; a retried one is
+    replaced, with other files) and the project version."""
+    from repflow import __version__
+
+    h = hashlib.sha256()
+    h.update(__version__.encode())
+    h.update((root / SWEEP_FILE).read_bytes())
+    points = root / POINTS
+    if points.is_dir():
+        for d in sorted(points.iterdir()):
+            if d.name.startswith(".") or not d.is_dir():
+                continue
+            files = sorted(f.name for f in d.iterdir() if f.name != "timing.json")
+            h.update(f"{d.name}:{','.join(files)};".encode())
+    return h.hexdigest()
+
+
+def record(root: Path, claims: Sequence[ClaimResult]) -> None:
+    """Writes the stamp of the report just built in ``root``."""
+    write_json_atomic(
+        root / STAMP,
+        {
+            "fingerprint": fingerprint(root),
+            "claims": [
+                {"id": c.claim.id, "measured": c.measured, "verdict": c.verdict} for c in claims
+            ],
+        },
+    )
+
+
+def current_claims(root: Path) -> list[ClaimResult] | None:
+    """The claim verdicts of ``root``'s report if the report is up to date with its store,
+    else None (no stamp, a report file missing, or any input changed)."""
+    try:
+        stamp = json.loads((root / STAMP).read_text(encoding="utf-8"))
+        if not all((root / name).exists() for name in REPORT_FILES):
+            return None
+        if stamp.get("fingerprint") != fingerprint(root):
+            return None
+        by_id = {c.id: c for c in CLAIMS}
+        return [ClaimResult(by_id[c["id"]], c["measured"], c["verdict"]) for c in stamp["claims"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def report_claims(root: Path, progress: Callable[[str], None] | None = None,
+                  force: bool = False) -> tuple[list[ClaimResult], bool]:  # fmt: skip
+    """The claim verdicts of the sweep in ``root``, building its report only when it is not
+    up to date (or ``force``). Returns ``(claims, rebuilt)``."""
+    if not force:
+        claims = current_claims(root)
+        if claims is not None:
+            if progress is not None:
+                progress("up to date (nothing changed since it was built): not redrawn")
+            return claims, False
+    from repflow.experiments.report import build_report
+
+    rep = build_report(root, progress=progress)
+    record(root, rep.claims)
+    return rep.claims, True
+
+
+# -- `repflow report` on a `repflow reproduce` directory ---------------------------------------
+
+
+def read_marker(root: Path) -> dict[str, Any] | None:
+    """The ``reproduce.json`` of a ``repflow reproduce`` root, or None."""
+    from repflow.experiments.reproduce import MARKER
+
+    try:
+        doc = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def rebuild_combined(root: Path, progress: Callable[[str], None] | None = None
+                     ) -> tuple[Path, Path, list]:  # fmt: skip
+    """Rebuilds every study's report under a ``repflow reproduce`` root and then the combined
+    report, from what the root holds (nothing is simulated). Returns the combined report's
+    Markdown and HTML paths and its rows."""
+    from repflow.experiments.papers import find_paper
+    from repflow.experiments.reproduce import plan_runs, write_report
+
+    marker = read_marker(root)
+    if marker is None:
+        raise UserError(f"{root}: not a `repflow reproduce` directory (no reproduce.json)")
+    quick = "--quick" in str(marker.get("command", ""))
+    papers = [find_paper(p) for p in marker.get("papers", [])]
+    runs = plan_runs(papers, quick, str(marker.get("profiles", "both")), root)
+    recorded = {(r.get("spec"), r.get("profile")) for r in marker.get("runs", [])}
+    runs = [r for r in runs if not recorded or (r.spec_name, r.profile) in recorded]
+    for r in runs:
+        if r.missing or r.spec is None:
+            continue
+        if not (r.out / SWEEP_FILE).is_file():
+            r.error = "not computed yet (run `repflow reproduce` to compute it)"
+            continue
+        if progress is not None:
+            progress(f"{r.spec_name} under {r.profile}")
+        try:
+            r.claims, _ = report_claims(r.out, progress=progress, force=True)
+        except UserError as exc:
+            r.error = str(exc)
+    md, html_path = write_report(root, runs, quick, 0.0)
+    from repflow.experiments.reproduce import claim_rows
+
+    return md, html_path, claim_rows(runs)
+
+
+def say(msg: str) -> None:
+    """Progress on standard error (one line per step)."""
+    print(f"report: {msg}", file=sys.stderr, flush=True)
