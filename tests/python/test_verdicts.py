@@ -3,6 +3,8 @@ into holds / direction only / does not hold / inconclusive (synthetic samples, n
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -219,3 +221,16 @@ scheme = ["tcp"]
     assert got == {"websearch": "10ms", "datamining": "30ms"}
     with pytest.raises(UserError, match=r"t.toml: \[workloads.datamning\]: no point runs"):
         parse_spec(text.replace("[workloads.datamining]", "[workloads.datamning]"), "t.toml")
+
+
+def test_a_reused_report_keeps_every_point_of_its_claims() -> None:
+    from repflow.experiments import uptodate
+
+    rng = np.random.default_rng(12)
+    base = [_lognormal(rng, 300, 1e-3) for _ in range(2)]
+    out = _rf1(_evidence(base, [b * 0.4 for b in base]))
+    p = out.points[0]
+    back = uptodate._point_of(json.loads(json.dumps(uptodate._point_json(p))))
+    assert back == p
+    # a change to the code that decides a report makes its stamp stale
+    assert "claims" in uptodate.REPORT_CODE and "stats" in uptodate.REPORT_CODE

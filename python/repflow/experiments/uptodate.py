@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from repflow.errors import UserError
-from repflow.experiments.claims import CLAIMS, ClaimResult
+from repflow.experiments.claims import CLAIMS, ClaimResult, Point
+from repflow.experiments.stats import Interval
 from repflow.experiments.store import POINTS, SWEEP_FILE, write_json_atomic
 
 #: The stamp a built report leaves in its sweep directory.
@@ -29,14 +30,31 @@ STAMP = ".uptodate.json"
 REPORT_FILES = ("report.html", "report.md", "summary.csv", "figures")
 
 
+#: Modules whose code decides a report's contents: a change to any of them makes every stamp
+#: stale (the version alone does not change between releases).
+REPORT_CODE = ("analysis", "claims", "stats", "report", "figures")
+
+
+def _code_digest() -> bytes:
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in REPORT_CODE:
+        try:
+            h.update((here / f"{name}.py").read_bytes())
+        except OSError:
+            h.update(name.encode())
+    return h.digest()
+
+
 def fingerprint(root: Path) -> str:
     """A digest of everything a sweep's report is built from: ``sweep.json``, the name and
     files of every stored point (a point directory never changes once written; a retried one is
-    replaced, with other files) and the project version."""
+    replaced, with other files), the project version and the code of :data:`REPORT_CODE`."""
     from repflow import __version__
 
     h = hashlib.sha256()
     h.update(__version__.encode())
+    h.update(_code_digest())
     h.update((root / SWEEP_FILE).read_bytes())
     points = root / POINTS
     if points.is_dir():
@@ -55,7 +73,9 @@ def record(root: Path, claims: Sequence[ClaimResult]) -> None:
         {
             "fingerprint": fingerprint(root),
             "claims": [
-                {"id": c.claim.id, "measured": c.measured, "verdict": c.verdict} for c in claims
+                {"id": c.claim.id, "measured": c.measured, "verdict": c.verdict,
+                 "reason": c.reason, "points": [_point_json(p) for p in c.points]}
+                for c in claims
             ],
         },
     )
@@ -71,9 +91,30 @@ def current_claims(root: Path) -> list[ClaimResult] | None:
         if stamp.get("fingerprint") != fingerprint(root):
             return None
         by_id = {c.id: c for c in CLAIMS}
-        return [ClaimResult(by_id[c["id"]], c["measured"], c["verdict"]) for c in stamp["claims"]]
+        return [ClaimResult(by_id[c["id"]], c["measured"], c["verdict"], c.get("reason", ""),
+                            [_point_of(p) for p in c.get("points", [])])
+                for c in stamp["claims"]]  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _point_json(p: Point) -> dict[str, Any]:
+    iv = p.interval
+    return {"part": p.part, "workload": p.workload, "load": p.load, "metric": p.metric,
+            "published": [p.published_lo, p.published_hi], "unit": p.unit,
+            "admits": sorted(p.admits), "boundaries": list(p.boundaries),
+            "interval": {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi,
+                         "flows": list(iv.flows), "seeds": iv.seeds, "paired": iv.paired,
+                         "tail_flows": iv.tail_flows}}  # fmt: skip
+
+
+def _point_of(d: dict[str, Any]) -> Point:
+    i = d["interval"]
+    iv = Interval(float(i["estimate"]), float(i["lo"]), float(i["hi"]), tuple(i["flows"]),
+                  int(i["seeds"]), bool(i["paired"]), i.get("tail_flows"))  # fmt: skip
+    return Point(d["part"], d["workload"], float(d["load"]), d["metric"],
+                 float(d["published"][0]), float(d["published"][1]), iv,
+                 frozenset(d["admits"]), tuple(d["boundaries"]), d.get("unit", "%"))  # fmt: skip
 
 
 def report_claims(root: Path, progress: Callable[[str], None] | None = None,
@@ -120,7 +161,8 @@ def rebuild_combined(root: Path, progress: Callable[[str], None] | None = None
         raise UserError(f"{root}: not a `repflow reproduce` directory (no reproduce.json)")
     quick = "--quick" in str(marker.get("command", ""))
     papers = [find_paper(p) for p in marker.get("papers", [])]
-    runs = plan_runs(papers, quick, str(marker.get("profiles", "both")), root)
+    runs = plan_runs(papers, quick, str(marker.get("profiles", "both")), root,
+                     int(marker.get("seed_offset", 0) or 0))
     recorded = {(r.get("spec"), r.get("profile")) for r in marker.get("runs", [])}
     runs = [r for r in runs if not recorded or (r.spec_name, r.profile) in recorded]
     for r in runs:
