@@ -6,6 +6,21 @@
 //
 //   trace_mptcp -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE -subflows N
 //               -cc lia|uncoupled [-queue random|droptail] [-seed S] [-scan_us U] [-end_ms T]
+//               [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]
+//               [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X]
+//
+// Optional settings (unset: htsim's defaults, as the committed k = 4 fixtures ran):
+// -edge_hosts H: H hosts per edge switch (edge_fat_tree.h, e.g. MPTCP-L's 320 hosts with k = 8,
+// H = 10) instead of htsim's FatTreeTopology (k/2 per edge switch); DropTail switch ports
+// (htsim's ECNQueue, marks ignored), host NICs per -hostq: htsim's FairPriorityQueue (the
+// topology's default) or a FIFO Queue, both unlimited;
+// -pkt: data packet size (Packet::set_packet_size); -iw, -ssthresh (0: unlimited), -maxwnd_pkts:
+// every subflow's initial window, slow-start threshold and window cap in packets;
+// -initial_rto_us: every subflow's RTO before its first RTT sample (its SYN's timer);
+// -rto_rtts X: every subflow's RTO is X smoothed RTTs (no floor: htsim's 250 ms floor removed),
+// recomputed after htsim's code on every RTT sample, as RepFlow's scheme.rto_rtts.
+// With any of them set, the RTO timers are scanned only for flows not yet complete (same
+// instants, same order as htsim's TcpRtxTimerScanner, which scans every subflow ever started).
 //
 // -queue: switch queues are htsim's RandomQueue (the default: it also drops 10 % of arrivals
 // in the last 3 packets of the buffer) or DropTail (htsim's ECNQueue, whose CE marks htsim's
@@ -39,6 +54,8 @@
 #include "mtcp.h"
 #include "network.h"
 #include "tcp.h"
+#include "ecnqueue.h"
+#include "edge_fat_tree.h"
 
 EventList eventlist;
 
@@ -65,6 +82,8 @@ struct Conn {
 static std::vector<Conn> conns;
 static std::map<const void*, size_t> index_of;
 static size_t finished = 0;
+
+static double rto_rtts = 0;  // -rto_rtts (0: htsim's RTO)
 
 class CountingTcpLogger : public TcpLogger {
 public:
@@ -140,7 +159,15 @@ public:
             return;
         }
         budget();
+        TcpAck* ack = (TcpAck*)(&pkt);
+        bool sampled = ack->ackno() >= _last_acked && eventlist().now() != ack->ts();
         TcpSrc::receivePacket(pkt);
+        if (rto_rtts > 0 && sampled && _rtt > 0) {
+            simtime_picosec now = eventlist().now();
+            simtime_picosec rto = (simtime_picosec)(rto_rtts * (double)_rtt);
+            if (_RFC2988_RTO_timeout == now + _rto) _RFC2988_RTO_timeout = now + rto;
+            _rto = rto;
+        }
         account();
         check_done();
     }
@@ -161,17 +188,46 @@ private:
     size_t _i;
 };
 
+// Scans the RTO timers of the subflows of flows not yet complete, each period from t = 0, in
+// registration order (htsim's TcpRtxTimerScanner scans every subflow ever registered).
+class ActiveScanner : public EventSource {
+public:
+    ActiveScanner(simtime_picosec period, EventList& ev)
+        : EventSource(ev, "ActiveScanner"), _period(period) {
+        ev.sourceIsPendingRel(*this, _period);
+    }
+    void add(Subflow* s, size_t i) { _subs.emplace_back(s, i); }
+    void doNextEvent() override {
+        simtime_picosec now = eventlist().now();
+        size_t j = 0;
+        for (size_t i = 0; i < _subs.size(); i++) {
+            if (conns[_subs[i].second].done) continue;
+            _subs[i].first->rtx_timer_hook(now, _period);
+            _subs[j++] = _subs[i];
+        }
+        _subs.resize(j);
+        if (!_subs.empty()) eventlist().sourceIsPendingRel(*this, _period);
+    }
+private:
+    simtime_picosec _period;
+    std::vector<std::pair<Subflow*, size_t>> _subs;
+};
+
 static void usage(const char* p) {
     std::cerr << "usage: " << p << " -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE"
               << " -subflows N -cc lia|uncoupled [-queue random|droptail] [-seed S]"
-              << " [-scan_us U] [-end_ms T]\n";
+              << " [-scan_us U] [-end_ms T] [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]"
+              << " [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X]\n";
     exit(2);
 }
 
 int main(int argc, char** argv) {
     uint32_t k = 4, queue_pkts = 100, seed = 1, subflows = 1;
     double gbps = 10, link_us = 1, scan_us = 10, end_ms = 10000;
-    const char *trace = nullptr, *out = nullptr, *cc = "lia", *queue = "random";
+    const char *trace = nullptr, *out = nullptr, *cc = "lia", *queue = "random", *hostq = "fairprio";
+    uint32_t edge_hosts = 0;
+    int pkt = 0, iw = -1, ssthresh = -1, maxwnd_pkts = 0;
+    double initial_rto_us = 0;
     for (int i = 1; i < argc; i++) {
         auto next = [&]() -> const char* { if (i + 1 >= argc) usage(argv[0]); return argv[++i]; };
         if (!strcmp(argv[i], "-k")) k = atoi(next());
@@ -186,6 +242,14 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "-seed")) seed = atoi(next());
         else if (!strcmp(argv[i], "-scan_us")) scan_us = atof(next());
         else if (!strcmp(argv[i], "-end_ms")) end_ms = atof(next());
+        else if (!strcmp(argv[i], "-edge_hosts")) edge_hosts = atoi(next());
+        else if (!strcmp(argv[i], "-hostq")) hostq = next();
+        else if (!strcmp(argv[i], "-pkt")) pkt = atoi(next());
+        else if (!strcmp(argv[i], "-iw")) iw = atoi(next());
+        else if (!strcmp(argv[i], "-ssthresh")) ssthresh = atoi(next());
+        else if (!strcmp(argv[i], "-maxwnd_pkts")) maxwnd_pkts = atoi(next());
+        else if (!strcmp(argv[i], "-initial_rto_us")) initial_rto_us = atof(next());
+        else if (!strcmp(argv[i], "-rto_rtts")) rto_rtts = atof(next());
         else usage(argv[0]);
     }
     if (!trace || !out || subflows < 1) usage(argv[0]);
@@ -199,6 +263,9 @@ int main(int argc, char** argv) {
     else usage(argv[0]);
     srand(seed);
     srandom(seed);
+    if (pkt > 0) Packet::set_packet_size(pkt);
+    bool active_scan = edge_hosts || pkt > 0 || iw >= 0 || ssthresh >= 0 || maxwnd_pkts ||
+                       initial_rto_us > 0 || rto_rtts > 0;
 
     std::vector<FlowSpec> flows;
     {
@@ -220,15 +287,36 @@ int main(int argc, char** argv) {
     QueueLoggerFactory qlf(logfile, QueueLoggerFactory::LOGGER_SAMPLING, eventlist);
     qlf.set_sample_period(timeFromMs(1000));
     uint32_t hosts = k * k * k / 4;
-    FatTreeTopology top(hosts, speedFromGbps(gbps), memFromPkt(queue_pkts), &qlf, &eventlist,
-                        nullptr, qt, timeFromUs(link_us), 0, FAIR_PRIO);
+    FatTreeTopology* top = nullptr;
+    EdgeFatTree* etop = nullptr;
+    if (edge_hosts) {
+        if (qt != ECN || (strcmp(hostq, "fifo") && strcmp(hostq, "fairprio"))) usage(argv[0]);
+        linkspeed_bps sp = speedFromGbps(gbps);
+        mem_b qs = memFromPkt(queue_pkts);
+        bool fifo = !strcmp(hostq, "fifo");
+        etop = new EdgeFatTree(
+            k, edge_hosts, timeFromUs(link_us), eventlist,
+            [&]() -> BaseQueue* {
+                return new ECNQueue(sp, qs, eventlist, nullptr, memFromPkt(1e9));
+            },
+            [&]() -> BaseQueue* {
+                if (fifo) return new Queue(sp, memFromPkt(1e9), eventlist, nullptr);
+                return new FairPriorityQueue(sp, memFromPkt(1e9), eventlist, nullptr);
+            });
+    } else {
+        top = new FatTreeTopology(hosts, speedFromGbps(gbps), memFromPkt(queue_pkts), &qlf,
+                                  &eventlist, nullptr, qt, timeFromUs(link_us), 0, FAIR_PRIO);
+    }
 
-    TcpRtxTimerScanner scanner(timeFromUs(scan_us), eventlist);
+    TcpRtxTimerScanner* scanner = active_scan ? nullptr
+                                  : new TcpRtxTimerScanner(timeFromUs(scan_us), eventlist);
+    ActiveScanner* ascanner = active_scan ? new ActiveScanner(timeFromUs(scan_us), eventlist)
+                                          : nullptr;
     CountingTcpLogger tcplog;
     std::map<std::pair<uint32_t, uint32_t>, std::vector<const Route*>*> paths;
     auto get = [&](uint32_t a, uint32_t b) {
         auto& v = paths[{a, b}];
-        if (!v) v = top.get_paths(a, b);
+        if (!v) v = etop ? etop->get_paths(a, b) : top->get_paths(a, b);
         return v;
     };
     for (size_t i = 0; i < flows.size(); i++) {
@@ -244,7 +332,13 @@ int main(int argc, char** argv) {
             auto* snk = new TcpSink();
             index_of[src] = i;
             c.subs.push_back(src);
-            scanner.registerTcp(*src);
+            if (scanner) scanner->registerTcp(*src);
+            else ascanner->add(src, i);
+            if (iw >= 0) src->set_cwnd((uint64_t)iw * src->_mss);
+            if (ssthresh >= 0)
+                src->set_ssthresh(ssthresh ? (uint64_t)ssthresh * src->_mss : (uint64_t)1 << 30);
+            if (maxwnd_pkts) src->_maxcwnd = maxwnd_pkts * src->_mss;
+            if (initial_rto_us > 0) src->_rto = timeFromUs(initial_rto_us);
             Route* out_route = new Route(*fwd->at(random() % fwd->size()));
             out_route->push_back(snk);
             Route* back = new Route(*rev->at(random() % rev->size()));

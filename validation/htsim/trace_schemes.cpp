@@ -7,7 +7,11 @@
 //                 -scheme tcp|repflow|dctcp|repflow-dctcp [-seed S] [-pkt B] [-iw N]
 //                 [-ssthresh N] [-maxwnd_pkts N] [-min_rto_us U] [-initial_rto_us U]
 //                 [-ecn_k_pkts K] [-rep_max BYTES] [-queue droptail|random]
-//                 [-hostq fifo|fairprio] [-scan_us U] [-end_ms T]
+//                 [-hostq fifo|fairprio] [-scan_us U] [-end_ms T] [-ssthresh_flight]
+//                 [-edge_hosts H]
+//
+// -edge_hosts H: H hosts per edge switch (edge_fat_tree.h; e.g. the MPTCP-L study's 320 hosts
+// with k = 8, H = 10) instead of htsim's FatTreeTopology; switch ports as for droptail.
 //
 // FILE: one flow per line, "src dst packets start_ps bytes": the number of packets of -pkt
 // bytes on the wire the flow sends (RepFlow's ceil(bytes / mss) segments), its start, and its
@@ -32,6 +36,7 @@
 // floors every RTO computed from an RTT sample at 250 ms (hard-coded in receivePacket); with
 // -min_rto_us the driver's subclass recomputes the RTO after htsim's code from the same
 // estimator (srtt + 4 mdev) with that floor instead, and re-arms a timer htsim has just armed.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,6 +56,7 @@
 #include "queue.h"
 #include "randomqueue.h"
 #include "tcp.h"
+#include "edge_fat_tree.h"
 
 EventList eventlist;
 
@@ -65,6 +71,7 @@ struct ConnStats {
     simtime_picosec finish = 0;
     bool done = false;
     uint32_t timeouts = 0;
+    uint32_t syn_timeouts = 0;  // timeouts before the connection is established
     uint32_t fast_recoveries = 0;
     uint64_t drops = 0;
     uint64_t sent = 0;  // data packets sent, retransmissions included
@@ -79,6 +86,7 @@ public:
         auto it = conn_of.find(&src);
         if (it == conn_of.end()) return;
         if (ev == TCP_TIMEOUT) conns[it->second].timeouts++;
+        if (ev == TCP_TIMEOUT && !src._established) conns[it->second].syn_timeouts++;
         if (ev == TCP_RCV_DUP_FASTXMIT) conns[it->second].fast_recoveries++;
     }
 };
@@ -95,6 +103,7 @@ private:
 };
 
 static simtime_picosec min_rto = 0;  // 0: htsim's own 250 ms floor
+static bool ssthresh_flight = false;  // -ssthresh_flight (a diagnostic switch, tcp only)
 
 // A source (TcpSrc or DCTCPSrc) that notes when its last byte is acknowledged and, with
 // -min_rto_us, floors its RTO at min_rto instead of htsim's 250 ms.
@@ -121,8 +130,44 @@ public:
             conns[_i].finish = this->eventlist().now();
         }
     }
+    // With -ssthresh_flight (a diagnostic switch, tcp only): on a loss (timeout or fast
+    // retransmit) ssthresh = max(flight size / 2, 2 packets), RFC 5681 (4), where htsim takes
+    // max(cwnd / 2, 2 packets).
+    void deflate_window() override {
+        if (!ssthresh_flight) return Base::deflate_window();
+        uint32_t flight = (uint32_t)(this->_highest_sent - this->_last_acked);
+        this->_ssthresh = std::max(flight / 2, (uint32_t)(2 * this->_mss));
+    }
 private:
     size_t _i;
+};
+
+// htsim's TcpRtxTimerScanner calls every registered source's rtx_timer_hook each period until
+// the run's end time, so its cost grows with every flow ever started times the run's length.
+// This scanner does the same for the connections that have not completed (in registration
+// order, at the same instants: every period from t = 0) and stops once all have, which lets the
+// event list drain and the run end with the last flow.
+class ActiveScanner : public EventSource {
+public:
+    ActiveScanner(simtime_picosec period, EventList& ev)
+        : EventSource(ev, "ActiveScanner"), _period(period) {
+        ev.sourceIsPendingRel(*this, _period);
+    }
+    void add(TcpSrc* src, size_t ci) { _srcs.emplace_back(src, ci); }
+    void doNextEvent() override {
+        simtime_picosec now = eventlist().now();
+        size_t j = 0;
+        for (size_t i = 0; i < _srcs.size(); i++) {
+            if (conns[_srcs[i].second].done) continue;
+            _srcs[i].first->rtx_timer_hook(now, _period);
+            _srcs[j++] = _srcs[i];
+        }
+        _srcs.resize(j);
+        if (!_srcs.empty()) eventlist().sourceIsPendingRel(*this, _period);
+    }
+private:
+    simtime_picosec _period;
+    std::vector<std::pair<TcpSrc*, size_t>> _srcs;
 };
 
 static void usage(const char* p) {
@@ -130,13 +175,14 @@ static void usage(const char* p) {
               << " -scheme tcp|repflow|dctcp|repflow-dctcp [-seed S] [-pkt B] [-iw N]"
               << " [-ssthresh N] [-maxwnd_pkts N] [-min_rto_us U] [-initial_rto_us U]"
               << " [-ecn_k_pkts K] [-rep_max BYTES] [-queue droptail|random]"
-              << " [-hostq fifo|fairprio] [-scan_us U] [-end_ms T]\n";
+              << " [-hostq fifo|fairprio] [-scan_us U] [-end_ms T] [-ssthresh_flight]"
+              << " [-edge_hosts H]\n";
     exit(2);
 }
 
 int main(int argc, char** argv) {
     uint32_t k = 8, queue_pkts = 100, seed = 1, pkt = 1500, iw = 10, ssthresh = 0,
-             maxwnd_pkts = 0;
+             maxwnd_pkts = 0, edge_hosts = 0;
     double gbps = 1, link_us = 2, scan_us = 10, end_ms = 10000, min_rto_us = 0,
            initial_rto_us = 0, ecn_k_pkts = 20;
     uint64_t rep_max = 100000;
@@ -164,6 +210,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "-hostq")) hostq = next();
         else if (!strcmp(argv[i], "-scan_us")) scan_us = atof(next());
         else if (!strcmp(argv[i], "-end_ms")) end_ms = atof(next());
+        else if (!strcmp(argv[i], "-ssthresh_flight")) ssthresh_flight = true;
+        else if (!strcmp(argv[i], "-edge_hosts")) edge_hosts = atoi(next());
         else usage(argv[0]);
     }
     if (!trace || !out) usage(argv[0]);
@@ -171,6 +219,7 @@ int main(int argc, char** argv) {
     bool replicate = scheme == "repflow" || scheme == "repflow-dctcp";
     if (!dctcp && scheme != "tcp" && scheme != "repflow") usage(argv[0]);
     if (queue != "droptail" && queue != "random") usage(argv[0]);
+    if (ssthresh_flight && dctcp) usage(argv[0]);
     if (queue == "random" && dctcp) {
         std::cerr << "-queue random has no ECN marking: DCTCP needs droptail (ECNQueue)\n";
         return 2;
@@ -202,7 +251,20 @@ int main(int argc, char** argv) {
     uint32_t hosts = k * k * k / 4;
     linkspeed_bps speed = speedFromGbps(gbps);
     mem_b qsize = memFromPkt(queue_pkts);
-    FatTreeTopology top(hosts, speed, qsize, nullptr, &eventlist, nullptr,
+    if (edge_hosts && (queue != "droptail" || (hostq != "fifo" && hostq != "fairprio")))
+        usage(argv[0]);
+    EdgeFatTree* etop = nullptr;
+    if (edge_hosts)
+        etop = new EdgeFatTree(
+            k, edge_hosts, timeFromUs(link_us), eventlist,
+            [&]() -> BaseQueue* {
+                return new ECNQueue(speed, qsize, eventlist, nullptr, memFromPkt(ecn_k_pkts));
+            },
+            [&]() -> BaseQueue* {
+                if (hostq == "fifo") return new Queue(speed, memFromPkt(1e9), eventlist, nullptr);
+                return new FairPriorityQueue(speed, memFromPkt(1e9), eventlist, nullptr);
+            });
+    FatTreeTopology top(edge_hosts ? 16 : hosts, speed, qsize, nullptr, &eventlist, nullptr,
                         queue == "random" ? RANDOM : ECN, timeFromUs(link_us), 0, FAIR_PRIO);
     // Routes are built from the topology's queue tables on demand (get_paths), so queues put
     // into the tables now carry every packet. Switch ports: ECNQueue with our K (the topology's
@@ -231,12 +293,12 @@ int main(int argc, char** argv) {
         usage(argv[0]);
     }
 
-    TcpRtxTimerScanner scanner(timeFromUs(scan_us), eventlist);
+    ActiveScanner scanner(timeFromUs(scan_us), eventlist);
     CountingTcpLogger tcplog;
     std::map<std::pair<uint32_t, uint32_t>, std::vector<const Route*>*> paths;
     auto get = [&](uint32_t a, uint32_t b) {
         auto& v = paths[{a, b}];
-        if (!v) v = top.get_paths(a, b);
+        if (!v) v = etop ? etop->get_paths(a, b) : top.get_paths(a, b);
         return v;
     };
     std::vector<std::vector<size_t>> copies(flows.size());
@@ -262,7 +324,7 @@ int main(int argc, char** argv) {
             src->set_ssthresh(ssthresh ? (uint64_t)ssthresh * pkt : (uint64_t)1 << 30);
             if (maxwnd_pkts) src->_maxcwnd = maxwnd_pkts * pkt;
             if (initial_rto_us > 0) src->_rto = timeFromUs(initial_rto_us);
-            scanner.registerTcp(*src);
+            scanner.add(src, ci);
             auto* fwd = get(s.src, s.dst);
             auto* rev = get(s.dst, s.src);
             Route* out_route = new Route(*fwd->at(random() % fwd->size()));
@@ -278,7 +340,7 @@ int main(int argc, char** argv) {
     FILE* o = fopen(out, "w");
     if (!o) { std::cerr << out << ": cannot write\n"; return 2; }
     fprintf(o, "id,src,dst,packets,bytes,start,fct,copies,winner,timeouts,fast_recoveries,drops,"
-               "sent_packets,fct0,fct1\n");
+               "sent_packets,fct0,fct1,syn_timeouts\n");
     for (size_t i = 0; i < flows.size(); i++) {
         const FlowSpec& s = flows[i];
         double best = -1, f[2] = {-1, -1};
@@ -291,14 +353,15 @@ int main(int argc, char** argv) {
                 if (best < 0 || f[c] < best) { best = f[c]; winner = (int)c; }
             }
             sum.timeouts += cs.timeouts;
+            sum.syn_timeouts += cs.syn_timeouts;
             sum.fast_recoveries += cs.fast_recoveries;
             sum.drops += cs.drops;
             sum.sent += cs.sent;
         }
-        fprintf(o, "%zu,%u,%u,%llu,%llu,%.12g,%.12g,%zu,%d,%u,%u,%llu,%llu,%.12g,%.12g\n", i, s.src,
+        fprintf(o, "%zu,%u,%u,%llu,%llu,%.12g,%.12g,%zu,%d,%u,%u,%llu,%llu,%.12g,%.12g,%u\n", i, s.src,
                 s.dst, (unsigned long long)s.packets, (unsigned long long)s.bytes, (double)s.start * 1e-12, best,
                 copies[i].size(), winner, sum.timeouts, sum.fast_recoveries,
-                (unsigned long long)sum.drops, (unsigned long long)sum.sent, f[0], f[1]);
+                (unsigned long long)sum.drops, (unsigned long long)sum.sent, f[0], f[1], sum.syn_timeouts);
     }
     fclose(o);
     std::remove((std::string(out) + ".htsim-log").c_str());
