@@ -736,9 +736,18 @@ def cmd_htsim_study(args: argparse.Namespace) -> None:
         tcp = next(iter(settings.values()))["ours"]["tcp"]
         prov = rq_provenance(profile, tcp, rq_htsim_args(tcp), args.commit, runs)
         prov["study"] = study
+        if study == RQ:
+            prov["subset"] = (
+                "the first 100 ms of arrivals (workload.duration = 100ms on our side) instead "
+                "of 300 ms; every scheme, workload, load and seed"
+            )
         prov["schemes"] = {k: v["ours"]["scheme"] for k, v in settings.items()}
         prov["topology arguments"] = " ".join(st["topology"])
         if study != RQ:
+            prov["driver"] = ("validation/htsim/trace_schemes.cpp (tcp, repflow), "
+                              "validation/htsim/trace_mptcp.cpp (mptcp), both on "
+                              "validation/htsim/edge_fat_tree.h")  # fmt: skip
+            prov["subset"] = "none: the study's points as they are (100 ms of arrivals)"
             prov["settings"]["matched"]["topology"] = (
                 "8-pod fat-tree with 10 hosts per edge switch (320 hosts, 2.5:1 at the edge; "
                 "validation/htsim/edge_fat_tree.h, htsim's queues and pipes), 1 Gb/s, 1 µs per "

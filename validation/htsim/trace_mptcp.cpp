@@ -7,7 +7,7 @@
 //   trace_mptcp -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE -subflows N
 //               -cc lia|uncoupled [-queue random|droptail] [-seed S] [-scan_us U] [-end_ms T]
 //               [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]
-//               [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X]
+//               [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X] [-fct_at ack|rx]
 //
 // Optional settings (unset: htsim's defaults, as the committed k = 4 fixtures ran):
 // -edge_hosts H: H hosts per edge switch (edge_fat_tree.h, e.g. MPTCP-L's 320 hosts with k = 8,
@@ -17,6 +17,9 @@
 // -pkt: data packet size (Packet::set_packet_size); -iw, -ssthresh (0: unlimited), -maxwnd_pkts:
 // every subflow's initial window, slow-start threshold and window cap in packets;
 // -initial_rto_us: every subflow's RTO before its first RTT sample (its SYN's timer);
+// -fct_at rx: a flow completes when its receiver holds every packet (RepFlow's completion)
+// rather than when the sender has every packet acknowledged (the default, as the committed
+// k = 4 fixtures ran);
 // -rto_rtts X: every subflow's RTO is X smoothed RTTs (no floor: htsim's 250 ms floor removed),
 // recomputed after htsim's code on every RTT sample, as RepFlow's scheme.rto_rtts.
 // With any of them set, the RTO timers are scanned only for flows not yet complete (same
@@ -84,6 +87,7 @@ static std::map<const void*, size_t> index_of;
 static size_t finished = 0;
 
 static double rto_rtts = 0;  // -rto_rtts (0: htsim's RTO)
+static bool fct_at_rx = false;  // -fct_at rx: complete when the receiver holds every packet
 
 class CountingTcpLogger : public TcpLogger {
 public:
@@ -141,12 +145,14 @@ public:
     }
 
     bool all_acked() const { return _last_acked >= 1 + hw * _mss; }
+    // The receiver holds every packet this subflow has sent (-fct_at rx).
+    bool all_received() const { return _sink->_cumulative_ack >= 1 + hw * _mss; }
 
     void check_done() {
         Conn& c = conns[_i];
         if (c.done || c.sent_new < c.packets) return;
         for (Subflow* s : c.subs)
-            if (!s->all_acked()) return;
+            if (fct_at_rx ? !s->all_received() : !s->all_acked()) return;
         c.done = true;
         c.finish = eventlist().now();
         finished++;
@@ -178,6 +184,8 @@ public:
         TcpSrc::doNextEvent();
         account();
     }
+
+    void check_done_rx() { check_done(); }
 
     void rtx_timer_hook(simtime_picosec now, simtime_picosec period) override {
         if (conns[_i].done) return;
@@ -213,11 +221,23 @@ private:
     std::vector<std::pair<Subflow*, size_t>> _subs;
 };
 
+// With -fct_at rx, a subflow's sink checks its flow's completion on every packet it receives.
+class RxSink : public TcpSink {
+public:
+    explicit RxSink(Subflow* sub) : _sub(sub) {}
+    void receivePacket(Packet& pkt) override {
+        TcpSink::receivePacket(pkt);
+        _sub->check_done_rx();
+    }
+private:
+    Subflow* _sub;
+};
+
 static void usage(const char* p) {
     std::cerr << "usage: " << p << " -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE"
               << " -subflows N -cc lia|uncoupled [-queue random|droptail] [-seed S]"
               << " [-scan_us U] [-end_ms T] [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]"
-              << " [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X]\n";
+              << " [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X] [-fct_at ack|rx]\n";
     exit(2);
 }
 
@@ -250,6 +270,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "-maxwnd_pkts")) maxwnd_pkts = atoi(next());
         else if (!strcmp(argv[i], "-initial_rto_us")) initial_rto_us = atof(next());
         else if (!strcmp(argv[i], "-rto_rtts")) rto_rtts = atof(next());
+        else if (!strcmp(argv[i], "-fct_at")) fct_at_rx = !strcmp(next(), "rx");
         else usage(argv[0]);
     }
     if (!trace || !out || subflows < 1) usage(argv[0]);
@@ -329,7 +350,7 @@ int main(int argc, char** argv) {
         auto* rev = get(s.dst, s.src);
         for (uint32_t j = 0; j < subflows; j++) {
             auto* src = new Subflow(&tcplog, new DropLogger(i), eventlist, i);
-            auto* snk = new TcpSink();
+            TcpSink* snk = fct_at_rx ? new RxSink(src) : new TcpSink();
             index_of[src] = i;
             c.subs.push_back(src);
             if (scanner) scanner->registerTcp(*src);

@@ -21,8 +21,8 @@
 // repflow / repflow-dctcp: a flow of at most -rep_max bytes (payload, as RepFlow counts it) is
 // sent as two independent connections of the same kind, each on its own equal-cost path drawn
 // uniformly at random (independently: the copies may share a path); the flow completes when
-// the first copy has all its data acknowledged. Every connection's ACKs take a random reverse
-// path.
+// the receiver of the first copy holds all its data (RepFlow's completion, docs/metrics.md).
+// Every connection's ACKs take a random reverse path.
 //
 // Switch ports: htsim's ECNQueue (DropTail by bytes; CE mark on dequeue when more than K bytes
 // are queued) with K = -ecn_k_pkts full packets; htsim's TcpSrc ignores the echoes, so for tcp
@@ -68,8 +68,9 @@ struct FlowSpec {
 };
 
 struct ConnStats {
-    simtime_picosec finish = 0;
+    simtime_picosec finish = 0;  // when the receiver holds every packet (RepFlow's completion)
     bool done = false;
+    bool acked = false;          // the sender has every packet acknowledged (timers stop)
     uint32_t timeouts = 0;
     uint32_t syn_timeouts = 0;  // timeouts before the connection is established
     uint32_t fast_recoveries = 0;
@@ -125,10 +126,7 @@ public:
                 this->_RFC2988_RTO_timeout = now + rto;
             this->_rto = rto;
         }
-        if (!conns[_i].done && this->_last_acked >= this->_flow_size) {
-            conns[_i].done = true;
-            conns[_i].finish = this->eventlist().now();
-        }
+        if (this->_last_acked >= this->_flow_size) conns[_i].acked = true;
     }
     // With -ssthresh_flight (a diagnostic switch, tcp only): on a loss (timeout or fast
     // retransmit) ssthresh = max(flight size / 2, 2 packets), RFC 5681 (4), where htsim takes
@@ -158,7 +156,7 @@ public:
         simtime_picosec now = eventlist().now();
         size_t j = 0;
         for (size_t i = 0; i < _srcs.size(); i++) {
-            if (conns[_srcs[i].second].done) continue;
+            if (conns[_srcs[i].second].acked) continue;
             _srcs[i].first->rtx_timer_hook(now, _period);
             _srcs[j++] = _srcs[i];
         }
@@ -168,6 +166,25 @@ public:
 private:
     simtime_picosec _period;
     std::vector<std::pair<TcpSrc*, size_t>> _srcs;
+};
+
+// A TcpSink that notes when it holds the connection's last packet: a flow completes, as in
+// RepFlow (docs/metrics.md), when the receiver of one of its copies holds every byte, not when
+// the sender hears of it. After N data packets (and the 1-byte SYN) its cumulative ACK is
+// 1 + N·pkt.
+class TracedSink : public TcpSink {
+public:
+    TracedSink(size_t i, uint64_t last) : _i(i), _last(last) {}
+    void receivePacket(Packet& pkt) override {
+        TcpSink::receivePacket(pkt);
+        if (!conns[_i].done && _cumulative_ack >= _last) {
+            conns[_i].done = true;
+            conns[_i].finish = _src->eventlist().now();
+        }
+    }
+private:
+    size_t _i;
+    uint64_t _last;
 };
 
 static void usage(const char* p) {
@@ -312,7 +329,7 @@ int main(int argc, char** argv) {
             TcpSrc* src;
             if (dctcp) src = new Traced<DCTCPSrc>(&tcplog, new DropLogger(ci), eventlist, ci);
             else src = new Traced<TcpSrc>(&tcplog, new DropLogger(ci), eventlist, ci);
-            auto* snk = new TcpSink();
+            auto* snk = new TracedSink(ci, 1 + s.packets * pkt);
             conn_of[src] = ci;
             // htsim's TcpSrc adds a packet to the size it is given (set_flowsize: size + mss),
             // completes when its cumulative ACK reaches that size, and sends data while the
