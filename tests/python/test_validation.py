@@ -194,3 +194,34 @@ def test_more_subflows_lift_permutation_throughput_in_both(mptcp):
         assert g[(8, "lia")] >= g[(1, "lia")] + 0.10, (who, g)
         assert g[(8, "lia")] >= g[(4, "lia")] - 0.02, (who, g)
         assert g[(8, "uncoupled")] > g[(2, "uncoupled")], (who, g)
+
+
+def _aligned_figures() -> pd.DataFrame:
+    """htsim on websearch-k8 with its two mechanisms that differ from ours aligned to ours
+    (DropTail instead of RandomQueue, ssthresh after a loss from the flight size; FIFO host
+    queues and our packets per flow): tests/fixtures/refs/websearch-k8-aligned."""
+    d = refs.FIXTURES / "websearch-k8-aligned"
+    out = []
+    for seed in refs.HTSIM_SEEDS:
+        f = pd.read_csv(d / f"htsim-seed{seed}.csv")
+        fct = f.fct.to_numpy(dtype=float, copy=True)
+        fct[fct < 0] = float("nan")
+        out.append(refs.figures(f["bytes"].to_numpy(), fct, f.timeouts.to_numpy(),
+                                f.drops.sum()))  # fmt: skip
+    return pd.DataFrame(out)
+
+
+@pytest.mark.parametrize("metric", ["drops", "flows_with_timeout"])
+def test_websearch_k8_timeout_excess_is_htsims_queue_and_ssthresh(results, metric):
+    """The +14 % drops and +41 % flows with a timeout on websearch-k8 (docs/validation.md, "The
+    websearch-k8 timeout excess"): with htsim's RandomQueue replaced by DropTail and its
+    ssthresh after a loss taken from the flight size (as ours), htsim's figures come within a
+    quarter of the mean seed range of ours — where the committed comparison differs by more."""
+    ref, ours = results["websearch-k8"]
+    aligned = _aligned_figures()
+    assert (aligned["unfinished"] == 0).all()
+    spread = ((aligned[metric].max() - aligned[metric].min())
+              + (ours[metric].max() - ours[metric].min())) / 2  # fmt: skip
+    diff = abs(aligned[metric].mean() - ours[metric].mean())
+    assert diff <= spread / 4, (metric, aligned[metric].mean(), ours[metric].mean(), spread)
+    assert abs(ref[metric].mean() - ours[metric].mean()) > diff
