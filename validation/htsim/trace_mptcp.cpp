@@ -8,12 +8,14 @@
 //               -cc lia|uncoupled [-queue random|droptail] [-seed S] [-scan_us U] [-end_ms T]
 //               [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]
 //               [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X] [-fct_at ack|rx]
+//               [-ssthresh_flight]
 //
 // Optional settings (unset: htsim's defaults, as the committed k = 4 fixtures ran):
 // -edge_hosts H: H hosts per edge switch (edge_fat_tree.h, e.g. MPTCP-L's 320 hosts with k = 8,
 // H = 10) instead of htsim's FatTreeTopology (k/2 per edge switch); DropTail switch ports
-// (htsim's ECNQueue, marks ignored), host NICs per -hostq: htsim's FairPriorityQueue (the
-// topology's default) or a FIFO Queue, both unlimited;
+// (htsim's ECNQueue, marks ignored);
+// -hostq: host NICs are htsim's FairPriorityQueue (the topology's default) or a FIFO Queue,
+// both unlimited;
 // -pkt: data packet size (Packet::set_packet_size); -iw, -ssthresh (0: unlimited), -maxwnd_pkts:
 // every subflow's initial window, slow-start threshold and window cap in packets;
 // -initial_rto_us: every subflow's RTO before its first RTT sample (its SYN's timer);
@@ -41,6 +43,7 @@
 // go-back-N TCP does). The flow completes when every subflow has had all it sent acknowledged
 // and the budget is spent: the receiver then holds all P packets. Its subflows then stop
 // (their ACKs and timers are ignored).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,7 +90,8 @@ static std::map<const void*, size_t> index_of;
 static size_t finished = 0;
 
 static double rto_rtts = 0;  // -rto_rtts (0: htsim's RTO)
-static bool fct_at_rx = false;  // -fct_at rx: complete when the receiver holds every packet
+static bool fct_at_rx = false;
+static bool ssthresh_flight = false;  // -ssthresh_flight (a diagnostic switch)  // -fct_at rx: complete when the receiver holds every packet
 
 class CountingTcpLogger : public TcpLogger {
 public:
@@ -187,6 +191,15 @@ public:
 
     void check_done_rx() { check_done(); }
 
+    // -ssthresh_flight: on a loss (fast retransmit or timeout) a subflow's ssthresh is
+    // max(flight size / 2, 2 packets), RFC 5681 (4), as RepFlow's subflows, where htsim's
+    // MultipathTcpSrc::deflate_window takes max(cwnd / 2, 1 packet).
+    void deflate_window() override {
+        if (!ssthresh_flight) return TcpSrc::deflate_window();
+        uint32_t flight = (uint32_t)(_highest_sent - _last_acked);
+        _ssthresh = std::max(flight / 2, (uint32_t)(2 * _mss));
+    }
+
     void rtx_timer_hook(simtime_picosec now, simtime_picosec period) override {
         if (conns[_i].done) return;
         TcpSrc::rtx_timer_hook(now, period);
@@ -237,7 +250,8 @@ static void usage(const char* p) {
     std::cerr << "usage: " << p << " -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE"
               << " -subflows N -cc lia|uncoupled [-queue random|droptail] [-seed S]"
               << " [-scan_us U] [-end_ms T] [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]"
-              << " [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X] [-fct_at ack|rx]\n";
+              << " [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X] [-fct_at ack|rx]"
+              << " [-ssthresh_flight]\n";
     exit(2);
 }
 
@@ -271,6 +285,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "-initial_rto_us")) initial_rto_us = atof(next());
         else if (!strcmp(argv[i], "-rto_rtts")) rto_rtts = atof(next());
         else if (!strcmp(argv[i], "-fct_at")) fct_at_rx = !strcmp(next(), "rx");
+        else if (!strcmp(argv[i], "-ssthresh_flight")) ssthresh_flight = true;
         else usage(argv[0]);
     }
     if (!trace || !out || subflows < 1) usage(argv[0]);
@@ -327,6 +342,14 @@ int main(int argc, char** argv) {
     } else {
         top = new FatTreeTopology(hosts, speedFromGbps(gbps), memFromPkt(queue_pkts), &qlf,
                                   &eventlist, nullptr, qt, timeFromUs(link_us), 0, FAIR_PRIO);
+        // -hostq fifo: htsim's plain Queue (unlimited) at every host NIC instead of the
+        // topology's FairPriorityQueue (routes are built from these tables on demand).
+        if (!strcmp(hostq, "fifo"))
+            for (auto& a : top->queues_ns_nlp)
+                for (auto& b : a)
+                    for (auto& q : b)
+                        if (q) q = new Queue(speedFromGbps(gbps), memFromPkt(1e9), eventlist,
+                                             nullptr);
     }
 
     TcpRtxTimerScanner* scanner = active_scan ? nullptr
