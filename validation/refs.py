@@ -7,6 +7,11 @@ the figures compared (docs/validation.md).
     python3 validation/refs.py mptcp-traces                # the MPTCP scenario's trace
     python3 validation/refs.py htsim-mptcp --binary PATH   # htsim's MPTCP on it (fixtures)
     python3 validation/refs.py compare-mptcp               # our MPTCP beside htsim's
+    python3 validation/refs.py repflow-ours                # our quick RepFlow study + traces
+    python3 validation/refs.py htsim-repflow --bin DIR     # htsim's schemes on those traces
+    python3 validation/refs.py study-ours mptcp-l-quick    # the same for the MPTCP-L study
+    python3 validation/refs.py htsim-study mptcp-l-quick --bin DIR
+    python3 validation/refs.py compare-repflow             # the effects in both
 
 The reference simulators are built from their public sources outside this repository
 (`validation/htsim/build.sh`); only their results are committed, under
@@ -484,6 +489,445 @@ def cmd_compare(_: argparse.Namespace) -> None:
                             "ours max": me.max()}).to_string())  # fmt: skip
 
 
+# --- The RepFlow study's quick scenario under htsim (docs/validation.md, "The RepFlow study
+# under htsim"). Our runs of experiments/repflow-paper-quick.toml's points (TCP, RepFlow, DCTCP,
+# RepFlow-DCTCP; both workloads, the three loads, both seeds) under the `ns3-2014` and `dc`
+# profiles; their flows frozen as traces; htsim replaying each trace with each scheme under the
+# profile's settings as far as htsim lets a driver set them.
+
+RQ = "repflow-quick"
+RQ_SPEC = REPO / "experiments" / "repflow-paper-quick.toml"
+RQ_SCHEMES = ("tcp", "repflow", "dctcp", "repflow-dctcp")
+RQ_PROFILES = ("ns3-2014", "dc")
+#: The run end of htsim (arrivals last 0.1 s; our runs drain for up to 10 s after them).
+RQ_END_MS = 10_100
+
+#: The studies replayed in htsim: our spec, the schemes htsim can run (a scheme it cannot
+#: run, pFabric or MPTCP-L, is left out, never approximated), the profiles, the schemes whose
+#: ideal FCTs the traces keep (python/repflow/experiments/references.py, IDEAL_OF), the
+#: topology arguments of the drivers and the end of htsim's runs.
+STUDY_RUNS: dict[str, dict[str, Any]] = {
+    # A subset of the quick study, for htsim's sake (its runs take minutes where ours take
+    # seconds): the first 100 ms of arrivals instead of 300 ms; every scheme, workload, load
+    # and seed, so that every RF claim's comparison is covered.
+    RQ: {"spec": RQ_SPEC, "schemes": RQ_SCHEMES, "profiles": RQ_PROFILES,
+         "overrides": {"workload.duration": "100ms"},
+         "ideal": ("tcp", "dctcp"), "short_max": 100_000,
+         "topology": ["-k", "8", "-gbps", "1", "-link_us", "2", "-queue_pkts", "100"],
+         "end_ms": RQ_END_MS},
+    "mptcp-l-quick": {"spec": REPO / "experiments" / "mptcp-l-quick.toml",
+                      "schemes": ("tcp", "repflow", "mptcp"), "profiles": ("dc",),
+                      "ideal": ("tcp", "mptcp"), "short_max": 1_000_000,
+                      "topology": ["-k", "8", "-edge_hosts", "10", "-gbps", "1", "-link_us",
+                                   "1", "-queue_pkts", "100"],
+                      "end_ms": 10_100},
+}  # fmt: skip
+
+
+def study_points(study: str, profile: str) -> list[Any]:
+    """A study's points under ``profile`` (as `repflow reproduce` runs them), limited to the
+    schemes htsim has."""
+    from repflow.experiments.reproduce import with_profile
+    from repflow.experiments.spec import load_spec, set_path
+
+    st = STUDY_RUNS[study]
+    spec = with_profile(load_spec(st["spec"]), profile)
+    points = [p for p in spec.points() if p.labels["scheme"] in st["schemes"]]
+    for p in points:
+        for path, value in st.get("overrides", {}).items():
+            set_path(p.config, path, value)
+    return points
+
+
+def rq_points(profile: str) -> list[Any]:
+    """The RepFlow quick study's points under ``profile``."""
+    return study_points(RQ, profile)
+
+
+def rq_htsim_args(tcp: dict[str, Any]) -> dict[str, Any]:
+    """htsim driver settings from our resolved TCP configuration (run.json's ``tcp``)."""
+    from repflow.experiments.units import seconds, size_bytes
+
+    mw = tcp.get("max_window")
+    return {
+        "packet_bytes": int(tcp["mss"]) + int(tcp["header"]),
+        "iw": int(tcp["init_cwnd"]),
+        "ssthresh": int(tcp["initial_ssthresh"] or 0),
+        "maxwnd_pkts": int(size_bytes(mw)) // int(tcp["mss"]) if mw not in (None, "none") else 0,
+        "min_rto_us": seconds(tcp["min_rto"]) * 1e6,
+        "initial_rto_us": seconds(tcp["initial_rto"]) * 1e6,
+    }
+
+
+def _family(study: str, scheme: str) -> str:
+    """The scheme whose ideal FCT ``scheme``'s records use (replication keeps the ideal of
+    one connection alone)."""
+    fam = {"repflow": "tcp", "repflow-dctcp": "dctcp"}.get(scheme, scheme)
+    assert fam in STUDY_RUNS[study]["ideal"], (study, scheme)
+    return fam
+
+
+def cmd_study_ours(args: argparse.Namespace) -> None:
+    """Runs our points of a study (resumable: skips points already in ours-points.csv),
+    writes each point's trace (flows, our ideal FCTs per profile and transport) and our
+    per-point metrics."""
+    import time
+
+    from repflow import api
+    from repflow.experiments.analysis import point_metrics
+
+    study = args.study
+    st = STUDY_RUNS[study]
+    base = FIXTURES / study
+    (base / "traces").mkdir(parents=True, exist_ok=True)
+    traces: dict[str, pd.DataFrame] = {}
+    for profile in st["profiles"]:
+        d = base / profile
+        d.mkdir(exist_ok=True)
+        out = d / "ours-points.csv"
+        done = pd.read_csv(out) if out.is_file() else pd.DataFrame()
+        for p in study_points(study, profile):
+            lb = p.labels
+            w, load, seed = lb["workload.cdf"], lb["workload.load"], lb["seed"]
+            scheme = lb["scheme"]
+            if args.only and w not in args.only:
+                continue
+            cfg = api.load_config(p.config)  # resolved: the profile's values, the scheme's
+            sch = {k: v for k, v in cfg["scheme"].items() if v is not None}
+            (d / f"ours-{scheme}.json").write_text(
+                json.dumps({"tcp": cfg["tcp"], "scheme": sch}, indent=2) + "\n"
+            )
+            name = f"{w}-{load:g}-seed{seed}"
+            tf = base / "traces" / f"{name}.csv.gz"
+            col = f"ideal_{profile}_{scheme}"
+            keeps_ideal = scheme in st["ideal"]
+            have = not done.empty and ((done.scheme == scheme) & (done.point == name)).any()
+            if (
+                have
+                and tf.is_file()
+                and (not keeps_ideal or col in pd.read_csv(tf, nrows=1).columns)
+            ):
+                continue
+            t0 = time.monotonic()
+            r = api.simulate(p.config)
+            f = r.flows.sort_values("id").reset_index(drop=True)
+            if name not in traces:
+                traces[name] = (
+                    pd.read_csv(tf)
+                    if tf.is_file()
+                    else f[["id", "src", "dst", "size", "start"]].copy()
+                )
+            tr = traces[name]
+            same = (
+                len(tr) == len(f)
+                and (tr["src"].to_numpy() == f["src"].to_numpy()).all()
+                and (tr["size"].to_numpy() == f["size"].to_numpy()).all()
+            )
+            if not same:
+                raise SystemExit(f"{name}: {scheme} under {profile} drew other flows")
+            if keeps_ideal:
+                tr[col] = f["ideal_fct"].to_numpy()
+                tr.to_csv(tf, index=False, float_format="%.12g")
+            m = point_metrics(f, st["short_max"], int(cfg["tcp"]["mss"]))
+            m["overhead"] = float(r.summary.get("overhead", float("nan")))
+            row = {"profile": profile, "scheme": scheme, "workload": w, "load": load,
+                   "seed": seed, "point": name, **m,
+                   "drops": r.metadata["counters"]["drops"],
+                   "flows_with_timeout": int((f["timeouts"] > 0).sum()),
+                   "wall_s": time.monotonic() - t0}  # fmt: skip
+            done = pd.concat([done, pd.DataFrame([row])], ignore_index=True)
+            done.to_csv(out, index=False, float_format="%.8g")
+            print(f"{profile} {scheme} {name}: {len(f)} flows, {row['wall_s']:.1f} s", flush=True)
+
+
+def cmd_repflow_ours(args: argparse.Namespace) -> None:
+    args.study = RQ
+    cmd_study_ours(args)
+
+
+def _driver_cmd(study: str, scheme: str, name: str, seed: int, h: dict[str, Any],
+                ours: dict[str, Any], bindir: Path) -> list[str]:  # fmt: skip
+    """The htsim driver's command line for one run (in a directory holding <name>.txt)."""
+    st = STUDY_RUNS[study]
+    common = [*st["topology"], "-trace", f"{name}.txt", "-out", f"{scheme}-{name}.csv",
+              "-seed", str(seed), "-pkt", str(h["packet_bytes"]), "-iw", str(h["iw"]),
+              "-ssthresh", str(h["ssthresh"]), "-maxwnd_pkts", str(h["maxwnd_pkts"]),
+              "-initial_rto_us", f"{h['initial_rto_us']:g}", "-hostq", "fifo", "-scan_us", "10",
+              "-end_ms", str(st["end_ms"])]  # fmt: skip
+    sch = ours["scheme"]
+    if scheme == "mptcp":
+        return [str(bindir / "trace_mptcp"), *common, "-subflows", str(sch["subflows"]),
+                "-cc", sch.get("coupling", "lia"), "-queue", "droptail",
+                "-rto_rtts", f"{sch['rto_rtts']:g}", "-fct_at", "rx"]  # fmt: skip
+    from repflow.experiments.units import size_bytes
+
+    rep = int(size_bytes(sch.get("threshold", "100KB"))) if "repflow" in scheme else 100_000
+    return [str(bindir / "trace_schemes"), *common, "-scheme", scheme, "-min_rto_us",
+            f"{h['min_rto_us']:g}", "-ecn_k_pkts", "20", "-rep_max", str(rep), "-queue",
+            "droptail"]  # fmt: skip
+
+
+def _normalise_mptcp(text: str, mss: int) -> str:
+    """trace_mptcp's CSV in trace_schemes' columns (copies = subflows; what it does not count,
+    -1)."""
+    import io
+
+    f = pd.read_csv(io.StringIO(text))
+    out = pd.DataFrame({
+        "id": f["id"], "src": f["src"], "dst": f["dst"], "packets": f["size"] // mss,
+        "bytes": -1, "start": f["start"], "fct": f["fct"], "copies": f["subflows"],
+        "winner": -1, "timeouts": f["timeouts"], "fast_recoveries": f["fast_recoveries"],
+        "drops": f["drops"], "sent_packets": -1, "fct0": -1, "fct1": -1, "syn_timeouts": -1,
+        "overshoot": f["overshoot"],
+    })  # fmt: skip
+    return out.to_csv(index=False)
+
+
+def cmd_htsim_study(args: argparse.Namespace) -> None:
+    """Runs htsim's drivers on every trace, scheme and profile of a study (resumable)."""
+    import gzip
+    import tempfile
+    import time
+
+    study = args.study
+    st = STUDY_RUNS[study]
+    bindir = Path(args.bin).resolve()
+    base = FIXTURES / study
+    for profile in args.profiles or st["profiles"]:
+        d = base / profile
+        runs: list[str] = []
+        settings: dict[str, Any] = {}
+        for tf in sorted((base / "traces").glob("*.csv.gz")):
+            name = tf.name.removesuffix(".csv.gz")
+            if args.only and not any(name.startswith(o) for o in args.only):
+                continue
+            seed = int(name.rsplit("seed", 1)[1])
+            tr = pd.read_csv(tf)
+            for scheme in args.schemes or st["schemes"]:
+                ours = json.loads((d / f"ours-{scheme}.json").read_text())
+                tcp = ours["tcp"]
+                mss = int(tcp["mss"])
+                h = rq_htsim_args(tcp)
+                settings[scheme] = {"htsim": h, "ours": ours}
+                pk = np.maximum(np.ceil(tr["size"].to_numpy() / mss), 1).astype(np.int64)
+                start = np.round(tr["start"].to_numpy() * 1e12).astype(np.int64)
+                if scheme == "mptcp":  # trace_mptcp: "src dst bytes start_ps", whole packets
+                    rows = zip(tr.src, tr.dst, pk * h["packet_bytes"], start, strict=True)
+                else:  # trace_schemes: "src dst packets start_ps bytes"
+                    rows = zip(tr.src, tr.dst, pk, start, tr["size"], strict=True)
+                text = "".join(" ".join(str(int(x)) for x in r) + "\n" for r in rows)
+                cmd = _driver_cmd(study, scheme, name, seed, h, ours, bindir)
+                runs.append(" ".join([Path(cmd[0]).name, *cmd[1:]]))
+                out = d / f"{scheme}-{name}.csv.gz"
+                if out.is_file() and not args.force:
+                    continue
+                t0 = time.monotonic()
+                with tempfile.TemporaryDirectory() as tmp:
+                    (Path(tmp) / f"{name}.txt").write_text(text)
+                    subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+                    res = (Path(tmp) / f"{scheme}-{name}.csv").read_text()
+                    if scheme == "mptcp":
+                        res = _normalise_mptcp(res, h["packet_bytes"])
+                    with gzip.GzipFile(out, "wb", mtime=0) as g:
+                        g.write(res.encode())
+                print(
+                    f"{study} {profile} {scheme} {name}: {time.monotonic() - t0:.1f} s", flush=True
+                )
+        tcp = next(iter(settings.values()))["ours"]["tcp"]
+        prov = rq_provenance(profile, tcp, rq_htsim_args(tcp), args.commit, runs)
+        prov["study"] = study
+        if study == RQ:
+            prov["subset"] = (
+                "the first 100 ms of arrivals (workload.duration = 100ms on our side) instead "
+                "of 300 ms; every scheme, workload, load and seed"
+            )
+        prov["schemes"] = {k: v["ours"]["scheme"] for k, v in settings.items()}
+        prov["topology arguments"] = " ".join(st["topology"])
+        if study != RQ:
+            prov["driver"] = ("validation/htsim/trace_schemes.cpp (tcp, repflow), "
+                              "validation/htsim/trace_mptcp.cpp (mptcp), both on "
+                              "validation/htsim/edge_fat_tree.h")  # fmt: skip
+            prov["subset"] = "none: the study's points as they are (100 ms of arrivals)"
+            prov["settings"]["matched"]["topology"] = (
+                "8-pod fat-tree with 10 hosts per edge switch (320 hosts, 2.5:1 at the edge; "
+                "validation/htsim/edge_fat_tree.h, htsim's queues and pipes), 1 Gb/s, 1 µs per "
+                "link"
+            )
+            prov["settings"]["matched"]["mptcp"] = (
+                "htsim MultipathTcpSrc COUPLED_INC (LIA), 8 TcpSrc subflows all opening with the "
+                "flow, each on an independently drawn random path; every subflow's RTO = 4 "
+                "smoothed RTTs without floor (the driver's -rto_rtts, as scheme.rto_rtts)"
+            )
+            prov["settings"]["not matched"]["mptcp data allocation"] = (
+                "htsim has no data-level sequence space: the driver gives a flow a shared packet "
+                "budget (docs/validation.md, 'Finite flows in htsim'); a subflow that has sent "
+                "nothing may send one packet beyond it (column overshoot); ours schedules "
+                "segments on the lowest-RTT subflow with room and reinjects after an RTO"
+            )
+        (d / "provenance.json").write_text(json.dumps(prov, indent=2, ensure_ascii=False) + "\n")
+
+
+def cmd_htsim_repflow(args: argparse.Namespace) -> None:
+    args.study = RQ
+    cmd_htsim_study(args)
+
+
+def rq_provenance(profile: str, tcp: dict[str, Any], h: dict[str, Any], commit: str,
+                  runs: list[str]) -> dict[str, Any]:  # fmt: skip
+    """Every setting of the htsim runs of one profile, beside ours, and every mismatch."""
+    return {
+        "reference": "htsim (github.com/Broadcom/csg-htsim)",
+        "commit": commit,
+        "build": "make -C sim; bash validation/htsim/build.sh <checkout> (g++ -O2): trace_schemes",
+        "driver": "validation/htsim/trace_schemes.cpp",
+        "traces": "../traces/<workload>-<load>-seed<N>.csv.gz: the flows our simulator drew "
+        "for the point (python3 validation/refs.py repflow-ours), written for the "
+        "driver as 'src dst packets start_ps bytes', packets = ceil(size / mss)",
+        "commands (each in a temporary directory holding <point>.txt; output gzipped here)": runs,
+        "ours": {
+            "spec": "experiments/repflow-paper-quick.toml",
+            "tcp.profile": profile,
+            "resolved tcp": tcp,
+        },
+        "settings": {
+            "htsim": h,
+            "matched": {
+                "topology": "8-pod fat-tree (128 hosts), 1 Gb/s links, 2 µs per link",
+                "packets": f"{h['packet_bytes']} B on the wire per data packet in both "
+                f"(ours: mss {tcp['mss']} + header {tcp['header']}); the same number "
+                "of data packets per flow (ceil(size / mss)); htsim's last packet is "
+                "full-sized where ours is not",
+                "initial window": f"{h['iw']} packets (TcpSrc::set_cwnd)",
+                "slow-start threshold": (
+                    f"{h['ssthresh']} packets" if h["ssthresh"] else "unlimited (2^30 B)"
+                )
+                + " (TcpSrc::set_ssthresh)",
+                "window cap": (
+                    f"{h['maxwnd_pkts']} packets = floor(max_window / mss) (TcpSrc::_maxcwnd)"
+                )
+                if h["maxwnd_pkts"]
+                else "none",
+                "min RTO": f"{h['min_rto_us'] / 1000:g} ms: htsim floors RTOs at 250 ms in "
+                "TcpSrc::receivePacket; the driver's subclass recomputes srtt + 4 mdev "
+                "with this floor after every RTT sample and re-arms the timer htsim "
+                "just armed",
+                "initial RTO": f"{h['initial_rto_us'] / 1000:g} ms (TcpSrc::_rto before the "
+                "start; the SYN's timer)",
+                "handshake": "a SYN exchange first in both",
+                "loss recovery": "NewReno without SACK in both (3 duplicate ACKs)",
+                "switch queues": "100 packets (htsim: 100 × packet_bytes bytes), DropTail",
+                "ECN (dctcp, repflow-dctcp)": "K = 20 packets (our default for ≤ 1 Gb/s ports, "
+                "docs/schemes.md): htsim ECNQueue with K = 20 × "
+                "packet_bytes bytes",
+                "DCTCP g": "1/16 in both; α starts at 0 in both",
+                "replication": "flows ≤ 100,000 B: two connections on independently drawn "
+                "equal-cost paths, the first to finish counts",
+                "host queues": "FIFO, unlimited in both (htsim's Queue instead of the "
+                "topology's FairPriorityQueue)",
+                "run end": f"{RQ_END_MS} ms (ours: 0.1 s of arrivals + up to 10 s drain)",
+            },
+            "not matched": {
+                "queue accounting": "htsim counts bytes (a 40 B ACK takes 40 B of the "
+                "100-packet buffer); ours counts packets (an ACK takes a "
+                "slot), queue.limit_packets = 100 as the study sets",
+                "ECN marking": "htsim marks on dequeue when more than K bytes are queued (the "
+                "departing packet included); ours marks on arrival when at "
+                "least K packets wait (the one in service not counted)",
+                "DCTCP": "htsim's DCTCPSrc updates α every cwnd's worth of ACKs and cuts "
+                "cwnd·(1 − α/2) at each update when α > 0 (marks or not); ours cuts "
+                "once per window on an ECE (cwnd − ⌊cwnd·α/2⌋) and updates α per "
+                "window of data; htsim's DCTCP starts with a 10 ms RTO, overridden "
+                "here by the profile's",
+                "delayed ACK": (
+                    "htsim's TcpSink acknowledges every packet; ours delays "
+                    "(every second segment or 200 ms) under ns3-2014"
+                )
+                if tcp.get("delayed_ack")
+                else "none in both",
+                "max RTO": f"htsim doubles without a cap; ours caps at {tcp['max_rto']}",
+                "RTO backoff": "htsim recomputes the RTO from srtt on every new RTT sample, "
+                "retransmitted packets included (no Karn's rule: ACKs echo the "
+                "timestamp of the packet that triggered them)",
+                "ssthresh after a timeout": "htsim: max(cwnd/2, 2 packets); ours: "
+                "max(flight size/2, 2) (RFC 5681 (4))",
+                "SYN": "htsim's SYN is a 1-byte packet; ours 40 B (header)",
+                "timer": "htsim checks RTOs every 10 µs (the driver scans the unfinished "
+                "connections at TcpRtxTimerScanner's instants); ours exact",
+                "paths": "htsim: a uniformly random equal-cost path per connection and per ACK "
+                "stream (seeded); ours: ECMP hash of the five-tuple (the seed sets the "
+                "salt); so copies and ACKs take other paths in the two simulators",
+            },
+        },
+    }
+
+
+def cmd_compare_repflow(_: argparse.Namespace) -> None:
+    """Our effects beside htsim's (RepFlow vs TCP, RepFlow-DCTCP vs DCTCP), per profile, and
+    the RF claims' verdicts on both."""
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_colwidth", 120)
+    e = rq_effects()
+    t = e.pivot_table(index=["profile", "pair", "metric", "workload", "load"], columns="sim",
+                      values=["mean", "min", "max"])  # fmt: skip
+    print(t.to_string(float_format=lambda x: f"{x:.1f}"))
+    for profile in RQ_PROFILES:
+        print(f"== claims, {profile}")
+        print(rq_claims(RQ, profile).to_string(index=False))
+
+
+def rq_claims(study: str, profile: str) -> pd.DataFrame:
+    """Every claim of the study's scenario on our points and on htsim's (means over seeds;
+    the p99 is the mean of the seeds' p99s on both sides, as our side keeps no flows)."""
+    sys.path.insert(0, str(REPO / "python"))
+    from repflow.experiments import analysis, claims
+    from repflow.experiments.references import reference_points
+
+    ours = pd.read_csv(FIXTURES / study / profile / "ours-points.csv")
+    ours["series"] = ours["scheme"]
+    ref, _ = reference_points(study, profile)
+    scen = {RQ: [claims.NS3], "mptcp-l-quick": ["mptcp-l"]}[study]
+    a = claims.evaluate_claims(analysis.aggregate(ours.drop(columns=["point"])), scen)
+    b = claims.evaluate_claims(analysis.aggregate(ref), scen)
+    rows = []
+    for x, y in zip(a, b, strict=True):
+        if x.claim.scenario not in scen:
+            continue
+        rows.append({"claim": x.claim.id, "ours": x.verdict, "htsim": y.verdict,
+                     "ours measured": x.measured, "htsim measured": y.measured})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def rq_effects(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.DataFrame:
+    """Per profile, pair, workload, load and metric: the reduction 1 − a/b (%) in our runs and
+    in htsim's, per seed (mean over seeds and min–max)."""
+    sys.path.insert(0, str(REPO / "python"))
+    from repflow.experiments.references import reference_points
+
+    rows = []
+    for profile in RQ_PROFILES:
+        if not (FIXTURES / RQ / profile / "provenance.json").is_file():
+            continue  # htsim not run for this profile
+        ours = pd.read_csv(FIXTURES / RQ / profile / "ours-points.csv")
+        ref, _ = reference_points(RQ, profile)
+        for a, b in (("repflow", "tcp"), ("repflow-dctcp", "dctcp")):
+            for who, pts in (("ours", ours), ("htsim", ref)):
+                if pts.empty:
+                    continue
+                for (w, load), g in pts.groupby(["workload", "load"]):
+                    ga = g[g.scheme == a].set_index("seed")
+                    gb = g[g.scheme == b].set_index("seed")
+                    seeds = sorted(set(ga.index) & set(gb.index))
+                    if not seeds:
+                        continue
+                    for m in metrics:
+                        red = [100 * (1 - ga.at[s, m] / gb.at[s, m]) for s in seeds]
+                        rows.append({"profile": profile, "pair": f"{a} vs {b}", "workload": w,
+                                     "load": load, "metric": m, "sim": who,
+                                     "mean": float(np.mean(red)), "min": float(min(red)),
+                                     "max": float(max(red)), "seeds": len(seeds)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -504,6 +948,31 @@ def main() -> None:
     m.add_argument("--commit", default="unknown")
     m.set_defaults(func=cmd_htsim_mptcp)
     sub.add_parser("compare-mptcp").set_defaults(func=cmd_compare_mptcp)
+    r = sub.add_parser("repflow-ours")
+    r.add_argument("--only", nargs="*", help="workloads to run (default: both)")
+    r.set_defaults(func=cmd_repflow_ours)
+    r = sub.add_parser("study-ours")
+    r.add_argument("study", choices=list(STUDY_RUNS))
+    r.add_argument("--only", nargs="*", help="workloads to run (default: all)")
+    r.set_defaults(func=cmd_study_ours)
+    r = sub.add_parser("htsim-study")
+    r.add_argument("study", choices=list(STUDY_RUNS))
+    r.add_argument("--bin", required=True, help="directory of trace_schemes and trace_mptcp")
+    r.add_argument("--commit", default="unknown")
+    r.add_argument("--profiles", nargs="*")
+    r.add_argument("--schemes", nargs="*")
+    r.add_argument("--only", nargs="*", help="point-name prefixes, e.g. fb-hadoop-0.2")
+    r.add_argument("--force", action="store_true")
+    r.set_defaults(func=cmd_htsim_study)
+    r = sub.add_parser("htsim-repflow")
+    r.add_argument("--bin", required=True, help="directory of trace_schemes")
+    r.add_argument("--commit", default="unknown")
+    r.add_argument("--profiles", nargs="*")
+    r.add_argument("--schemes", nargs="*")
+    r.add_argument("--only", nargs="*", help="point-name prefixes, e.g. websearch-0.2")
+    r.add_argument("--force", action="store_true")
+    r.set_defaults(func=cmd_htsim_repflow)
+    sub.add_parser("compare-repflow").set_defaults(func=cmd_compare_repflow)
     args = p.parse_args()
     args.func(args)
 

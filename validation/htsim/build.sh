@@ -3,7 +3,8 @@
 # not part of this repository:
 #   bash validation/htsim/build.sh /path/to/csg-htsim [OUT [OUT_MPTCP]]
 # OUT is the TCP driver (trace_tcp.cpp), OUT_MPTCP the MPTCP driver (trace_mptcp.cpp; by
-# default trace_mptcp beside OUT).
+# default trace_mptcp beside OUT); the scheme driver (trace_schemes.cpp: TCP, RepFlow, DCTCP,
+# RepFlow-DCTCP) is built as trace_schemes beside OUT.
 set -euo pipefail
 htsim=${1:?usage: build.sh HTSIM_CHECKOUT [OUT [OUT_MPTCP]]}
 here=$(dirname "$0")
@@ -20,3 +21,7 @@ echo "built $out"
 g++ -std=c++11 -O2 -Wall -I"$sim" -I"$sim/datacenter" "$here/trace_mptcp.cpp" "${objs[@]}" \
     -L"$sim" -lhtsim -o "$out_mptcp"
 echo "built $out_mptcp"
+out_schemes=$(dirname "$out")/trace_schemes
+g++ -std=c++11 -O2 -Wall -I"$sim" -I"$sim/datacenter" "$here/trace_schemes.cpp" "${objs[@]}" \
+    -L"$sim" -lhtsim -o "$out_schemes"
+echo "built $out_schemes"

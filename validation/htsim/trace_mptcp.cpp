@@ -6,6 +6,26 @@
 //
 //   trace_mptcp -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE -subflows N
 //               -cc lia|uncoupled [-queue random|droptail] [-seed S] [-scan_us U] [-end_ms T]
+//               [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]
+//               [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X] [-fct_at ack|rx]
+//               [-ssthresh_flight]
+//
+// Optional settings (unset: htsim's defaults, as the committed k = 4 fixtures ran):
+// -edge_hosts H: H hosts per edge switch (edge_fat_tree.h, e.g. MPTCP-L's 320 hosts with k = 8,
+// H = 10) instead of htsim's FatTreeTopology (k/2 per edge switch); DropTail switch ports
+// (htsim's ECNQueue, marks ignored);
+// -hostq: host NICs are htsim's FairPriorityQueue (the topology's default) or a FIFO Queue,
+// both unlimited;
+// -pkt: data packet size (Packet::set_packet_size); -iw, -ssthresh (0: unlimited), -maxwnd_pkts:
+// every subflow's initial window, slow-start threshold and window cap in packets;
+// -initial_rto_us: every subflow's RTO before its first RTT sample (its SYN's timer);
+// -fct_at rx: a flow completes when its receiver holds every packet (RepFlow's completion)
+// rather than when the sender has every packet acknowledged (the default, as the committed
+// k = 4 fixtures ran);
+// -rto_rtts X: every subflow's RTO is X smoothed RTTs (no floor: htsim's 250 ms floor removed),
+// recomputed after htsim's code on every RTT sample, as RepFlow's scheme.rto_rtts.
+// With any of them set, the RTO timers are scanned only for flows not yet complete (same
+// instants, same order as htsim's TcpRtxTimerScanner, which scans every subflow ever started).
 //
 // -queue: switch queues are htsim's RandomQueue (the default: it also drops 10 % of arrivals
 // in the last 3 packets of the buffer) or DropTail (htsim's ECNQueue, whose CE marks htsim's
@@ -23,6 +43,7 @@
 // go-back-N TCP does). The flow completes when every subflow has had all it sent acknowledged
 // and the budget is spent: the receiver then holds all P packets. Its subflows then stop
 // (their ACKs and timers are ignored).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +60,8 @@
 #include "mtcp.h"
 #include "network.h"
 #include "tcp.h"
+#include "ecnqueue.h"
+#include "edge_fat_tree.h"
 
 EventList eventlist;
 
@@ -65,6 +88,10 @@ struct Conn {
 static std::vector<Conn> conns;
 static std::map<const void*, size_t> index_of;
 static size_t finished = 0;
+
+static double rto_rtts = 0;  // -rto_rtts (0: htsim's RTO)
+static bool fct_at_rx = false;
+static bool ssthresh_flight = false;  // -ssthresh_flight (a diagnostic switch)  // -fct_at rx: complete when the receiver holds every packet
 
 class CountingTcpLogger : public TcpLogger {
 public:
@@ -122,12 +149,14 @@ public:
     }
 
     bool all_acked() const { return _last_acked >= 1 + hw * _mss; }
+    // The receiver holds every packet this subflow has sent (-fct_at rx).
+    bool all_received() const { return _sink->_cumulative_ack >= 1 + hw * _mss; }
 
     void check_done() {
         Conn& c = conns[_i];
         if (c.done || c.sent_new < c.packets) return;
         for (Subflow* s : c.subs)
-            if (!s->all_acked()) return;
+            if (fct_at_rx ? !s->all_received() : !s->all_acked()) return;
         c.done = true;
         c.finish = eventlist().now();
         finished++;
@@ -140,7 +169,15 @@ public:
             return;
         }
         budget();
+        TcpAck* ack = (TcpAck*)(&pkt);
+        bool sampled = ack->ackno() >= _last_acked && eventlist().now() != ack->ts();
         TcpSrc::receivePacket(pkt);
+        if (rto_rtts > 0 && sampled && _rtt > 0) {
+            simtime_picosec now = eventlist().now();
+            simtime_picosec rto = (simtime_picosec)(rto_rtts * (double)_rtt);
+            if (_RFC2988_RTO_timeout == now + _rto) _RFC2988_RTO_timeout = now + rto;
+            _rto = rto;
+        }
         account();
         check_done();
     }
@@ -152,6 +189,17 @@ public:
         account();
     }
 
+    void check_done_rx() { check_done(); }
+
+    // -ssthresh_flight: on a loss (fast retransmit or timeout) a subflow's ssthresh is
+    // max(flight size / 2, 2 packets), RFC 5681 (4), as RepFlow's subflows, where htsim's
+    // MultipathTcpSrc::deflate_window takes max(cwnd / 2, 1 packet).
+    void deflate_window() override {
+        if (!ssthresh_flight) return TcpSrc::deflate_window();
+        uint32_t flight = (uint32_t)(_highest_sent - _last_acked);
+        _ssthresh = std::max(flight / 2, (uint32_t)(2 * _mss));
+    }
+
     void rtx_timer_hook(simtime_picosec now, simtime_picosec period) override {
         if (conns[_i].done) return;
         TcpSrc::rtx_timer_hook(now, period);
@@ -161,17 +209,59 @@ private:
     size_t _i;
 };
 
+// Scans the RTO timers of the subflows of flows not yet complete, each period from t = 0, in
+// registration order (htsim's TcpRtxTimerScanner scans every subflow ever registered).
+class ActiveScanner : public EventSource {
+public:
+    ActiveScanner(simtime_picosec period, EventList& ev)
+        : EventSource(ev, "ActiveScanner"), _period(period) {
+        ev.sourceIsPendingRel(*this, _period);
+    }
+    void add(Subflow* s, size_t i) { _subs.emplace_back(s, i); }
+    void doNextEvent() override {
+        simtime_picosec now = eventlist().now();
+        size_t j = 0;
+        for (size_t i = 0; i < _subs.size(); i++) {
+            if (conns[_subs[i].second].done) continue;
+            _subs[i].first->rtx_timer_hook(now, _period);
+            _subs[j++] = _subs[i];
+        }
+        _subs.resize(j);
+        if (!_subs.empty()) eventlist().sourceIsPendingRel(*this, _period);
+    }
+private:
+    simtime_picosec _period;
+    std::vector<std::pair<Subflow*, size_t>> _subs;
+};
+
+// With -fct_at rx, a subflow's sink checks its flow's completion on every packet it receives.
+class RxSink : public TcpSink {
+public:
+    explicit RxSink(Subflow* sub) : _sub(sub) {}
+    void receivePacket(Packet& pkt) override {
+        TcpSink::receivePacket(pkt);
+        _sub->check_done_rx();
+    }
+private:
+    Subflow* _sub;
+};
+
 static void usage(const char* p) {
     std::cerr << "usage: " << p << " -k K -gbps G -link_us L -queue_pkts Q -trace FILE -out FILE"
               << " -subflows N -cc lia|uncoupled [-queue random|droptail] [-seed S]"
-              << " [-scan_us U] [-end_ms T]\n";
+              << " [-scan_us U] [-end_ms T] [-edge_hosts H] [-hostq fairprio|fifo] [-pkt B] [-iw N] [-ssthresh N]"
+              << " [-maxwnd_pkts N] [-initial_rto_us U] [-rto_rtts X] [-fct_at ack|rx]"
+              << " [-ssthresh_flight]\n";
     exit(2);
 }
 
 int main(int argc, char** argv) {
     uint32_t k = 4, queue_pkts = 100, seed = 1, subflows = 1;
     double gbps = 10, link_us = 1, scan_us = 10, end_ms = 10000;
-    const char *trace = nullptr, *out = nullptr, *cc = "lia", *queue = "random";
+    const char *trace = nullptr, *out = nullptr, *cc = "lia", *queue = "random", *hostq = "fairprio";
+    uint32_t edge_hosts = 0;
+    int pkt = 0, iw = -1, ssthresh = -1, maxwnd_pkts = 0;
+    double initial_rto_us = 0;
     for (int i = 1; i < argc; i++) {
         auto next = [&]() -> const char* { if (i + 1 >= argc) usage(argv[0]); return argv[++i]; };
         if (!strcmp(argv[i], "-k")) k = atoi(next());
@@ -186,6 +276,16 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "-seed")) seed = atoi(next());
         else if (!strcmp(argv[i], "-scan_us")) scan_us = atof(next());
         else if (!strcmp(argv[i], "-end_ms")) end_ms = atof(next());
+        else if (!strcmp(argv[i], "-edge_hosts")) edge_hosts = atoi(next());
+        else if (!strcmp(argv[i], "-hostq")) hostq = next();
+        else if (!strcmp(argv[i], "-pkt")) pkt = atoi(next());
+        else if (!strcmp(argv[i], "-iw")) iw = atoi(next());
+        else if (!strcmp(argv[i], "-ssthresh")) ssthresh = atoi(next());
+        else if (!strcmp(argv[i], "-maxwnd_pkts")) maxwnd_pkts = atoi(next());
+        else if (!strcmp(argv[i], "-initial_rto_us")) initial_rto_us = atof(next());
+        else if (!strcmp(argv[i], "-rto_rtts")) rto_rtts = atof(next());
+        else if (!strcmp(argv[i], "-fct_at")) fct_at_rx = !strcmp(next(), "rx");
+        else if (!strcmp(argv[i], "-ssthresh_flight")) ssthresh_flight = true;
         else usage(argv[0]);
     }
     if (!trace || !out || subflows < 1) usage(argv[0]);
@@ -199,6 +299,9 @@ int main(int argc, char** argv) {
     else usage(argv[0]);
     srand(seed);
     srandom(seed);
+    if (pkt > 0) Packet::set_packet_size(pkt);
+    bool active_scan = edge_hosts || pkt > 0 || iw >= 0 || ssthresh >= 0 || maxwnd_pkts ||
+                       initial_rto_us > 0 || rto_rtts > 0;
 
     std::vector<FlowSpec> flows;
     {
@@ -220,15 +323,44 @@ int main(int argc, char** argv) {
     QueueLoggerFactory qlf(logfile, QueueLoggerFactory::LOGGER_SAMPLING, eventlist);
     qlf.set_sample_period(timeFromMs(1000));
     uint32_t hosts = k * k * k / 4;
-    FatTreeTopology top(hosts, speedFromGbps(gbps), memFromPkt(queue_pkts), &qlf, &eventlist,
-                        nullptr, qt, timeFromUs(link_us), 0, FAIR_PRIO);
+    FatTreeTopology* top = nullptr;
+    EdgeFatTree* etop = nullptr;
+    if (edge_hosts) {
+        if (qt != ECN || (strcmp(hostq, "fifo") && strcmp(hostq, "fairprio"))) usage(argv[0]);
+        linkspeed_bps sp = speedFromGbps(gbps);
+        mem_b qs = memFromPkt(queue_pkts);
+        bool fifo = !strcmp(hostq, "fifo");
+        etop = new EdgeFatTree(
+            k, edge_hosts, timeFromUs(link_us), eventlist,
+            [&]() -> BaseQueue* {
+                return new ECNQueue(sp, qs, eventlist, nullptr, memFromPkt(1e9));
+            },
+            [&]() -> BaseQueue* {
+                if (fifo) return new Queue(sp, memFromPkt(1e9), eventlist, nullptr);
+                return new FairPriorityQueue(sp, memFromPkt(1e9), eventlist, nullptr);
+            });
+    } else {
+        top = new FatTreeTopology(hosts, speedFromGbps(gbps), memFromPkt(queue_pkts), &qlf,
+                                  &eventlist, nullptr, qt, timeFromUs(link_us), 0, FAIR_PRIO);
+        // -hostq fifo: htsim's plain Queue (unlimited) at every host NIC instead of the
+        // topology's FairPriorityQueue (routes are built from these tables on demand).
+        if (!strcmp(hostq, "fifo"))
+            for (auto& a : top->queues_ns_nlp)
+                for (auto& b : a)
+                    for (auto& q : b)
+                        if (q) q = new Queue(speedFromGbps(gbps), memFromPkt(1e9), eventlist,
+                                             nullptr);
+    }
 
-    TcpRtxTimerScanner scanner(timeFromUs(scan_us), eventlist);
+    TcpRtxTimerScanner* scanner = active_scan ? nullptr
+                                  : new TcpRtxTimerScanner(timeFromUs(scan_us), eventlist);
+    ActiveScanner* ascanner = active_scan ? new ActiveScanner(timeFromUs(scan_us), eventlist)
+                                          : nullptr;
     CountingTcpLogger tcplog;
     std::map<std::pair<uint32_t, uint32_t>, std::vector<const Route*>*> paths;
     auto get = [&](uint32_t a, uint32_t b) {
         auto& v = paths[{a, b}];
-        if (!v) v = top.get_paths(a, b);
+        if (!v) v = etop ? etop->get_paths(a, b) : top->get_paths(a, b);
         return v;
     };
     for (size_t i = 0; i < flows.size(); i++) {
@@ -241,10 +373,16 @@ int main(int argc, char** argv) {
         auto* rev = get(s.dst, s.src);
         for (uint32_t j = 0; j < subflows; j++) {
             auto* src = new Subflow(&tcplog, new DropLogger(i), eventlist, i);
-            auto* snk = new TcpSink();
+            TcpSink* snk = fct_at_rx ? new RxSink(src) : new TcpSink();
             index_of[src] = i;
             c.subs.push_back(src);
-            scanner.registerTcp(*src);
+            if (scanner) scanner->registerTcp(*src);
+            else ascanner->add(src, i);
+            if (iw >= 0) src->set_cwnd((uint64_t)iw * src->_mss);
+            if (ssthresh >= 0)
+                src->set_ssthresh(ssthresh ? (uint64_t)ssthresh * src->_mss : (uint64_t)1 << 30);
+            if (maxwnd_pkts) src->_maxcwnd = maxwnd_pkts * src->_mss;
+            if (initial_rto_us > 0) src->_rto = timeFromUs(initial_rto_us);
             Route* out_route = new Route(*fwd->at(random() % fwd->size()));
             out_route->push_back(snk);
             Route* back = new Route(*rev->at(random() % rev->size()));

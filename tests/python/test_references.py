@@ -1,0 +1,153 @@
+"""The RepFlow study's quick scenario under htsim (docs/validation.md, "The RepFlow study under
+htsim"): the committed fixtures load as flow records, the claim functions run on them, and per
+profile, scheme pair, workload, load and metric our effect and htsim's agree within their seed
+spread — or the point is a known disagreement listed with its measured cause.
+
+Nothing is simulated here: our side is read from the committed per-point metrics of our runs
+(``ours-points.csv``, made by ``validation/refs.py repflow-ours``), htsim's from its per-flow
+fixtures.
+
+Interval method: the rule of the other differential tests (test_validation.py) — the two
+simulators' effects, each a mean over the seeds, differ by no more than the mean of their two
+seed-to-seed ranges (max − min). (The verdicts issue's interval method is not on this branch.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from repflow.experiments import claims, references
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("refs", REPO / "validation" / "refs.py")
+refs = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(refs)  # type: ignore[union-attr]
+
+STUDY = "repflow-quick"
+SPEC = references.STUDIES[STUDY]
+
+_FEW = (
+    "a few µs on 82–150 short flows per seed, whose p99 is their largest one or two: per flow "
+    "the simulators agree (measured at dc, data mining 0.5, seed 1: RepFlow/TCP FCT ratio "
+    "median 1.000 in both; the two largest replicated flows 1.6–1.7× slower in both, their "
+    "copies sharing the host link) and htsim's mean moves with one TCP flow at slowdown 11.4; "
+    "not the queue accounting (byte-counted queues here do not bring it to htsim's)"
+)
+_TIMEOUTS = (
+    "short-flow means and p99s are handshake (3 s) and data (200 ms) timeouts: htsim's rest "
+    "on 1–2 flows of 3 s per run, ours on many more; measured: with byte-counted queues (as "
+    "htsim's) our RepFlow effect at web search 0.8 moves from +68 % to +42 % and drops fall "
+    "15 %, and on MPTCP-L's TCP flows with a timeout fall from 117 to 21 (htsim 33); the rest "
+    "is ns3-2014's 200 ms delayed ACKs, which htsim's TcpSink does not model"
+)
+_DCTCP_TAIL = (
+    "the p99 of 277–469 short flows is their top 3–4: one 200 ms timeout in our DCTCP run of "
+    "seed 1 at web search 0.8 (p99 202 ms against 4–7 ms in the other runs); at 0.5 htsim's "
+    "RepFlow-DCTCP tail is 1 ms above its DCTCP's; DCTCP's marking (dequeue, bytes) and α "
+    "update differ (provenance); not isolated further"
+)
+_NS3_DM = (
+    "about 10 µs on a 0.12–0.14 ms mean, both seeds, no timeout in either simulator; not the "
+    "queue accounting (byte-counted: −9.6 %); not isolated (candidates: ns3-2014's delayed "
+    "ACKs, the 1-byte SYN)"
+)
+#: (profile, pair, workload, load, metric) → the measured cause of the disagreement
+#: (docs/validation.md, "The RepFlow study under htsim"). A listed point that comes to agree
+#: fails the test too: the list must say what is true.
+KNOWN_DISAGREEMENTS: dict[tuple[str, str, str, float, str], str] = {
+    ("dc", "repflow vs tcp", "websearch", 0.2, "short_p99"): _FEW,
+    ("dc", "repflow vs tcp", "datamining", 0.5, "short_mean"): _FEW,
+    ("dc", "repflow vs tcp", "datamining", 0.5, "short_p99"): _FEW,
+    ("dc", "repflow vs tcp", "datamining", 0.8, "short_mean"): _FEW,
+    ("dc", "repflow vs tcp", "datamining", 0.8, "short_p99"): _FEW,
+    ("ns3-2014", "repflow vs tcp", "websearch", 0.5, "short_p99"): _TIMEOUTS,
+    ("ns3-2014", "repflow vs tcp", "websearch", 0.8, "short_mean"): _TIMEOUTS,
+    ("ns3-2014", "repflow vs tcp", "websearch", 0.8, "short_p99"): _TIMEOUTS,
+    ("ns3-2014", "repflow vs tcp", "datamining", 0.5, "short_mean"): _NS3_DM,
+    ("ns3-2014", "repflow-dctcp vs dctcp", "websearch", 0.5, "short_p99"): _DCTCP_TAIL,
+    ("ns3-2014", "repflow-dctcp vs dctcp", "websearch", 0.8, "short_p99"): _DCTCP_TAIL,
+    ("ns3-2014", "repflow-dctcp vs dctcp", "datamining", 0.8, "short_mean"): _NS3_DM,
+    ("ns3-2014", "repflow-dctcp vs dctcp", "datamining", 0.8, "short_p99"): _FEW,
+}
+
+
+@pytest.fixture(scope="module")
+def effects() -> pd.DataFrame:
+    return refs.rq_effects()
+
+
+@pytest.mark.parametrize("profile", SPEC["profiles"])
+def test_the_fixtures_load_as_flow_records(profile):
+    recs = references.reference_records(STUDY, profile)
+    need = {"scheme", "series", "workload", "load", "seed", "size", "fct", "ideal_fct",
+            "slowdown", "copies", "timeouts", "bytes_sent", "reference"}  # fmt: skip
+    assert need <= set(recs.columns)
+    n = len(SPEC["schemes"]) * len(SPEC["workloads"]) * len(SPEC["loads"]) * len(SPEC["seeds"])
+    assert recs.groupby(["scheme", "workload", "load", "seed"]).ngroups == n
+    assert recs["reference"].str.startswith("htsim ").all()
+    done = recs[np.isfinite(recs["fct"])]
+    assert len(done) >= 0.99 * len(recs), "htsim left more than 1 % of the flows unfinished"
+    # A flow alone is at its ideal FCT; htsim's packets leave no sooner than ours (same wire
+    # sizes, same links), so a slowdown well below 1 means a mismatched record.
+    assert (done["slowdown"] > 0.9).mean() > 0.999
+    # Replication exactly where our runs replicate: flows of at most 100 KB, under RepFlow.
+    rep = recs[recs["scheme"].isin(["repflow", "repflow-dctcp"])]
+    assert ((rep["copies"] == 2) == (rep["size"] <= 100_000)).all()
+    assert (recs[recs["scheme"].isin(["tcp", "dctcp"])]["copies"] == 1).all()
+    prov = references.provenance(STUDY, profile)
+    assert "trace_schemes" in prov["driver"] and prov["commit"] != "unknown"
+    assert prov["settings"]["matched"] and prov["settings"]["not matched"]
+
+
+@pytest.mark.parametrize("profile", SPEC["profiles"])
+def test_the_claim_functions_run_unchanged_on_htsims_records(profile):
+    agg = references.reference_aggregate(STUDY, profile)
+    got = {r.claim.id: r for r in claims.evaluate_claims(agg, [claims.NS3])}
+    for cid in ("RF-1", "RF-2", "RF-3", "RF-4", "RF-5", "RF-6", "RF-7", "RF-8", "RF-9", "RF-11"):
+        assert got[cid].verdict != claims.NOT_MEASURED, (cid, got[cid].measured)
+    # pFabric is not in htsim: RF-10 stays unmeasured rather than approximated.
+    assert got["RF-10"].verdict == claims.NOT_MEASURED
+
+
+def _cases() -> list[tuple[str, str, str, float, str]]:
+    return [(p, pair, w, load, m) for p in SPEC["profiles"]
+            for pair in ("repflow vs tcp", "repflow-dctcp vs dctcp")
+            for w in SPEC["workloads"] for load in SPEC["loads"]
+            for m in ("short_mean", "short_p99")]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: "-".join(str(x) for x in c))
+def test_our_effect_agrees_with_htsims_within_the_seed_spread(effects, case):
+    profile, pair, w, load, m = case
+    sel = effects[(effects.profile == profile) & (effects.pair == pair) & (effects.workload == w)
+                  & np.isclose(effects.load, load) & (effects.metric == m)]  # fmt: skip
+    ours = sel[sel.sim == "ours"].iloc[0]
+    ref = sel[sel.sim == "htsim"].iloc[0]
+    diff = abs(ours["mean"] - ref["mean"])
+    spread = ((ours["max"] - ours["min"]) + (ref["max"] - ref["min"])) / 2
+    agree = diff <= spread
+    text = (
+        f"{case}: ours {ours['mean']:+.1f} % ({ours['min']:+.1f}…{ours['max']:+.1f}), "
+        f"htsim {ref['mean']:+.1f} % ({ref['min']:+.1f}…{ref['max']:+.1f})"
+    )
+    if case in KNOWN_DISAGREEMENTS:
+        assert not agree, f"listed as a known disagreement but agrees now: {text}"
+    else:
+        assert agree, text
+
+
+def test_the_mptcp_l_fixtures_load_and_htsim_runs_no_mptcp_l():
+    """MPTCP-L's quick study under htsim: its MPTCP (LIA, 8 subflows), TCP and RepFlow on our
+    flows. htsim has no MPTCP-L, so the ML claims get no reference verdict."""
+    recs = references.reference_records("mptcp-l-quick", "dc")
+    assert set(recs["scheme"]) == {"tcp", "repflow", "mptcp"}
+    assert (recs[recs["scheme"] == "mptcp"]["copies"] == 8).all()
+    assert np.isfinite(recs["fct"]).mean() > 0.99
+    agg = references.reference_aggregate("mptcp-l-quick", "dc")
+    got = {r.claim.id: r for r in claims.evaluate_claims(agg, ["mptcp-l"])}
+    assert got["ML-1"].verdict == claims.NOT_MEASURED
+    assert got["ML-2"].verdict == claims.NOT_MEASURED
