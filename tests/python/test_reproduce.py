@@ -123,3 +123,18 @@ def test_verdicts_of_two_runs_side_by_side_flag_only_contradictions(tmp_path):
     assert bad == ["RF-1 under dc: holds / does not hold"]
     assert table.count("**contradiction**") == 1
     assert "| RF-3 | `dc` | inconclusive | holds |" in table
+
+
+def test_claims_are_computed_on_the_reference_fixtures(tmp_path):
+    from repflow.experiments.papers import find_paper
+    from repflow.experiments.reproduce import plan_runs, reference_results
+
+    runs = [r for r in plan_runs([find_paper("repflow")], True, "dc", tmp_path)
+            if r.spec_name == "repflow-paper-quick"]  # fmt: skip
+    refs = reference_results(runs)
+    rf1 = refs[("RF-1", "dc")]
+    assert rf1.label.startswith("htsim ") and len(rf1.label) == len("htsim 841d9e7")
+    assert rf1.result.verdict != "not measured" and rf1.result.points
+    assert "seeds 1, 2" in rf1.scope and "100 ms" in rf1.scope
+    # htsim has no pFabric: RF-10 cannot be run there, and says so
+    assert refs[("RF-10", "dc")].result.verdict == "not measured"

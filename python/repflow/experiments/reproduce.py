@@ -551,12 +551,20 @@ def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], Reference]:
         spec = references.STUDIES[study]
         if r.profile not in spec["profiles"]:
             continue
+        # the fixtures beside an editable install, or under the working directory (the
+        # repository's root, where scripts/main.sh runs a regular install)
+        roots = [references.FIXTURES, Path.cwd() / "tests" / "fixtures" / "refs"]
+        root = next((x for x in roots if (x / study).is_dir()), None)
+        if root is None:
+            continue
         try:
-            recs = references.reference_records(study, r.profile)
-            agg = references.reference_aggregate(study, r.profile)
-            label = references.reference_label(study, r.profile)
+            recs = references.reference_records(study, r.profile, root)
+            agg = references.reference_aggregate(study, r.profile, root=root)
+            prov = references.provenance(study, r.profile, root)
         except (OSError, ValueError, KeyError):
             continue
+        label = f"htsim {str(prov.get('commit', 'unknown'))[:7]}"
+        subset = str(prov.get("subset", "")).split(";")[0]
         if recs.empty or agg.empty:
             continue
         samples: dict[tuple[str, str, float], Sample] = {}
@@ -566,7 +574,8 @@ def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], Reference]:
             smp.sort()
         ev = Evidence(agg, samples, int(spec.get("short_max", 100_000)))
         seeds = ", ".join(str(x) for x in spec["seeds"])
-        scope = f"{label}, the same flows (seeds {seeds}), schemes {', '.join(spec['schemes'])}"
+        scope = (f"{label} on our flows: seeds {seeds}" + (f", {subset}" if subset else "")
+                 + f"; schemes {', '.join(spec['schemes'])}")  # fmt: skip
         for res in evaluate_claims(ev, [r.scenario]):
             if res.claim.scenario == r.scenario:
                 out[(res.claim.id, r.profile)] = Reference(label, res, scope)
