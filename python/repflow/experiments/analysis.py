@@ -82,6 +82,9 @@ def _series_name(labels: dict[str, Any]) -> str:
     return base + (f" ({', '.join(extra)})" if extra else "")
 
 
+#: The workload label of points whose flows come from ``workload.trace`` (not a CDF).
+TRACE_WORKLOAD = "trace"
+
 #: Retransmission columns and the metric (% of the workload's data segments) each becomes.
 RETX_METRICS = (
     ("retransmissions", "retx_pct"),
@@ -193,6 +196,9 @@ def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loa
         m["copy_collisions"] = float(col) if col is not None else float("nan")
         wcfg = (run.get("config") or {}).get("workload") or {}
         workload = str(labels.get(WORKLOAD_AXIS, wcfg.get("cdf")))
+        if wcfg.get("trace") and WORKLOAD_AXIS not in labels:
+            # a trace replaces the arrivals: its CDF and load are unused defaults
+            workload = TRACE_WORKLOAD
         load = float(labels.get(LOAD_AXIS, wcfg.get("load")))
         series = _series_name(labels)
         rows.append(

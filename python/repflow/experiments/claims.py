@@ -78,6 +78,8 @@ class Point:
     def where(self) -> str:
         """``data mining, load 0.5`` (with the part's label when the claim has parts)."""
         w = f"{_WL.get(self.workload, self.workload)}, load {self.load:g}"
+        if self.workload == "trace":
+            w = "the trace"
         return f"{self.part}: {w}" if self.part else w
 
     def needed(self) -> float | None:
@@ -419,13 +421,15 @@ def describe_points(points: list[Point]) -> str:
         txt = []
         for w, ps in by_w.items():
             cells = ", ".join(
-                f"{p.load:g}: {_fmt(p.interval.estimate, p.unit)} "
+                ("" if w == "trace" else f"{p.load:g}: ")
+                + f"{_fmt(p.interval.estimate, p.unit)} "
                 f"[{_fmt(p.interval.lo, p.unit)}, {_fmt(p.interval.hi, p.unit)}]"
                 + (" ⚠" if p.interval.thin() else "")
                 for p in ps
             )
             n = ps[0].interval
-            txt.append(f"{_WL.get(w, w)} (load: effect [95 % interval]; {_counts_short(ps)}): "
+            head = "effect" if w == "trace" else "load: effect"
+            txt.append(f"{_WL.get(w, w)} ({head} [95 % interval]; {_counts_short(ps)}): "
                        f"{cells}" if n.flows else f"{_WL.get(w, w)}: {cells}")  # fmt: skip
         out.append((f"{part}: " if part else "") + "; ".join(txt))
     return " | ".join(out)

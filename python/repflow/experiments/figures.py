@@ -106,7 +106,8 @@ def workload_title(w: str, labels: dict[str, str]) -> str:
     """Display name of a workload."""
     if w in labels:
         return labels[w]
-    return {"websearch": "Web search", "datamining": "Data mining"}.get(w, w)
+    return {"websearch": "Web search", "datamining": "Data mining",
+            "trace": "Trace"}.get(w, w)  # fmt: skip
 
 
 def _log_if_wide(ax, values) -> bool:  # noqa: ANN001
@@ -336,7 +337,7 @@ def plot_workload(
         if single:
             ax.set_xticks(range(len(present)), present, rotation=20, ha="right")
             ax.set_xlim(-0.6, len(present) - 0.4)
-            ax.set_xlabel(f"scheme (load {loads[0]:g})")
+            ax.set_xlabel("scheme" if workload == "trace" else f"scheme (load {loads[0]:g})")
         else:
             ax.set_xlabel("load")
         unit = "slowdown (FCT / ideal FCT)" if normalized else "FCT (ms)"
@@ -364,6 +365,8 @@ def plot_workload(
         ax.grid(True, which="both", alpha=0.3)
     kind = "normalized FCT (slowdown)" if normalized else "FCT"
     against = f"per scheme at load {loads[0]:g}" if single else "against load"
+    if workload == "trace":
+        against = "per scheme"
     one_seed = "seeds" in sub and float(sub["seeds"].max()) < 2
     if not any_bars:
         bars = "; no interval drawn"

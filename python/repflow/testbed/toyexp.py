@@ -363,8 +363,8 @@ def summarize_trials(trials: list[list[Scenario]], resamples: int = 1000) -> Tri
                        s.n_flows(), len(s.seeds))  # fmt: skip
         series = CLAIM_SERIES.get(name)
         if series:
-            samples[("toy", series, 0.0)] = s
-            rows_agg.append({"workload": "toy", "series": series, "scheme": series, "load": 0.0,
+            samples[("trace", series, 0.0)] = s
+            rows_agg.append({"workload": "trace", "series": series, "scheme": series, "load": 0.0,
                              "short_mean": m.estimate, "short_p99": p.estimate,
                              "seeds": len(s.seeds)})  # fmt: skip
     agg = pd.DataFrame(rows_agg)
