@@ -343,15 +343,21 @@ def _print_combined(rows) -> None:  # noqa: ANN001
     """The claims table of the combined report, on the terminal."""
     from repflow.experiments.claims import CONCLUSIVE, INCONCLUSIVE
 
-    for label, pick in (("the papers' profiles", lambda r: r.under_paper),
-                        ("dc", lambda r: r.under_dc or r.under_paper)):  # fmt: skip
+    def under_dc(r):  # noqa: ANN001, ANN202
+        return r.under_paper if r.paper_profile == "dc" else r.under_dc
+
+    for label, pick in (("the papers' profiles", lambda r: r.under_paper), ("dc", under_dc)):
         verdicts = [pick(r).verdict for r in rows if pick(r) is not None]
+        if not verdicts:
+            print(f"claims under {label}: not run")
+            continue
         print(f"claims under {label}: {sum(v in CONCLUSIVE for v in verdicts)} conclusive, "
               f"{verdicts.count(INCONCLUSIVE)} inconclusive")
     print("claims: verdict under the paper's profile / under dc")
     for row in rows:
         vp = row.under_paper.verdict if row.under_paper else "-"
-        vd = row.under_dc.verdict if row.under_dc else "(= paper's, dc)"
+        vd = (row.under_dc.verdict if row.under_dc
+              else "(= paper's, dc)" if row.paper_profile == "dc" else "not run")
         print(f"  {row.claim.id:6} {row.paper_profile:9} {vp:15} / {vd:15} {row.claim.text}")
 
 

@@ -236,13 +236,19 @@ def _same_run(row: Row) -> str:
 def _counts(rows: Sequence[Row], key: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for row in rows:
-        res = row.under_paper if key == "paper" else (row.under_dc or row.under_paper)
-        v = res.verdict if res else NOT_MEASURED
-        out[v] = out.get(v, 0) + 1
+        if key == "paper":
+            res = row.under_paper
+        else:
+            res = row.under_paper if row.paper_profile == DC else row.under_dc
+        if res is None:
+            continue  # not run under this profile (`--profiles`)
+        out[res.verdict] = out.get(res.verdict, 0) + 1
     return out
 
 
 def _count_line(c: dict[str, int]) -> str:
+    if not c:
+        return "not run"
     conclusive = sum(c.get(v, 0) for v in CONCLUSIVE)
     parts = [f"{c[v]} {v}" for v in CONCLUSIVE if c.get(v)]
     line = f"{conclusive} conclusive ({', '.join(parts) or 'none'}), "
