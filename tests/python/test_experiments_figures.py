@@ -147,7 +147,7 @@ def test_one_load_is_a_category_axis_and_nothing_is_hidden_or_clipped(tmp_path):
     assert "fa-dctcp-250KB" in fct["ticks"][0] and all(lo < 0 for lo, _ in fct["xlim"][:4])
     assert "per scheme at load 0.02" in fct["suptitle"].replace("\n", " ")
     # the identical series is named, in the figure and in the report's caption
-    assert "copy-of-fa equals fa-dctcp-250KB" in figures["short-flows_fct"].title
+    assert "fa-dctcp-250KB is hidden under copy-of-fa" in figures["short-flows_fct"].title
     # TCP's −3,900 % does not squash the reduction axis: it is named instead
     assert "tcp (mean)" in kept["short-flows_gain"]["suptitle"].replace("\n", " ")
     # the outlier does not stretch the CDF's axis: it is counted in the title

@@ -251,7 +251,8 @@ def identical_series(sub: pd.DataFrame, order: list[str], cols: list[str]) -> li
 
 
 def _hidden_note(pairs: list[tuple[str, str]]) -> str:
-    return "; ".join(f"{b} equals {a} here (same values in summary.csv), drawn under it"
+    # the later series is drawn last, over the earlier one
+    return "; ".join(f"{a} is hidden under {b}: the same values here (summary.csv)"
                      for b, a in pairs)  # fmt: skip
 
 
