@@ -101,7 +101,7 @@ def owned(root: Path) -> bool:
 
 def write_marker(root: Path, runs: Sequence[Run], quick: bool, profiles: str) -> None:
     """Records what this root holds (read back by :func:`owned` and by the report)."""
-    from repflow import __version__
+    from repflow.version import __version__
 
     root.mkdir(parents=True, exist_ok=True)
     record = {

@@ -1,19 +1,25 @@
-"""Run directories: ``flows.parquet`` + ``run.json``, written atomically.
+"""The per-flow records: their schema, the :class:`SimResult` that holds a run's records, and
+the run directory they are stored in.
 
-A run directory is the unit every part of RepFlow exchanges (simulator, real-network runs,
-the experiment store)::
+The record schema is defined once, in Rust (``repflow_sim::metrics::record_columns``), and read
+from the core on first use. A run directory (``flows.parquet`` + ``run.json``) is the unit every
+part of RepFlow exchanges (simulator, real-network runs, the experiment store)::
 
-    DIR/flows.parquet   one row per application flow, columns repflow.api.RECORD_COLUMNS
+    DIR/flows.parquet   one row per application flow, columns RECORD_COLUMNS
     DIR/run.json        {"version", "config", "counters", "summary", ...}
 
 :func:`write_run` writes both files into a fresh temporary directory next to ``DIR`` and
 renames it into place, so ``DIR`` either does not exist or holds a complete run. It refuses
 to replace a non-empty ``DIR`` unless ``force`` is given (an empty directory is replaced
 silently); with ``force`` the old directory is swapped out only after the new one is complete.
+
+This module sits below the API (:mod:`repflow.api`) and every reader and writer of runs: it
+imports nothing of the package but :mod:`repflow.errors`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -21,21 +27,145 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from repflow.api import (
-    SimResult,
-    normalize_summary,
-    record_columns,
-    record_dtypes,
-    record_schema,
+from repflow.errors import UserError, require_core
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def _core():
+    return require_core()
+
+
+# The record schema is defined once, in Rust (``repflow_sim::metrics::record_columns``);
+# RECORD_SCHEMA, RECORD_COLUMNS and RECORD_DTYPES below are read from the core on first use.
+
+
+@functools.cache
+def record_schema() -> pa.Schema:
+    """The Arrow schema of the per-flow records (every ``flows.parquet``), from the Rust core.
+
+    Sizes and counts are int64, times (seconds) float64. Unfinished flows have NaN
+    ``finish``, ``fct`` and ``slowdown`` and ``winner == -1``.
+    """
+    import pyarrow as pa
+
+    return pa.record_batch(_core().record_schema()).schema
+
+
+#: Record columns counted by the simulator's TCP (loss recovery); runs over real sockets
+#: (library, testbed) cannot see them and record -1.
+TCP_COUNTER_COLUMNS = (
+    "retransmissions",
+    "timeouts",
+    "fast_retransmits",
+    "timeout_retransmits",
+    "data_timeouts",
+    "syn_timeouts",
+    "spurious_retransmissions",
+    "detect_retransmits",
+    "atimer_retransmits",
 )
-from repflow.errors import UserError
+
+
+def unmeasured_tcp_counters(n: int) -> dict[str, np.ndarray]:
+    """-1 for every TCP counter column of ``n`` records (runs over real sockets)."""
+    return {c: np.full(n, -1, dtype=np.int64) for c in TCP_COUNTER_COLUMNS}
+
+
+def record_columns() -> tuple[str, ...]:
+    """Column order of the per-flow records (shared with real-network runs)."""
+    return tuple(record_schema().names)
+
+
+def record_dtypes() -> dict[str, str]:
+    """pandas dtype of every record column: ``"int64"`` or ``"float64"``."""
+    return {f.name: np.dtype(f.type.to_pandas_dtype()).name for f in record_schema()}
+
+
+def __getattr__(name: str) -> Any:
+    # RECORD_SCHEMA / RECORD_COLUMNS / RECORD_DTYPES: constants in use, computed on first use
+    # so that importing this module does not need the Rust core.
+    if name == "RECORD_SCHEMA":
+        return record_schema()
+    if name == "RECORD_COLUMNS":
+        return record_columns()
+    if name == "RECORD_DTYPES":
+        return record_dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass
+class SimResult:
+    """The outcome of one simulation run (or of a run directory read back)."""
+
+    #: One row per application flow (columns :func:`record_columns`, dtypes
+    #: :func:`record_dtypes`), in id order.
+    flows: pd.DataFrame
+    #: ``{"bins": [{"bin", "count", "finished", "fct_mean", "fct_p50", ...}], "overhead",
+    #: "unfinished"}``; FCTs in seconds, NaN where a bin has no finished flow.
+    summary: dict[str, Any]
+    #: ``{"version", "core_version", "config", "counters", "peak_memory_bytes", ...}``:
+    #: everything needed to rerun and account for the run.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The full resolved configuration of the run."""
+        return self.metadata.get("config", {})
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        """Run counters (flows, events, packet_hops, drops, wall_time, ...)."""
+        return self.metadata.get("counters", {})
+
+    def bin(self, label: str) -> dict[str, Any]:
+        """Summary statistics of one bin: ``"(0, 100KB]"``, ``"(100KB, 10MB]"``,
+        ``"(10MB, inf)"`` or ``"all"``."""
+        for b in self.summary.get("bins", []):
+            if b.get("bin") == label:
+                return b
+        raise KeyError(label)
+
+    def save(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+        """Writes the run directory ``path`` (``flows.parquet`` + ``run.json``) atomically.
+
+        A non-empty existing directory is replaced only with ``force``.
+        """
+        return write_run(path, self.flows, {**self.metadata, "summary": self.summary},
+                         force=force)  # fmt: skip
+
+
+def normalize_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns ``summary`` with JSON nulls of the bin statistics turned back into NaN."""
+    out = dict(summary)
+    bins = []
+    for b in summary.get("bins", []) or []:
+        bins.append({k: (math.nan if v is None else v) for k, v in b.items()})
+    out["bins"] = bins
+    return out
+
+
+def records_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
+    """Builds the records DataFrame (column order and dtypes fixed) from column sequences."""
+    dtypes = record_dtypes()
+    return pd.DataFrame({c: pd.Series(columns[c], dtype=dtypes[c]) for c in record_columns()})
+
+
+def flows_frame(batch: Any) -> pd.DataFrame:
+    """The records DataFrame of an Arrow record batch (any object with ``__arrow_c_array__``,
+    such as the ``records`` the core's ``simulate`` returns)."""
+    import pyarrow as pa
+
+    return pa.record_batch(batch).to_pandas()
+
 
 #: File names inside a run directory.
 FLOWS_FILE = "flows.parquet"
@@ -92,6 +222,8 @@ def _json_default(obj: Any) -> Any:
 
 def flows_table(flows: pd.DataFrame) -> pa.Table:
     """Converts a records DataFrame to an Arrow table with the run-directory schema."""
+    import pyarrow as pa
+
     columns = list(record_columns())
     missing = [c for c in columns if c not in flows.columns]
     if missing:
@@ -110,6 +242,8 @@ def write_run(
 
     ``meta`` becomes ``run.json`` (NaN written as null). Returns the directory.
     """
+    import pyarrow.parquet as pq
+
     target = check_out_dir(out, force).absolute()
     parent = target.parent
     try:
@@ -150,6 +284,9 @@ def write_run(
 
 def read_flows(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Reads a ``flows.parquet`` file into a DataFrame with the record dtypes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     p = Path(path)
     try:
         table = pq.read_table(p)
