@@ -124,10 +124,11 @@ pub fn run_threaded(
         boxes: (0..2 * n * n)
             .map(|_| Mutex::new(Batch::default()))
             .collect(),
-        // With a core each, a thread spins through the usual wait (the imbalance of a
+        // With a core each, a thread may spin through the usual wait (the imbalance of a
         // window's work, up to ~100 µs at k = 32; 2^17 rounds take 1-3 ms here) rather than
         // pay a wake-up, slow on a busy virtual machine; with more threads than cores,
-        // spinning takes the core the thread waited for: park soon.
+        // spinning takes the core the thread waited for: park soon. Either way the barrier
+        // spins less when waits outlast its spinning (other work holds the cores).
         barrier: SpinBarrier::new(
             n,
             if cores.is_some_and(|c| c >= n) {
