@@ -4,10 +4,10 @@
 /// Simulated time in picoseconds.
 pub type Time = u64;
 
-/// An event taken from an [`EventQueue`].
+/// An event taken from an [`EventQueue`](super::EventQueue).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A near event, by its id (see [`EventQueue::push_near`]).
+    /// A near event, by its id (see [`EventQueue::push_near`](super::EventQueue::push_near)).
     Near(u32),
     /// A timer, with its payload.
     Timer(u64),

@@ -30,6 +30,8 @@ impl<'a, const P: bool> World<'a, P> {
 
     /// Offers a packet to a FIFO port (`FAST`: one of which [`Port::is_fast`] holds) and
     /// schedules its arrival if it found the link idle.
+    ///
+    /// [`Port::is_fast`]: crate::port::Port::is_fast
     #[inline(always)]
     pub(super) fn enqueue_fifo<const FAST: bool>(&mut self, link: u32, pkt: Packet) {
         if P {
@@ -100,6 +102,8 @@ impl<'a, const P: bool> World<'a, P> {
     /// keeps the events: the arrival that would decide them may be another part's. The
     /// `tie-stats` build keeps them too: it records every event's ancestry.) Either way the
     /// run is the same, bit for bit; each completion decided late counts as an event.
+    ///
+    /// [`Port::sched_catch_up`]: crate::port::Port::sched_catch_up
     #[inline]
     pub(super) fn lazy_completions(&self, link: u32) -> bool {
         !P && !cfg!(feature = "tie-stats") && self.ports[link as usize].sched_lazy_ok()
@@ -118,6 +122,8 @@ impl<'a, const P: bool> World<'a, P> {
 
     /// Decides scheduled port `link`'s completions before `now` and `place`
     /// ([`Port::sched_catch_up`]), counted as events; returns the time of the last, if any.
+    ///
+    /// [`Port::sched_catch_up`]: crate::port::Port::sched_catch_up
     #[inline]
     pub(super) fn catch_up(&mut self, link: u32, now: Time, place: Place) -> Option<Time> {
         let done_id = self.tx_done_id(link);

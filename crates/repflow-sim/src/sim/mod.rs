@@ -1,9 +1,9 @@
-//! Glue: builds the network from a [`Config`](crate::Config), runs the workload through the replication
-//! layer and TCP, and collects per-flow records.
+//! Glue: builds the network from a [`Config`](crate::Config), runs the workload through the
+//! replication layer and TCP, and collects per-flow records.
 //!
 //! Its files, lowest first: `error` (progress and errors), `exchange` and `barrier` (what a
 //! threaded run's threads share), `parts` (a partitioned run's split), `mp_flow` (a
-//! multipath flow's connection level), [`parallelism`] (feature `parallelism-stats`),
+//! multipath flow's connection level), `parallelism` (feature `parallelism-stats`),
 //! `world` (a run's state and how it is built); then the event loop's handlers, each an
 //! `impl World` of its own: `flows` (a flow's life), `hops` (a packet's hop), `multipath`,
 //! `partition`, `event_loop` (dispatch and prefetch); `output` (records and counters out);

@@ -66,7 +66,7 @@ pub(super) fn ev(tag: u64, id: u32) -> u64 {
 #[repr(C, align(64))]
 pub(super) struct Conn {
     pub(super) snd: Sender,
-    /// A subflow of a multipath connection ([`multipath`]).
+    /// A subflow of a multipath connection ([`multipath`](super::multipath)).
     pub(super) multipath: bool,
     pub(super) copy: u8,
     pub(super) rcv: Receiver,
@@ -110,8 +110,8 @@ pub(super) const DEEP_PENDING: usize = 24_576;
 /// `FlowState::mp` of a flow that is not multipath.
 pub(super) const NO_MP: u32 = u32::MAX;
 
-/// A run's state. `P`: a partitioned run ([`partition`]), whose queue `q` is the part
-/// being run's.
+/// A run's state. `P`: a partitioned run ([`partition`](super::partition)), whose queue `q`
+/// is the part being run's.
 pub(super) struct World<'a, const P: bool = false> {
     pub(super) cfg: &'a Config,
     /// Read-only: a threaded run's replicas share one.
