@@ -7,12 +7,7 @@ runner. See the README and ``docs/``.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("repflow")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+source"
+from repflow.version import __version__
 
 __all__ = ["__version__", "simulate", "SimResult", "load_config"]
 

@@ -79,7 +79,7 @@ def table(
 
 def history_sizes(path: str | Path) -> list[int]:
     """Flow sizes of an earlier run: a run directory, its ``flows.parquet`` or ``run.json``."""
-    from repflow.runio import read_flows
+    from repflow.records import read_flows
 
     p = Path(path).expanduser()
     if p.is_dir():
@@ -118,7 +118,7 @@ def resolve_history(config: dict[str, Any]) -> dict[str, Any]:
     except core.ConfigError:
         return config  # validation reports the real error
     defaults = json.loads(core.scheme_defaults())["smartrep"]
-    from repflow.testbed.units import parse_size
+    from repflow.units import parse_size
 
     thr = sch.get("threshold", defaults["threshold"])
     if isinstance(thr, int | float):

@@ -1,4 +1,4 @@
-"""The Python API: SimResult, run directories (repflow.runio) and repflow.simulate."""
+"""The Python API: SimResult, run directories (repflow.records) and repflow.simulate."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import repflow
-from repflow import runio
+from repflow import records
 from repflow.api import (
     RECORD_COLUMNS,
     RECORD_DTYPES,
@@ -51,7 +51,7 @@ def test_save_and_load_round_trip(tmp_path: Path):
     res = _fake_result()
     out = res.save(tmp_path / "run")
     assert sorted(p.name for p in out.iterdir()) == ["flows.parquet", "run.json"]
-    back = runio.load_run(out)
+    back = records.load_run(out)
     pd.testing.assert_frame_equal(back.flows, res.flows)
     assert math.isnan(back.flows.fct[1]) and back.flows.winner[1] == -1
     # run.json is strict JSON (NaN -> null) and NaN comes back as NaN in the summary.
@@ -71,7 +71,7 @@ def test_refuses_non_empty_dir_unless_forced(tmp_path: Path):
     assert (target / "keep.txt").read_text() == "precious"
     _fake_result(7).save(target, force=True)
     assert not (target / "keep.txt").exists()
-    assert len(runio.load_run(target).flows) == 7
+    assert len(records.load_run(target).flows) == 7
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no temp or old dirs left
 
 
@@ -94,14 +94,14 @@ def test_failed_write_leaves_nothing(tmp_path: Path):
 
 def test_load_run_errors_name_the_file(tmp_path: Path):
     with pytest.raises(UserError, match="does not exist"):
-        runio.load_run(tmp_path / "nope")
+        records.load_run(tmp_path / "nope")
     (tmp_path / "d").mkdir()
     with pytest.raises(UserError, match="run.json"):
-        runio.load_run(tmp_path / "d")
+        records.load_run(tmp_path / "d")
     (tmp_path / "d" / "run.json").write_text("{}")
     (tmp_path / "d" / "flows.parquet").write_text("not parquet")
     with pytest.raises(UserError, match="flows.parquet"):
-        runio.load_run(tmp_path / "d")
+        records.load_run(tmp_path / "d")
 
 
 def test_simulate_rejects_bad_config_with_field_name():
@@ -194,7 +194,7 @@ def test_same_seed_same_records_other_seed_differs(small_cdf, small_run: SimResu
 
 def test_saved_run_reads_back_identically(tmp_path: Path, small_run: SimResult):
     small_run.save(tmp_path / "r")
-    back = runio.load_run(tmp_path / "r")
+    back = records.load_run(tmp_path / "r")
     pd.testing.assert_frame_equal(back.flows, small_run.flows)
     assert back.config == small_run.config and back.counters == small_run.counters
     assert back.overhead == small_run.overhead
@@ -213,6 +213,6 @@ def test_numpy_and_path_metadata_are_written_as_json(tmp_path: Path):
     res = _fake_result()
     res.metadata.update(n=np.int64(3), x=np.float64("nan"), arr=np.array([1.5, 2.0]),
                         where=tmp_path)  # fmt: skip
-    back = runio.load_run(res.save(tmp_path / "r"))
+    back = records.load_run(res.save(tmp_path / "r"))
     assert back.metadata["n"] == 3 and back.metadata["x"] is None
     assert back.metadata["arr"] == [1.5, 2.0] and back.metadata["where"] == str(tmp_path)

@@ -200,7 +200,7 @@ def test_cli_sampled_sizes_match_the_api(tmp_path):
 def test_overlay_on_real_simulated_runs(tmp_path):
     """A tiny real sweep (fat-tree k=4, 150 ms of web search) through the simulator."""
     import repflow
-    from repflow.runio import write_run
+    from repflow.records import write_run
 
     for scheme in ("tcp", "repflow"):
         cfg = {

@@ -65,8 +65,8 @@ def test_serve_logs_refusals_and_prints_stats():
 
 
 def test_max_flow_size_default_is_64_mib():
+    from repflow import units
     from repflow.cli import net as cli
-    from repflow.testbed import units
 
     p = argparse.ArgumentParser()
     sub = p.add_subparsers()

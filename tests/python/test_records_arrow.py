@@ -19,7 +19,7 @@ def test_schema_is_read_from_the_core():
     assert api.RECORD_COLUMNS[:4] == ("id", "src", "dst", "size")
     assert {str(f.type) for f in schema} == {"int64", "double"}
     assert api.RECORD_DTYPES["fct"] == "float64" and api.RECORD_DTYPES["winner"] == "int64"
-    from repflow.runio import arrow_schema
+    from repflow.records import arrow_schema
 
     assert arrow_schema() == schema
 

@@ -335,7 +335,7 @@ def test_summary_is_a_dataframe_per_size_bin(tmp_path):
 
     import pandas as pd
     import repflow
-    from repflow.runio import load_run
+    from repflow.records import load_run
 
     res = repflow.simulate({"topology": {"kind": "star", "hosts": 4},
                             "scheme": {"name": "repflow"},

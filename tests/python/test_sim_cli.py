@@ -113,7 +113,7 @@ def test_dump_config_prints_a_loadable_complete_toml(tmp_path: Path, capsys):
 
 def test_cli_run_writes_readable_run_dir(tmp_path: Path, capsys):
     import pandas as pd
-    from repflow import runio
+    from repflow import records
 
     cdf = tmp_path / "small.cdf"
     cdf.write_text("1000 0\n20000 0.5\n200000 1\n")
@@ -127,7 +127,7 @@ def test_cli_run_writes_readable_run_dir(tmp_path: Path, capsys):
         assert label in text, label
     assert sorted(p.name for p in out.iterdir()) == ["flows.parquet", "run.json"]
     assert [p.name for p in out.parent.iterdir()] == ["a"]  # no temp dir left behind
-    run = runio.load_run(out)
+    run = records.load_run(out)
     assert run.config["seed"] == 5 and run.config["topology"]["k"] == 4
     assert run.config["scheme"]["name"] == "repflow"
     assert len(run.flows) == run.counters["flows"] > 0
@@ -136,11 +136,11 @@ def test_cli_run_writes_readable_run_dir(tmp_path: Path, capsys):
     # identical records (same seed).
     assert main(argv + ["--quiet"]) == 2
     assert main(argv + ["--quiet", "--force"]) == 0
-    pd.testing.assert_frame_equal(runio.load_run(out).flows, run.flows)
+    pd.testing.assert_frame_equal(records.load_run(out).flows, run.flows)
 
 
 def test_threads_give_the_sequential_records(tmp_path: Path, capsys):
-    from repflow import runio
+    from repflow import records
 
     base = ["sim", "--k", "4", "--load", "0.5", "--duration", "150ms", "--scheme", "repflow",
             "--seed", "3", "--quiet"]  # fmt: skip
@@ -148,7 +148,7 @@ def test_threads_give_the_sequential_records(tmp_path: Path, capsys):
     for threads in (1, 2):
         out = tmp_path / f"t{threads}"
         assert main([*base, "--threads", str(threads), "--out", str(out)]) == 0
-        runs[threads] = runio.load_run(out)
+        runs[threads] = records.load_run(out)
     one, two = runs[1], runs[2]
     assert len(one.flows) > 50 and two.metadata["threads"] == 2
     assert one.flows.equals(two.flows)

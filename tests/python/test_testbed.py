@@ -16,7 +16,7 @@ from repflow.api import TCP_COUNTER_COLUMNS
 from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.topology import fat_tree, port_name, toy
-from repflow.testbed.units import format_rate, parse_duration, parse_rate, parse_size
+from repflow.units import format_rate, parse_duration, parse_rate, parse_size
 
 
 def test_fat_tree_k4_shape_and_addresses():
@@ -199,7 +199,7 @@ def test_summarize_bins_and_unfinished():
 
 
 def test_merge_host_runs_renumbers_by_start(tmp_path):
-    from repflow.runio import write_run
+    from repflow.records import write_run
     from repflow.testbed.workload import merge_host_runs
 
     a = _records(
@@ -362,7 +362,7 @@ def test_sigterm_during_a_command_exits_143(monkeypatch, capsys, tmp_path):
 def test_merge_marks_failed_and_unfinished_flows_with_reasons(tmp_path):
     import json
 
-    from repflow.runio import write_run
+    from repflow.records import write_run
     from repflow.testbed.workload import merge_host_runs
 
     df = pd.DataFrame({

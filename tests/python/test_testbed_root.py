@@ -153,7 +153,7 @@ def test_repflow_copy_collision_rate_matches_four_paths(fattree):
 def test_short_workload_tcp_and_repflow(fattree, tmp_path):
     if not net_commands_available():
         pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
-    from repflow.runio import load_run
+    from repflow.records import load_run
     from repflow.testbed.workload import run_workload, servers
 
     paths, runs = {}, {}

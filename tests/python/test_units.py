@@ -43,9 +43,15 @@ def test_bad_quantities_name_the_value_and_the_accepted_forms(fn, value, says):
 
 def test_the_same_text_means_the_same_everywhere():
     from repflow.config_io import validate
-    from repflow.experiments.units import bits_per_second, seconds, size_bytes
     from repflow.model.overlay import parse_size as overlay_size
-    from repflow.testbed.units import parse_duration, parse_rate, parse_size
+    from repflow.units import (
+        bits_per_second,
+        parse_duration,
+        parse_rate,
+        parse_size,
+        seconds,
+        size_bytes,
+    )
 
     # "10Gb/s" was accepted by `repflow sim` and refused by the sweep code
     cfg = validate({"topology": {"kind": "star", "hosts": 4, "link_rate": "10Gb/s"}})
@@ -59,8 +65,7 @@ def test_the_same_text_means_the_same_everywhere():
 
 def test_ambiguous_minutes_are_refused_by_every_front_end():
     from repflow.config_io import validate
-    from repflow.experiments.units import seconds
-    from repflow.testbed.units import parse_duration
+    from repflow.units import parse_duration, seconds
 
     with pytest.raises(UserError, match=r"workload.drain.*2min.*2ms"):
         validate({"workload": {"drain": "2m"}})
@@ -72,7 +77,7 @@ def test_ambiguous_minutes_are_refused_by_every_front_end():
 
 def test_wrappers_name_the_flag_and_keep_their_bounds():
     from repflow.model.overlay import parse_size as overlay_size
-    from repflow.testbed.units import parse_duration, parse_rate
+    from repflow.units import parse_duration, parse_rate
 
     with pytest.raises(UserError, match=r"^--link-rate: .*below 100 kbit/s"):
         parse_rate("50kbps")

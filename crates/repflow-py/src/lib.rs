@@ -51,8 +51,8 @@ fn default_config() -> PyResult<String> {
 #[pyfunction]
 fn scheme_defaults() -> PyResult<String> {
     let mut all = serde_json::Map::new();
-    for name in repflow_sim::config::SchemeConfig::NAMES {
-        let scheme = repflow_sim::config::SchemeConfig::with_defaults(name)
+    for name in repflow_sim::scheme::SchemeConfig::NAMES {
+        let scheme = repflow_sim::scheme::SchemeConfig::with_defaults(name)
             .expect("every registered name has defaults");
         let mut v = serde_json::to_value(&scheme).map_err(config_err)?;
         if let Some(m) = v.as_object_mut() {

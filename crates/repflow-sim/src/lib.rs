@@ -7,19 +7,26 @@
 //! connections whose five-tuples differ. One [`Config`] in, per-flow [`FlowRecord`]s and
 //! [`Counters`] out; the same seed gives bit-identical records.
 //!
-//! Layers, each a module, lowest first:
-//! - [`units`], [`engine`] (time, the event queue, randomness), [`packet`];
-//! - [`network`] (topologies, ECMP paths), [`port`] (output queues and their disciplines),
-//!   [`routes`] (per-connection paths laid out for the hop);
-//! - [`transport`] (TCP as a sans-IO state machine) with [`cc`] (congestion-control
-//!   algorithms), [`replication`] (flows into copies) and [`hca`] (SmartRep's path probing);
-//! - [`scheme`]: each transport scheme as one unit that builds the pieces above for a run;
-//! - [`workload`] (flow-size CDFs, Poisson arrivals) and [`arrivals`] (a run's flow stream);
-//! - [`config`] (the run's configuration), [`sim`] (the event loop that joins it all),
-//!   [`ideal`] (ideal FCTs) and [`metrics`] (records, counters, summaries).
+//! Layers, lowest first; a file imports only files of its own or lower layers, never one that
+//! imports it back (`tests/python/test_layers.py` checks it; docs/architecture.md draws it):
+//! 1. [`units`], [`engine`] (time, the event queue, randomness, the cache `prefetch` hint),
+//!    [`metrics`] (records, counters, summaries);
+//! 2. [`packet`]; the configuration's sections as plain data ([`config::sections`],
+//!    [`config::error`]);
+//! 3. [`network`] (topologies, ECMP paths), [`routes`] (per-connection paths laid out for the
+//!    hop), [`port`] (output queues and their disciplines);
+//! 4. [`transport`] (TCP as a sans-IO state machine), [`cc`] (congestion-control algorithms),
+//!    [`replication`] (flows into copies), [`workload`] (flow-size CDFs, Poisson arrivals),
+//!    [`hca`] (SmartRep's path probing), [`ideal`] (ideal FCTs);
+//! 5. [`scheme`]: each transport scheme as one unit that builds the pieces above for a run,
+//!    and [`scheme::SchemeConfig`], their registry;
+//! 6. [`Config`] (a whole run's configuration, in `config/mod.rs`, above the schemes whose
+//!    parameters it holds) and [`arrivals`] (a run's flow stream);
+//! 7. [`sim`]: the event loop that joins it all, and the run's entry points.
 
 #![warn(missing_docs)]
 
+// In layer order (see above).
 pub mod arrivals;
 pub mod cc;
 pub mod config;

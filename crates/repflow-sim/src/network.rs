@@ -1,16 +1,18 @@
-//! Topologies, links, output ports with queue disciplines, and ECMP routing.
+//! Topologies, links and ECMP routing (output ports are in [`crate::port`]).
 //!
 //! Nodes `0..n_hosts` are hosts; switches follow. Every physical link is two directed links;
 //! each directed link is the output port of its `from` node, so "port" and "directed link"
 //! are the same object here.
 
-use crate::config::{HashKind, TopologyConfig, TopologyKind};
+use crate::config::sections::{HashKind, TopologyConfig, TopologyKind};
 use crate::engine::{splitmix64, Time};
 use crate::units::{Rate, PS_PER_SEC};
 use std::collections::VecDeque;
 
 /// Longest path (in links) any supported topology produces.
 pub const MAX_HOPS: usize = 8;
+// A hop count never reaches the packet's own flag bit.
+const _: () = assert!(MAX_HOPS < crate::packet::HOP_WIRE_SCHEDULED as usize);
 
 /// What a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -30,7 +30,6 @@ pub mod flag {
 /// Cleared when the packet leaves the link. (The flag bits are all taken: MPTCP-L's
 /// sequence tags use the high five.)
 pub const HOP_WIRE_SCHEDULED: u8 = 0x80;
-const _: () = assert!(crate::network::MAX_HOPS < HOP_WIRE_SCHEDULED as usize);
 
 /// A packet in flight. Small and `Copy` (24 bytes): it travels by value through port FIFOs.
 /// (A priority, as pFabric's, is not carried: the scheme gives it to a scheduled port.)

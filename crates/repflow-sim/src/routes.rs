@@ -1,6 +1,7 @@
 //! Compact per-connection routes: the link ids of every connection's data and ACK paths,
 //! laid out for the per-hop lookup, and the packet's stamp of its next link.
 
+use crate::engine::prefetch;
 use crate::network::{Path, MAX_HOPS};
 use crate::packet::Packet;
 
@@ -16,23 +17,6 @@ pub enum Routes {
     Narrow(Vec<[[u16; MAX_HOPS]; 2]>),
     /// u32 link ids with lengths.
     Wide(Vec<[Path; 2]>),
-}
-
-/// Asks the CPU to bring the cache line at `p` into L1 (no effect on memory: any address
-/// is accepted, even an invalid one; elsewhere than x86_64, nothing).
-///
-/// The hop path waits on memory more than it computes; this lets the port of the likely
-/// next event load while the current one is handled.
-#[inline(always)]
-pub fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
-    // address; SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Marks the slots past a narrow route's end (never a link id there).

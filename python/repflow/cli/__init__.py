@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="repflow",
         description="RepFlow: replicate short flows to cut data-center tail latency.",
     )
-    from repflow import __version__
+    from repflow.version import __version__
 
     parser.add_argument("--version", action="version", version=f"repflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -106,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _confirm_long(args: argparse.Namespace):
-    from repflow.experiments.units import fmt_seconds
+    from repflow.units import fmt_seconds
 
     def ask(plan, expected: float, workers: int) -> bool:  # noqa: ANN001
         todo = len(plan.todo(args.retry_failed))
@@ -185,7 +185,7 @@ def _dry_run(spec, out: Path, args: argparse.Namespace) -> int:  # noqa: ANN001
 
     from repflow.experiments import Store, plan_sweep
     from repflow.experiments.sweep import estimate_wall
-    from repflow.experiments.units import fmt_seconds
+    from repflow.units import fmt_seconds
 
     plan = plan_sweep(spec, Store(out))
     todo = plan.todo(args.retry_failed)
@@ -266,8 +266,8 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     from repflow.experiments.papers import PAPERS, find_paper
     from repflow.experiments.reproduce import owned, plan_runs, run_all, write_marker
     from repflow.experiments.sweep import estimate_wall
-    from repflow.experiments.units import fmt_seconds
     from repflow.experiments.uptodate import report_claims
+    from repflow.units import fmt_seconds
 
     papers = [find_paper(p) for p in dict.fromkeys(args.papers)] if args.papers else list(PAPERS)
     if args.jobs is not None and args.jobs < 1:

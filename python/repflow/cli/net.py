@@ -27,7 +27,7 @@ SCHEMES = ("tcp", "repflow", "smartrep")
 
 
 def _units():
-    from repflow.testbed import units
+    from repflow import units
 
     return units
 
@@ -372,7 +372,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     base_rtt = 0.0 if args.base_rtt is None else u.parse_duration(args.base_rtt, "--base-rtt")
     if args.out:
         from repflow.cli.outdir import check_writable
-        from repflow.runio import check_out_dir
+        from repflow.records import check_out_dir
 
         check_writable(check_out_dir(args.out))  # before any flow is sent
     _init_logging(args)
@@ -443,7 +443,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         print(f"  first error: {first_error}")
     if args.out:
         from repflow.api import RECORD_COLUMNS, unmeasured_tcp_counters
-        from repflow.runio import write_run
+        from repflow.records import write_run
 
         start = np.array([r[1] for r in rows])
         ideal = size * 8.0 / rate + base_rtt
@@ -472,8 +472,8 @@ def _meta(
     flow_bytes: int,
     extra_copy_bytes: int,
 ) -> dict[str, Any]:
-    from repflow import __version__
     from repflow.net import summarize
+    from repflow.version import __version__
 
     counters = {
         **counters,
@@ -534,7 +534,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
     from repflow import _core
     from repflow.net import load_records, make_schedule
-    from repflow.runio import check_out_dir, write_run
+    from repflow.records import check_out_dir, write_run
 
     u = _units()
     if not 0 < args.load <= 1:

@@ -215,7 +215,7 @@ def run_sim(args: argparse.Namespace) -> int:
     out_dir = None
     if args.out:
         from repflow.cli.outdir import check_writable
-        from repflow.runio import check_out_dir
+        from repflow.records import check_out_dir
 
         out_dir = check_out_dir(args.out, args.force)
         check_writable(out_dir)  # before the simulation, not after it

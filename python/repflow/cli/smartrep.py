@@ -74,7 +74,7 @@ def register(subparsers: Any) -> None:
 def run_table(args: argparse.Namespace) -> int:
     """Handler of ``repflow smartrep-table``."""
     from repflow import smartrep
-    from repflow.testbed.units import parse_size
+    from repflow.units import parse_size
 
     threshold = parse_size(args.threshold, "--threshold")
     if threshold <= 0:

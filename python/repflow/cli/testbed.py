@@ -53,7 +53,7 @@ def _add_tcp(p: argparse.ArgumentParser) -> None:
 
 
 def _rto_ms(text: str | None) -> float | None:
-    from repflow.testbed.units import parse_duration
+    from repflow.units import parse_duration
 
     return None if text is None else parse_duration(text, "--rto-min") * 1000.0
 
@@ -61,7 +61,7 @@ def _rto_ms(text: str | None) -> float | None:
 def _cmd_up(args: argparse.Namespace) -> int:
     from repflow.testbed import netns
     from repflow.testbed.topology import fat_tree
-    from repflow.testbed.units import format_rate, parse_rate
+    from repflow.units import format_rate, parse_rate
 
     rate = parse_rate(args.link_rate)
     topo = fat_tree(args.k)
@@ -109,7 +109,7 @@ def _cmd_down(args: argparse.Namespace) -> int:
 
 def _cmd_status(args: argparse.Namespace) -> int:
     from repflow.testbed import netns
-    from repflow.testbed.units import format_rate
+    from repflow.units import format_rate
 
     state = netns.read_state(args.prefix)
     if state is None:

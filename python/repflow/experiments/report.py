@@ -40,7 +40,7 @@ from repflow.experiments.claims import (
 from repflow.experiments.figures import Figure, make_figures, workload_title
 from repflow.experiments.spec import SCHEME_AXIS
 from repflow.experiments.store import Store
-from repflow.experiments.units import fmt_seconds, fmt_time
+from repflow.units import fmt_seconds, fmt_time
 
 
 @dataclass

@@ -131,7 +131,7 @@ def write_marker(
     root: Path, runs: Sequence[Run], quick: bool, profiles: str, seed_offset: int = 0
 ) -> None:
     """Records what this root holds (read back by :func:`owned` and by the report)."""
-    from repflow import __version__
+    from repflow.version import __version__
 
     root.mkdir(parents=True, exist_ok=True)
     command = "repflow reproduce" + (" --quick" if quick else "")

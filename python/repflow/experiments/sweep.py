@@ -16,8 +16,8 @@ from repflow.errors import UserError
 from repflow.experiments.executors import Executor, Runner, make_executor, run_point
 from repflow.experiments.spec import PLANNED_SCHEMES, SCHEME_AXIS, Spec, set_path
 from repflow.experiments.store import PointResult, Store, point_key
-from repflow.experiments.units import bits_per_second, fmt_seconds, seconds
 from repflow.progress import bar as progress_bar
+from repflow.units import bits_per_second, fmt_seconds, seconds
 
 #: Simulator throughput used for estimates before any point of a store has been timed:
 #: wall seconds per gigabyte of offered traffic on a 128-host network at load 1, TCP, web
@@ -268,7 +268,7 @@ def plan_sweep(spec: Spec, store: Store, version: str | None = None) -> Plan:
     """Validates ``spec`` (:func:`check_spec`), resolves every point and looks each up in
     ``store``."""
     if version is None:
-        from repflow import __version__ as version
+        from repflow.version import __version__ as version
     unavailable = check_spec(spec)
     points: list[PlannedPoint] = []
     for p in spec.points():
@@ -380,7 +380,7 @@ def run_sweep(
     ``skip_unavailable``. ``out`` is created only once the executor is up and the run
     confirmed; a directory holding another spec's sweep is refused.
     """
-    from repflow import __version__
+    from repflow.version import __version__
 
     t0 = time.perf_counter()
     store = Store(out)

@@ -33,8 +33,8 @@ from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.checks import AGENT, agent, sinks
 from repflow.testbed.topology import port_name, toy
-from repflow.testbed.units import format_rate, parse_rate
 from repflow.testbed.workload import servers
+from repflow.units import format_rate, parse_rate
 
 #: Table I of the RepFlow paper (Mininet, 50 Mb/s links with 1 ms delay): (mean, 99th) seconds.
 PAPER = {
@@ -269,7 +269,7 @@ def run_toy(
 
 def _net_flows(tb: netns.Testbed, name: str, flows: int, workdir: Path) -> list[dict]:
     """Short flows H1 -> H3 with ``repflow send`` (scheme by scenario); one record per flow."""
-    from repflow.runio import read_flows
+    from repflow.records import read_flows
     from repflow.testbed.workload import HOSTCMD
 
     h1, h3 = tb.topo.nodes["h1"], tb.topo.nodes["h3"]

@@ -38,7 +38,7 @@ from repflow.errors import UserError
 from repflow.net import summarize as net_summarize
 from repflow.testbed import netns, stale
 from repflow.testbed.netns import Testbed, run, signals_held, stop_processes
-from repflow.testbed.units import format_rate, parse_duration
+from repflow.units import format_rate, parse_duration
 
 REPFLOW = [sys.executable, "-m", "repflow"]
 #: ``repflow serve|load`` with only the net commands registered (see :mod:`.hostcmd`)
@@ -80,7 +80,7 @@ def merge_host_runs(dirs: Sequence[Path]) -> tuple[pd.DataFrame, dict[str, Any],
     """
     import json
 
-    from repflow.runio import load_run
+    from repflow.records import load_run
 
     frames, counters, metas = [], {}, []
     for d in dirs:
@@ -118,7 +118,7 @@ def add_outcome_columns(path: Path, flows: pd.DataFrame) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from repflow.runio import FLOWS_FILE
+    from repflow.records import FLOWS_FILE
 
     table = pq.read_table(path / FLOWS_FILE)
     for col in ("outcome", "reason"):
@@ -500,7 +500,7 @@ def run_workload(
     connections fall back to TCP, which ``counters.mptcp_MPCapableFallbackACK`` shows). On
     failure the per-host logs are kept next to ``out`` and the error names them.
     """
-    from repflow.runio import write_run
+    from repflow.records import write_run
     from repflow.testbed import mptcp
 
     workload = check_run_args(
@@ -598,7 +598,7 @@ def run_workload(
             saved = {f.name: f.read_bytes() for f in logs}
             shutil.rmtree(work, ignore_errors=True)
         owner.close()
-    from repflow import __version__
+    from repflow.version import __version__
 
     summary = summarize(flows, counters)
     outcome = flows["outcome"] if len(flows) else pd.Series([], dtype=str)

@@ -4,7 +4,7 @@
 pub mod error;
 pub mod sections;
 
-pub use crate::scheme::SchemeConfig;
+use crate::scheme::SchemeConfig;
 use crate::units::Duration;
 pub use error::ConfigError;
 pub use sections::{

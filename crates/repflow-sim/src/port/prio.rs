@@ -55,13 +55,13 @@ impl PrioQueue {
         let n = self.keys.len().min(16);
         let keys = self.keys.as_ptr();
         for i in (0..n).step_by(8) {
-            crate::routes::prefetch(keys.wrapping_add(i));
+            crate::engine::prefetch(keys.wrapping_add(i));
         }
         if n > 0 {
-            crate::routes::prefetch(keys.wrapping_add(n - 1));
-            crate::routes::prefetch(self.conns.as_ptr());
-            crate::routes::prefetch(self.conns.as_ptr().wrapping_add(n - 1));
-            crate::routes::prefetch(self.pkts.as_ptr().wrapping_add(self.pkts.len() - 1));
+            crate::engine::prefetch(keys.wrapping_add(n - 1));
+            crate::engine::prefetch(self.conns.as_ptr());
+            crate::engine::prefetch(self.conns.as_ptr().wrapping_add(n - 1));
+            crate::engine::prefetch(self.pkts.as_ptr().wrapping_add(self.pkts.len() - 1));
         }
     }
 

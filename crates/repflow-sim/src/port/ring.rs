@@ -92,7 +92,7 @@ impl Ring {
         // admission is a transmission time away (docs/performance.md, "Where the slow
         // phase's misses fall"). (A read request: a line one thread alone reads arrives
         // exclusive, so the write that follows costs no further transfer.)
-        crate::routes::prefetch(
+        crate::engine::prefetch(
             self.buf
                 .as_ptr()
                 .wrapping_add((self.head + self.len) as usize & mask),
@@ -113,7 +113,7 @@ impl Ring {
         self.head = (self.head + 1) & (self.buf.len() - 1) as u32 & keep.wrapping_neg();
         // The entry after the new head (read at this port's next arrival, for the arrival
         // after it), asked for a packet ahead, as the admission's slot above.
-        crate::routes::prefetch(
+        crate::engine::prefetch(
             self.buf
                 .as_ptr()
                 .wrapping_add((self.head as usize + 1) & (self.buf.len() - 1)),

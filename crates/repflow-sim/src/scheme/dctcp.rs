@@ -4,7 +4,8 @@
 //! in how the sender turns that estimate into its window (see [`crate::cc`]).
 
 use super::repflow::{RepflowScheme, DEFAULT_THRESHOLD};
-use super::{check_copies, check_unit, CcFactory, Context, Parts, PortPlan, Scheme};
+use super::shared::{check_copies, check_unit};
+use super::unit::{CcFactory, Context, Parts, PortPlan, Scheme};
 use crate::cc::{Dctcp, FaDctcp, L2dct, L2dctParams};
 use crate::config::error::ConfigError;
 use crate::config::sections::TcpConfig;

@@ -14,7 +14,8 @@
 //! starts beyond it, detects loss only by a small fixed timeout (about three RTTs) and then
 //! goes back to the first unacknowledged segment.
 
-use super::{longest_rtt, Context, Parts, PortPlan, Scheme};
+use super::shared::longest_rtt;
+use super::unit::{Context, Parts, PortPlan, Scheme};
 use crate::config::error::ConfigError;
 use crate::config::sections::TcpConfig;
 use crate::packet::{kind, Packet};

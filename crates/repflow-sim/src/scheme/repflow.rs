@@ -3,7 +3,8 @@
 //! TCP connections whose five-tuples differ, so that ECMP may hash them onto different paths;
 //! the first copy to deliver every byte completes the flow.
 
-use super::{check_copies, Context, Parts, Scheme};
+use super::shared::check_copies;
+use super::unit::{Context, Parts, Scheme};
 use crate::config::error::ConfigError;
 use crate::config::sections::TcpConfig;
 use crate::replication::RepFlow;

@@ -4,7 +4,8 @@
 //! and FullRep (one copy per link-disjoint path).
 
 use super::repflow::DEFAULT_THRESHOLD;
-use super::{check_copies, Context, Parts, Scheme};
+use super::shared::check_copies;
+use super::unit::{Context, Parts, Scheme};
 use crate::config::error::ConfigError;
 use crate::config::sections::TcpConfig;
 use crate::engine::Rng;

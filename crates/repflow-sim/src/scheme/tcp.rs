@@ -1,7 +1,7 @@
 //! TCP: NewReno over DropTail ports, one connection per flow — the baseline every other
 //! scheme is measured against.
 
-use super::{Context, Parts, Scheme};
+use super::unit::{Context, Parts, Scheme};
 use serde::{Deserialize, Serialize};
 
 /// TCP takes no parameters of its own (the `[tcp]` table configures the protocol).

@@ -11,55 +11,14 @@
 //! the source learns it one ACK path's propagation delay later (as from the DATA_ACK), per
 //! subflow, and stops.
 
-use super::{Conn, End, World};
+use super::mp_flow::{Bits, MpFlow};
+use super::world::{Conn, End, World, EV_CANCEL};
 use crate::network::FiveTuple;
 use crate::packet::Packet;
 use crate::replication::{ephemeral_port, FlowSpec, BASE_PORT};
-use crate::scheme::{Coupling, Join, SubflowPlan};
+use crate::scheme::{Coupling, Join};
 use crate::transport::{Receiver, Sender, SenderState};
 use std::collections::VecDeque;
-
-/// A set of segment numbers.
-#[derive(Debug, Default)]
-struct Bits(Vec<u64>);
-
-impl Bits {
-    fn new(n: u32) -> Bits {
-        Bits(vec![0; (n as usize).div_ceil(64)])
-    }
-    fn has(&self, i: u32) -> bool {
-        self.0[(i / 64) as usize] & (1 << (i % 64)) != 0
-    }
-    /// Sets bit `i`; returns whether it was clear.
-    fn set(&mut self, i: u32) -> bool {
-        let w = &mut self.0[(i / 64) as usize];
-        let new = *w & (1 << (i % 64)) == 0;
-        *w |= 1 << (i % 64);
-        new
-    }
-}
-
-/// The connection level of one multipath flow.
-pub(super) struct MpFlow {
-    plan: SubflowPlan,
-    /// Data segments of the flow.
-    total: u32,
-    /// Next data segment never given to a subflow (lowest-RTT scheduler).
-    next_new: u32,
-    /// Data segments to send again on other subflows (after a subflow's timeout).
-    reinject: VecDeque<u32>,
-    /// Data segments a subflow has had acknowledged (the sender's DATA_ACK view).
-    acked: Bits,
-    /// Data segments the receiver holds, and how many.
-    held: Bits,
-    held_count: u32,
-    /// Redundant scheduler: each subflow's next data segment.
-    cursors: Vec<u32>,
-    /// Every subflow has been started.
-    joined: bool,
-    /// The source has learnt that the flow completed: nothing more is scheduled.
-    stopped: bool,
-}
 
 impl<const P: bool> World<'_, P> {
     /// Starts a flow of a multipath scheme: one connection of the plan's subflows.
@@ -177,7 +136,7 @@ impl<const P: bool> World<'_, P> {
         self.counters.flows_finished += 1;
         self.conns[conn_id as usize].completed_at = Some(self.now);
         for s in first..first + n {
-            self.send_to_source(s, super::EV_CANCEL);
+            self.send_to_source(s, EV_CANCEL);
         }
     }
 

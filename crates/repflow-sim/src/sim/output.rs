@@ -1,7 +1,8 @@
 //! What a run hands back: per-flow records (with each flow's ideal FCT), per-connection
-//! records, per-link statistics and the run's counters and summary.
+//! records, per-link statistics, the run's counters and summary, and how a threaded run's
+//! threads spent their time.
 
-use super::{Conn, FlowState, World};
+use super::world::{Conn, FlowState, World, NO_MP};
 use crate::config::Config;
 use crate::engine::Time;
 use crate::ideal::{ideal_fcts, Hop};
@@ -12,6 +13,26 @@ use crate::units::PS_PER_SEC;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// How the threads of a threaded run spent their time: what a larger machine's speedup can
+/// be estimated from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadReport {
+    /// Threads (one part of the network each).
+    pub threads: u32,
+    /// Lookahead windows run (each ends with a barrier).
+    pub windows: u64,
+    /// Length of a window (the smallest link delay), seconds of simulated time.
+    pub window: f64,
+    /// Per thread, events run.
+    pub events: Vec<u64>,
+    /// Per thread, wall-clock seconds spent waiting at barriers.
+    pub wait: Vec<f64>,
+    /// Per thread, wall-clock seconds from its first window to its last barrier.
+    pub busy: Vec<f64>,
+    /// Packets handed from one part to another (over links between parts).
+    pub packets_exchanged: u64,
+}
 
 /// Everything a run produces.
 #[derive(Clone, Debug)]
@@ -35,7 +56,7 @@ pub struct RunOutput {
     pub topology: Topology,
     /// How the threads of a threaded run ([`super::run_threaded`]) spent their time; `None`
     /// for a run on one thread.
-    pub threads: Option<super::ThreadReport>,
+    pub threads: Option<ThreadReport>,
     /// How much a conservative parallel engine could gain on this run (feature
     /// `parallelism-stats`).
     #[cfg(feature = "parallelism-stats")]
@@ -185,7 +206,7 @@ impl<const P: bool> World<'_, P> {
             .flows
             .iter()
             .map(|f| {
-                if f.mp != super::NO_MP {
+                if f.mp != NO_MP {
                     // A multipath flow: payload beyond the flow's size is redundancy (MPTCP-L's
                     // copies) or, for a lowest-RTT flow, retransmissions — counted as copies
                     // only for a redundant flow.

@@ -186,8 +186,7 @@ pub(super) enum At {
 
 impl ParallelismStats {
     pub(super) fn new(topo: &Topology, cfg: &Config) -> ParallelismStats {
-        let (pod, pods) =
-            super::partition::fat_tree_pods(topo, cfg).unwrap_or_else(|| (Vec::new(), 0));
+        let (pod, pods) = super::parts::fat_tree_pods(topo, cfg).unwrap_or_else(|| (Vec::new(), 0));
         ParallelismStats {
             lookahead: topo.links.iter().map(|l| l.delay).min().unwrap_or(1).max(1),
             link_to: topo.links.iter().map(|l| l.to).collect(),

@@ -28,170 +28,23 @@
 //! published figures come in two sets (even and odd windows), so that a thread already
 //! posting the next window's mail does not meet one still reading this window's.
 
-use super::{
-    build_topology, Conn, Event, FlowState, Progress, SimError, World, DEEP_PREFETCH_LINKS,
-};
+use super::barrier::{BreakOnPanic, SpinBarrier};
+use super::error::{Progress, SimError};
+use super::exchange::{Batch, Exchange};
+use super::output::{RunOutput, ThreadReport};
+use super::parts::{PartitionPlan, Partitioning};
+use super::serial::run;
+use super::world::{build_topology, Conn, FlowState, World, DEEP_PREFETCH_LINKS};
 use crate::config::Config;
-use crate::engine::{Anc, Time};
+use crate::engine::Event;
+use crate::engine::Time;
 use crate::hca::HcaStats;
 use crate::metrics::Counters;
 use crate::network::{FiveTuple, Topology};
-use crate::packet::Packet;
 use crate::port::Port;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-use super::partition::{PartitionPlan, Partitioning};
-
-/// What one part sends another at a window's end.
-#[derive(Default)]
-struct Batch {
-    /// Events for the other part's queue: time, place, event.
-    events: Vec<(Time, Anc, Event)>,
-    /// Packets for the other part's copies of links: link, arrival time, packet.
-    wire: Vec<(u32, Time, Packet)>,
-    /// Receipt-log entries: connection, count, then the entries; repeated.
-    sack: Vec<u32>,
-    /// HCA choices: flow, connection, its five-tuple, copies the flow keeps.
-    hca: Vec<(u32, u32, FiveTuple, u8)>,
-    /// Multipath subflows' data-segment assignments: connection, count, then the data
-    /// segments; repeated.
-    dsn: Vec<u32>,
-    /// MPTCP-L reports: connection, then the report (tag, from, to).
-    reports: Vec<(u32, (u8, u32, u32))>,
-}
-
-impl Batch {
-    fn clear(&mut self) {
-        self.events.clear();
-        self.wire.clear();
-        self.sack.clear();
-        self.hca.clear();
-        self.dsn.clear();
-        self.reports.clear();
-    }
-}
-
-/// A threaded run's per-replica exchange state (in [`super::partition::Parts`]).
-pub(super) struct Exchange {
-    /// Per part, the packets admitted here to links whose far end it is.
-    pub(super) wire_out: Vec<Vec<(u32, Time, Packet)>>,
-    /// Connections whose receiver (here) logged segments or wrote MPTCP-L reports in this
-    /// window, for a sender in another part (repeats allowed).
-    pub(super) sack_dirty: Vec<u32>,
-    /// Per connection, how much of its receiver's log was sent to its sender's part.
-    sack_sent: Vec<u32>,
-    /// Per connection, how many of its receiver's MPTCP-L reports were sent.
-    reports_sent: Vec<u32>,
-    /// Subflows whose sender (here) assigned data segments in this window, for a receiver
-    /// in another part (repeats allowed).
-    pub(super) dsn_dirty: Vec<u32>,
-    /// Per connection, how many of its sender's assignments were sent.
-    dsn_sent: Vec<u32>,
-    /// HCA choices made here in this window (see [`Batch::hca`]).
-    pub(super) hca_out: Vec<(u32, u32, FiveTuple, u8)>,
-    /// Per part, a batch to swap into its mailbox (empty between windows).
-    out: Vec<Batch>,
-}
-
-/// A barrier for the threads of a run. A waiting thread spins for a while (the threads of a run
-/// usually wait for each other microseconds, less than a sleep and a wake-up take),
-/// then parks until the last thread to arrive wakes it (more threads than cores must not
-/// spin against the thread they wait for). It fails if a thread gave up (panicked).
-struct SpinBarrier {
-    n: usize,
-    /// Rounds a waiting thread spins before it parks.
-    spins: u32,
-    count: AtomicUsize,
-    generation: AtomicUsize,
-    /// Threads parked, or about to park, in [`SpinBarrier::wait`].
-    sleepers: AtomicUsize,
-    /// The run's threads (each registers itself), to wake the parked ones.
-    threads: Mutex<Vec<std::thread::Thread>>,
-    broken: AtomicBool,
-}
-
-impl SpinBarrier {
-    /// A barrier for `n` threads that spin `spins` rounds before they park.
-    fn new(n: usize, spins: u32) -> SpinBarrier {
-        SpinBarrier {
-            n,
-            spins,
-            count: AtomicUsize::new(0),
-            generation: AtomicUsize::new(0),
-            sleepers: AtomicUsize::new(0),
-            threads: Mutex::new(Vec::with_capacity(n)),
-            broken: AtomicBool::new(false),
-        }
-    }
-
-    /// Registers the calling thread (before its first wait).
-    fn register(&self) {
-        self.threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(std::thread::current());
-    }
-
-    /// Wakes every parked thread.
-    fn wake_all(&self) {
-        for t in self
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            t.unpark();
-        }
-    }
-
-    /// Marks the barrier broken and wakes everyone.
-    fn break_it(&self) {
-        self.broken.store(true, Ordering::SeqCst);
-        self.wake_all();
-    }
-
-    /// Waits for all threads; `false` if the barrier is broken.
-    fn wait(&self) -> bool {
-        let gen = self.generation.load(Ordering::SeqCst);
-        if self.count.fetch_add(1, Ordering::SeqCst) + 1 == self.n {
-            self.count.store(0, Ordering::SeqCst);
-            self.generation.fetch_add(1, Ordering::SeqCst);
-            if self.sleepers.load(Ordering::SeqCst) > 0 {
-                self.wake_all();
-            }
-            return !self.broken.load(Ordering::SeqCst);
-        }
-        let passed =
-            || self.generation.load(Ordering::SeqCst) != gen || self.broken.load(Ordering::SeqCst);
-        for _ in 0..self.spins {
-            if passed() {
-                return !self.broken.load(Ordering::SeqCst);
-            }
-            std::hint::spin_loop();
-        }
-        // Counted as a sleeper before the last look: the last thread either sees the count
-        // and wakes this one, or advanced the generation before that look.
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
-        while !passed() {
-            std::thread::park_timeout(std::time::Duration::from_millis(5));
-        }
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        !self.broken.load(Ordering::SeqCst)
-    }
-}
-
-/// Breaks the barrier if its thread unwinds, so that the others stop waiting.
-struct BreakOnPanic<'a>(&'a SpinBarrier);
-
-impl Drop for BreakOnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.break_it();
-        }
-    }
-}
 
 /// What the threads share. Mailboxes and published figures come in two sets, used by
 /// windows of even and odd number: a thread may post the next window's mail while another
@@ -213,26 +66,6 @@ struct Shared {
     built: Vec<AtomicBool>,
     /// The caller cancelled the run (set by the first thread before a barrier).
     cancel: AtomicBool,
-}
-
-/// How the threads of a threaded run spent their time: what a larger machine's speedup can
-/// be estimated from.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ThreadReport {
-    /// Threads (one part of the network each).
-    pub threads: u32,
-    /// Lookahead windows run (each ends with a barrier).
-    pub windows: u64,
-    /// Length of a window (the smallest link delay), seconds of simulated time.
-    pub window: f64,
-    /// Per thread, events run.
-    pub events: Vec<u64>,
-    /// Per thread, wall-clock seconds spent waiting at barriers.
-    pub wait: Vec<f64>,
-    /// Per thread, wall-clock seconds from its first window to its last barrier.
-    pub busy: Vec<f64>,
-    /// Packets handed from one part to another (over links between parts).
-    pub packets_exchanged: u64,
 }
 
 /// One thread's figures for the [`ThreadReport`].
@@ -268,9 +101,9 @@ pub fn run_threaded(
     config: &Config,
     threads: u32,
     progress: &mut dyn FnMut(&Progress) -> bool,
-) -> Result<super::RunOutput, SimError> {
+) -> Result<RunOutput, SimError> {
     if threads <= 1 {
-        return super::run(config, progress);
+        return run(config, progress);
     }
     config.validate()?;
     let wall = Instant::now();
@@ -291,10 +124,11 @@ pub fn run_threaded(
         boxes: (0..2 * n * n)
             .map(|_| Mutex::new(Batch::default()))
             .collect(),
-        // With a core each, a thread spins through the usual wait (the imbalance of a
+        // With a core each, a thread may spin through the usual wait (the imbalance of a
         // window's work, up to ~100 µs at k = 32; 2^17 rounds take 1-3 ms here) rather than
         // pay a wake-up, slow on a busy virtual machine; with more threads than cores,
-        // spinning takes the core the thread waited for: park soon.
+        // spinning takes the core the thread waited for: park soon. Either way the barrier
+        // spins less when waits outlast its spinning (other work holds the cores).
         barrier: SpinBarrier::new(
             n,
             if cores.is_some_and(|c| c >= n) {

@@ -2,7 +2,7 @@
 //! delayed ACKs and DCTCP's ECN echo.
 
 use super::detect::DetectReceiver;
-use super::TcpParams;
+use super::params::TcpParams;
 use crate::engine::Time;
 use crate::packet::{flag, kind, Packet};
 

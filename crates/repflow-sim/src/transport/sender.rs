@@ -2,9 +2,10 @@
 //! recovery (RFC 5681, RFC 6582) and the retransmission timer (RFC 6298).
 
 use super::detect::{DetectParams, DetectSender};
-use super::{
-    AckInfo, CongestionControl, Coupling, Scoreboard, SenderState, SenderStats, TcpParams, Window,
-};
+use super::params::TcpParams;
+use super::sack::Scoreboard;
+use super::stats::{SenderState, SenderStats};
+use super::window::{AckInfo, CongestionControl, Coupling, Window};
 use crate::engine::Time;
 use crate::packet::{flag, kind, Packet};
 
@@ -12,36 +13,36 @@ use crate::packet::{flag, kind, Packet};
 pub struct Sender {
     /// Connection index (stamped on packets).
     pub conn: u32,
-    size: u64,
-    total: u32,
+    pub(super) size: u64,
+    pub(super) total: u32,
     /// State.
     pub state: SenderState,
-    snd_una: u32,
-    snd_nxt: u32,
-    snd_max: u32,
+    pub(super) snd_una: u32,
+    pub(super) snd_nxt: u32,
+    pub(super) snd_max: u32,
     /// Congestion window.
     pub win: Window,
-    cc: Box<dyn CongestionControl>,
-    dupacks: u32,
-    in_recovery: bool,
-    recover: Option<u32>,
-    srtt: Option<Time>,
-    rttvar: Time,
-    rto: Time,
+    pub(super) cc: Box<dyn CongestionControl>,
+    pub(super) dupacks: u32,
+    pub(super) in_recovery: bool,
+    pub(super) recover: Option<u32>,
+    pub(super) srtt: Option<Time>,
+    pub(super) rttvar: Time,
+    pub(super) rto: Time,
     /// Retransmission deadline, if the timer runs.
     pub rto_deadline: Option<Time>,
     /// Counters.
     pub stats: SenderStats,
-    first_payload_bytes: u64,
+    pub(super) first_payload_bytes: u64,
     /// With SACK: what the receiver holds, and the recovery's end (RFC 6675 RecoveryPoint).
-    sack: Option<Box<Scoreboard>>,
-    recovery_point: u32,
+    pub(super) sack: Option<Box<Scoreboard>>,
+    pub(super) recovery_point: u32,
     /// A multipath subflow: segments are assigned one at a time ([`Sender::assign`]), each
     /// carrying the data-level segment in `dsn`; an idle subflow waits for more.
-    open: bool,
-    dsn: Vec<u32>,
+    pub(super) open: bool,
+    pub(super) dsn: Vec<u32>,
     /// MPTCP-L's Packet Sequence numbers and aggressive timer.
-    detect: Option<Box<DetectSender>>,
+    pub(super) detect: Option<Box<DetectSender>>,
 }
 
 /// An RTO of `k` smoothed RTTs (no minimum; capped by `max_rto`), off the common path.
@@ -52,7 +53,7 @@ fn rto_in_rtts(srtt: Time, k: f64, p: &TcpParams) -> Time {
 
 /// Why a segment is sent (for the retransmission counters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cause {
+pub(super) enum Cause {
     /// New data, or a timeout's go-back-N resend.
     Window,
     /// Loss recovery on duplicate ACKs.
@@ -208,91 +209,6 @@ impl Sender {
         }
     }
 
-    /// MPTCP-L's aggressive timer: resend the first unacknowledged segment, keep the window.
-    fn on_atimer(&mut self, p: &TcpParams, now: Time, out: &mut Vec<Packet>) {
-        let una = self.snd_una;
-        let d = self.detect.as_mut().expect("an MPTCP-L subflow");
-        d.atimer_at = None;
-        if self.state != SenderState::Established || una >= self.snd_max {
-            return;
-        }
-        d.fired_at_una = Some(una);
-        self.send_segment(p, una, Cause::ATimer, now, out);
-    }
-
-    /// Arms the aggressive timer after progress (or a first transmission) while data is
-    /// outstanding; it fires once per stall.
-    /// `sent_to`: one past the segment just sent, if that is beyond `snd_max`.
-    fn arm_atimer(&mut self, now: Time, sent_to: u32) {
-        let (una, max, srtt) = (self.snd_una, self.snd_max.max(sent_to), self.srtt);
-        let Some(d) = self.detect.as_mut() else {
-            return;
-        };
-        if d.params.atimer_rtts <= 0.0 || una >= max || d.fired_at_una == Some(una) {
-            d.atimer_at = None;
-            return;
-        }
-        if let Some(srtt) = srtt {
-            d.atimer_at = Some(now + ((srtt as f64 * d.params.atimer_rtts) as Time).max(1));
-        }
-    }
-
-    /// The loss report an ACK with flag bits `flags` carried, as `from..to` Packet Sequence
-    /// numbers, read from its receiver `rcv` (MPTCP-L; `None` for other ACKs and senders).
-    pub fn take_report(&mut self, rcv: &super::Receiver, flags: u8) -> Option<(u32, u32)> {
-        let rx = rcv.detect()?;
-        self.detect.as_mut()?.reports.take(rx, flags)
-    }
-
-    /// MPTCP-L loss reports never used (their ACKs lost or overtaken).
-    pub fn lost_reports(&self) -> u64 {
-        self.detect.as_ref().map_or(0, |d| d.reports.lost_reports)
-    }
-
-    /// MPTCP-L: the receiver reported the transmissions numbered `from..to` lost; resend the
-    /// segments they carried that are still unacknowledged.
-    pub fn on_loss_report(
-        &mut self,
-        p: &TcpParams,
-        from: u32,
-        to: u32,
-        now: Time,
-        out: &mut Vec<Packet>,
-    ) {
-        if self.state != SenderState::Established {
-            return;
-        }
-        let keep = self.detect_keep();
-        let Some(d) = self.detect.as_mut() else {
-            return;
-        };
-        d.expire(now, keep);
-        let mut lost = Vec::new();
-        d.lookup(from, to, &mut lost);
-        for seq in lost {
-            if seq < self.snd_una || seq >= self.snd_max {
-                continue;
-            }
-            let d = self.detect.as_mut().expect("checked above");
-            if d.params.cut_on_detect && d.cut_until.is_none_or(|c| seq > c) {
-                d.cut_until = Some(self.snd_max - 1);
-                let flight = self.snd_max - self.snd_una;
-                self.win.ssthresh = self.cc.ssthresh_after_loss(&self.win, flight);
-                self.win.cwnd = self.win.ssthresh;
-                self.win.cwnd_cnt = 0;
-            }
-            self.send_segment(p, seq, Cause::Detect, now, out);
-        }
-    }
-
-    /// How long MPTCP-L's table keeps an entry, ps.
-    fn detect_keep(&self) -> Time {
-        match (&self.detect, self.srtt) {
-            (Some(d), Some(srtt)) => (srtt as f64 * d.params.keep_rtts) as Time,
-            _ => self.rto,
-        }
-    }
-
     /// Bytes of the flow.
     pub fn size(&self) -> u64 {
         self.size
@@ -333,7 +249,7 @@ impl Sender {
     }
 
     /// Sends segment `seq`; a retransmission is counted by its `cause`.
-    fn send_segment(
+    pub(super) fn send_segment(
         &mut self,
         p: &TcpParams,
         seq: u32,
@@ -424,7 +340,7 @@ impl Sender {
 
     /// Takes in a cumulative ACK of new data (`ack > snd_una`): moves `snd_una` and takes an
     /// RTT sample from the echoed send time. Returns the segments newly acknowledged.
-    fn advance(&mut self, p: &TcpParams, pkt: &Packet, ack: u32, now: Time) -> u32 {
+    pub(super) fn advance(&mut self, p: &TcpParams, pkt: &Packet, ack: u32, now: Time) -> u32 {
         let acked = ack - self.snd_una;
         self.snd_una = ack;
         if self.snd_nxt < self.snd_una {
@@ -438,7 +354,7 @@ impl Sender {
 
     /// Lets the congestion control grow the window for `acked` segments acknowledged outside
     /// loss recovery.
-    fn grow(&mut self, acked: u32, ece: bool, ack: u32, now: Time) {
+    pub(super) fn grow(&mut self, acked: u32, ece: bool, ack: u32, now: Time) {
         let info = AckInfo {
             acked,
             ece,
@@ -602,7 +518,7 @@ impl Sender {
 
     /// Once every assigned segment is acknowledged: a connection is done, a subflow idles
     /// (timers stopped) until it is given more. Returns whether that is the case.
-    fn all_acked(&mut self) -> bool {
+    pub(super) fn all_acked(&mut self) -> bool {
         if self.snd_una < self.total {
             return false;
         }
@@ -614,27 +530,6 @@ impl Sender {
             d.atimer_at = None;
         }
         true
-    }
-
-    /// An ACK of an MPTCP-L subflow: cumulative acknowledgement and window growth only;
-    /// losses are found by the receiver's Packet Sequence reports (handled by
-    /// [`Sender::on_loss_report`]) and the timers, not by duplicate ACKs.
-    fn on_detect_ack(&mut self, p: &TcpParams, pkt: &Packet, now: Time, out: &mut Vec<Packet>) {
-        let ack = pkt.seq;
-        if ack <= self.snd_una {
-            return;
-        }
-        let acked = self.advance(p, pkt, ack, now);
-        if self.all_acked() {
-            return;
-        }
-        self.grow(acked, pkt.flags & flag::ECE != 0, ack, now);
-        self.rto_deadline = Some(now + self.rto);
-        let d = self.detect.as_mut().expect("an MPTCP-L subflow");
-        d.atimer_at = None;
-        d.fired_at_una = None;
-        self.arm_atimer(now, 0);
-        self.try_send(p, now, out);
     }
 
     /// RFC 6675's transmission in recovery: while `cwnd − pipe ≥ 1`, the next lost segment

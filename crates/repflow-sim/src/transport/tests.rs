@@ -3,6 +3,8 @@
 
 use super::detect;
 use super::*;
+use crate::config::sections::TcpConfig;
+use crate::engine::Time;
 use crate::packet::{flag, kind, Packet};
 
 fn params() -> TcpParams {

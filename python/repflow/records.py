@@ -1,0 +1,367 @@
+"""The per-flow records: their schema, the :class:`SimResult` that holds a run's records, and
+the run directory they are stored in.
+
+The record schema is defined once, in Rust (``repflow_sim::metrics::record_columns``), and read
+from the core on first use. A run directory (``flows.parquet`` + ``run.json``) is the unit every
+part of RepFlow exchanges (simulator, real-network runs, the experiment store)::
+
+    DIR/flows.parquet   one row per application flow, columns RECORD_COLUMNS
+    DIR/run.json        {"version", "config", "counters", "summary", ...}
+
+:func:`write_run` writes both files into a fresh temporary directory next to ``DIR`` and
+renames it into place, so ``DIR`` either does not exist or holds a complete run. It refuses
+to replace a non-empty ``DIR`` unless ``force`` is given (an empty directory is replaced
+silently); with ``force`` the old directory is swapped out only after the new one is complete.
+
+This module sits below the API (:mod:`repflow.api`) and every reader and writer of runs: it
+imports nothing of the package but :mod:`repflow.errors`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from repflow.errors import UserError, require_core
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def _core():
+    return require_core()
+
+
+# The record schema is defined once, in Rust (``repflow_sim::metrics::record_columns``);
+# RECORD_SCHEMA, RECORD_COLUMNS and RECORD_DTYPES below are read from the core on first use.
+
+
+@functools.cache
+def record_schema() -> pa.Schema:
+    """The Arrow schema of the per-flow records (every ``flows.parquet``), from the Rust core.
+
+    Sizes and counts are int64, times (seconds) float64. Unfinished flows have NaN
+    ``finish``, ``fct`` and ``slowdown`` and ``winner == -1``.
+    """
+    import pyarrow as pa
+
+    return pa.record_batch(_core().record_schema()).schema
+
+
+#: Record columns counted by the simulator's TCP (loss recovery); runs over real sockets
+#: (library, testbed) cannot see them and record -1.
+TCP_COUNTER_COLUMNS = (
+    "retransmissions",
+    "timeouts",
+    "fast_retransmits",
+    "timeout_retransmits",
+    "data_timeouts",
+    "syn_timeouts",
+    "spurious_retransmissions",
+    "detect_retransmits",
+    "atimer_retransmits",
+)
+
+
+def unmeasured_tcp_counters(n: int) -> dict[str, np.ndarray]:
+    """-1 for every TCP counter column of ``n`` records (runs over real sockets)."""
+    return {c: np.full(n, -1, dtype=np.int64) for c in TCP_COUNTER_COLUMNS}
+
+
+def record_columns() -> tuple[str, ...]:
+    """Column order of the per-flow records (shared with real-network runs)."""
+    return tuple(record_schema().names)
+
+
+def record_dtypes() -> dict[str, str]:
+    """pandas dtype of every record column: ``"int64"`` or ``"float64"``."""
+    return {f.name: np.dtype(f.type.to_pandas_dtype()).name for f in record_schema()}
+
+
+def __getattr__(name: str) -> Any:
+    # RECORD_SCHEMA / RECORD_COLUMNS / RECORD_DTYPES: constants in use, computed on first use
+    # so that importing this module does not need the Rust core.
+    if name == "RECORD_SCHEMA":
+        return record_schema()
+    if name == "RECORD_COLUMNS":
+        return record_columns()
+    if name == "RECORD_DTYPES":
+        return record_dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass(eq=False)
+class SimResult:
+    """The outcome of one simulation run (or of a run directory read back)."""
+
+    #: One row per application flow (columns :func:`record_columns`, dtypes
+    #: :func:`record_dtypes`), in id order.
+    flows: pd.DataFrame
+    #: A pandas DataFrame, one row per size bin (index ``bin``: ``"(0, 100KB]"``,
+    #: ``"(100KB, 10MB]"``, ``"(10MB, inf)"``, ``"all"``; columns ``count``, ``finished``,
+    #: ``fct_mean``, ``fct_p50``, ``fct_p99``, ``fct_p999``, ``slowdown_*``, ...; FCTs in
+    #: seconds, NaN where a bin has no finished flow); the run-wide ``overhead`` and
+    #: ``unfinished`` are in ``summary.attrs`` (and :attr:`overhead`, :attr:`unfinished`).
+    #: Given as the ``run.json`` form (a dict), it is converted; :attr:`summary_record` keeps
+    #: that form.
+    summary: Any
+    #: ``{"version", "core_version", "config", "counters", "peak_memory_bytes", ...}``:
+    #: everything needed to rerun and account for the run.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.summary, pd.DataFrame):
+            self.summary_record = summary_record(self.summary)
+        else:
+            self.summary_record = normalize_summary(self.summary or {})
+            self.summary = summary_frame(self.summary_record)
+
+    @property
+    def overhead(self) -> float:
+        """Replication overhead: extra copies' application bytes / all flows' bytes."""
+        return float(self.summary_record.get("overhead") or 0.0)
+
+    @property
+    def unfinished(self) -> int:
+        """Flows that did not finish."""
+        return int(self.summary_record.get("unfinished") or 0)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The full resolved configuration of the run."""
+        return self.metadata.get("config", {})
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        """Run counters (flows, events, packet_hops, drops, wall_time, ...)."""
+        return self.metadata.get("counters", {})
+
+    def bin(self, label: str) -> dict[str, Any]:
+        """Summary statistics of one bin: ``"(0, 100KB]"``, ``"(100KB, 10MB]"``,
+        ``"(10MB, inf)"`` or ``"all"``."""
+        for b in self.summary_record.get("bins", []):
+            if b.get("bin") == label:
+                return b
+        raise KeyError(label)
+
+    def save(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+        """Writes the run directory ``path`` (``flows.parquet`` + ``run.json``) atomically.
+
+        A non-empty existing directory is replaced only with ``force``.
+        """
+        return write_run(path, self.flows, {**self.metadata, "summary": self.summary_record},
+                         force=force)  # fmt: skip
+
+
+def normalize_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns ``summary`` with JSON nulls of the bin statistics turned back into NaN."""
+    out = dict(summary)
+    bins = []
+    for b in summary.get("bins", []) or []:
+        bins.append({k: (math.nan if v is None else v) for k, v in b.items()})
+    out["bins"] = bins
+    return out
+
+
+def summary_frame(record: Mapping[str, Any]) -> pd.DataFrame:
+    """The summary of ``run.json`` (``{"bins": [...], "overhead", "unfinished"}``) as a
+    DataFrame with one row per size bin (index ``bin``) and the run-wide values in
+    ``attrs``."""
+    bins = [dict(b) for b in record.get("bins", []) or []]
+    df = pd.DataFrame(bins)
+    if "bin" in df.columns:
+        df = df.set_index("bin")
+    df.attrs = {k: v for k, v in record.items() if k != "bins"}
+    return df
+
+
+def summary_record(frame: pd.DataFrame) -> dict[str, Any]:
+    """The inverse of :func:`summary_frame`: the ``run.json`` form of a summary."""
+    df = frame.reset_index() if frame.index.name == "bin" else frame
+    bins = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+            for row in df.to_dict("records")]  # fmt: skip
+    return normalize_summary({"bins": bins, **frame.attrs})
+
+
+def records_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
+    """Builds the records DataFrame (column order and dtypes fixed) from column sequences."""
+    dtypes = record_dtypes()
+    return pd.DataFrame({c: pd.Series(columns[c], dtype=dtypes[c]) for c in record_columns()})
+
+
+def flows_frame(batch: Any) -> pd.DataFrame:
+    """The records DataFrame of an Arrow record batch (any object with ``__arrow_c_array__``,
+    such as the ``records`` the core's ``simulate`` returns)."""
+    import pyarrow as pa
+
+    return pa.record_batch(batch).to_pandas()
+
+
+#: File names inside a run directory.
+FLOWS_FILE = "flows.parquet"
+RUN_FILE = "run.json"
+#: Version of the run-directory format (bump on incompatible change).
+FORMAT_VERSION = 1
+
+def arrow_schema() -> pa.Schema:
+    """The Parquet schema of ``flows.parquet`` (the record schema of the Rust core)."""
+    return record_schema()
+
+
+def check_out_dir(out: str | os.PathLike[str], force: bool = False) -> Path:
+    """Checks up front that a run can be written to ``out``; returns it as a path.
+
+    Raises :class:`UserError` if ``out`` is a file, or a non-empty directory and not ``force``.
+    """
+    p = Path(out)
+    if p.exists() or p.is_symlink():
+        if not p.is_dir():
+            raise UserError(f"--out: '{p}' exists and is not a directory")
+        if any(p.iterdir()) and not force:
+            raise UserError(
+                f"--out: directory '{p}' exists and is not empty; choose another or pass --force "
+                "to replace it"
+            )
+    return p
+
+
+def _jsonable(obj: Any) -> Any:
+    """Replaces NaN/inf floats by None so run.json is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def _json_default(obj: Any) -> Any:
+    """JSON for numpy scalars and arrays, paths and sets in run metadata."""
+    if hasattr(obj, "item") and getattr(obj, "ndim", 0) == 0:  # numpy scalar
+        value = obj.item()
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+    if hasattr(obj, "tolist"):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, set | frozenset):
+        return sorted(obj)
+    raise TypeError(f"run metadata: {type(obj).__name__} is not JSON-serializable")
+
+
+def flows_table(flows: pd.DataFrame) -> pa.Table:
+    """Converts a records DataFrame to an Arrow table with the run-directory schema."""
+    import pyarrow as pa
+
+    columns = list(record_columns())
+    missing = [c for c in columns if c not in flows.columns]
+    if missing:
+        raise ValueError(f"flow records lack columns {missing}")
+    return pa.Table.from_pandas(flows[columns], schema=arrow_schema(), preserve_index=False)
+
+
+def write_run(
+    out: str | os.PathLike[str],
+    flows: pd.DataFrame,
+    meta: Mapping[str, Any],
+    *,
+    force: bool = False,
+) -> Path:
+    """Writes ``flows`` and ``meta`` as a run directory at ``out``, atomically.
+
+    ``meta`` becomes ``run.json`` (NaN written as null). Returns the directory.
+    """
+    import pyarrow.parquet as pq
+
+    target = check_out_dir(out, force).absolute()
+    parent = target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--out: cannot create '{parent}': {exc}") from None
+    table = flows_table(flows)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    old: Path | None = None
+    try:
+        pq.write_table(table, tmp / FLOWS_FILE, compression="zstd")
+        doc = {"format": FORMAT_VERSION, **_jsonable(dict(meta))}
+        with open(tmp / RUN_FILE, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, allow_nan=False, default=_json_default)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o755)
+        if target.exists():
+            if any(target.iterdir()):
+                if not force:  # appeared while we were writing
+                    raise UserError(f"--out: directory '{target}' is not empty")
+                old = parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+                os.rename(target, old)
+            else:
+                target.rmdir()
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not target.exists():
+            os.rename(old, target)
+            old = None
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def read_flows(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Reads a ``flows.parquet`` file into a DataFrame with the record dtypes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    try:
+        table = pq.read_table(p)
+    except FileNotFoundError:
+        raise UserError(f"'{p}' does not exist") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"'{p}' is not a readable Parquet file: {exc}") from None
+    columns = list(record_columns())
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise UserError(f"'{p}': missing columns {', '.join(missing)}")
+    df = table.select(columns).to_pandas()
+    return df.astype(record_dtypes())
+
+
+def load_run(path: str | os.PathLike[str]) -> SimResult:
+    """Reads a run directory written by :func:`write_run` (or ``repflow sim --out``).
+
+    ``metadata`` holds every key of ``run.json`` except ``summary``.
+    """
+    d = Path(path)
+    if not d.is_dir():
+        raise UserError(f"run directory '{d}' does not exist")
+    run_file = d / RUN_FILE
+    try:
+        with open(run_file, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise UserError(f"'{run_file}' does not exist (not a run directory?)") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"'{run_file}' is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"'{run_file}': expected a JSON object")
+    flows = read_flows(d / FLOWS_FILE)
+    summary = normalize_summary(doc.pop("summary", {}) or {})
+    return SimResult(flows=flows, summary=summary, metadata=doc)
