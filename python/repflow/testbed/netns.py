@@ -45,9 +45,7 @@ FRAME_BYTES = 1514
 _PARALLEL = 6
 
 
-def state_dir() -> Path:
-    """Directory of state files: ``$REPFLOW_TESTBED_STATE_DIR`` or ``/run/repflow-testbed``."""
-    return Path(os.environ.get("REPFLOW_TESTBED_STATE_DIR", "/run/repflow-testbed"))
+from repflow.testbed.stale import state_dir  # noqa: E402  (the lower layer holds it)
 
 
 def _state_path(prefix: str) -> Path:

@@ -23,13 +23,17 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+
+def state_dir() -> Path:
+    """Directory of state files: ``$REPFLOW_TESTBED_STATE_DIR`` or ``/run/repflow-testbed``."""
+    return Path(os.environ.get("REPFLOW_TESTBED_STATE_DIR", "/run/repflow-testbed"))
+
+
 #: The lock file inside a run's work directory, held for the run's lifetime.
 OWNER = ".owner.lock"
 
 
 def _registry(prefix: str) -> Path:
-    from repflow.testbed.netns import state_dir
-
     return state_dir() / f"{prefix.rstrip('-') or 'default'}.workdirs"
 
 
@@ -87,8 +91,6 @@ def clean(prefix: str, near: Path | None = None, locks: bool = True) -> list[Pat
     ``.*.hosts-*`` directory beside ``near``, a run's ``--out``) and, with ``locks``, its stale
     run lock (``down`` does; a run takes that lock itself and removes it when done). Returns the
     directories removed."""
-    from repflow.testbed.netns import state_dir
-
     removed: list[Path] = []
     candidates: list[Path] = []
     reg = _registry(prefix)
