@@ -31,6 +31,7 @@ pub mod fuzzing;
 pub mod load;
 pub mod logging;
 pub mod paths;
+mod pathsig;
 pub mod policy;
 pub mod probe;
 mod race;
