@@ -187,20 +187,8 @@ impl Header {
 
     /// Parses and validates the 36 fixed header bytes (not the tag, not the length limit).
     pub fn parse(b: &[u8; HEADER_LEN]) -> Result<Header, FrameError> {
-        if b[0..2] != MAGIC {
-            return Err(FrameError::BadMagic([b[0], b[1]]));
-        }
-        if b[2] != VERSION {
-            return Err(FrameError::BadVersion(b[2]));
-        }
+        Header::check_prefix(b, None)?;
         let fl = b[3];
-        if fl & !flags::KNOWN != 0 {
-            return Err(FrameError::UnknownFlags(fl & !flags::KNOWN));
-        }
-        let reserved = u16::from_be_bytes([b[6], b[7]]);
-        if reserved != 0 {
-            return Err(FrameError::Reserved(reserved));
-        }
         let h = Header {
             flags: fl,
             copy: b[4],
@@ -210,13 +198,43 @@ impl Header {
             timestamp_ms: u64::from_be_bytes(b[20..28].try_into().expect("8 bytes")),
             digest: u64::from_be_bytes(b[28..36].try_into().expect("8 bytes")),
         };
-        if h.copies == 0 || h.copy >= h.copies {
+        Ok(h)
+    }
+
+    /// Checks the first bytes of a header as soon as they arrive (any prefix of the 36 fixed
+    /// bytes), in byte order: magic, version, flag bits, the tag's presence
+    /// (when `keyed` says whether a key is configured), copy index and count, reserved field.
+    /// A wrong magic or version is refused at its third byte rather than after 36 bytes or the
+    /// header timeout; on a whole header the first failing check is the same whatever the
+    /// prefix it was found on. `Ok` means "nothing wrong so far".
+    pub fn check_prefix(b: &[u8], keyed: Option<bool>) -> Result<(), FrameError> {
+        if b.len() > 1 && b[..2] != MAGIC {
+            return Err(FrameError::BadMagic([b[0], b[1]]));
+        }
+        if b.len() > 2 && b[2] != VERSION {
+            return Err(FrameError::BadVersion(b[2]));
+        }
+        if b.len() > 3 {
+            let fl = b[3];
+            if fl & !flags::KNOWN != 0 {
+                return Err(FrameError::UnknownFlags(fl & !flags::KNOWN));
+            }
+            match (keyed, fl & flags::TAG != 0) {
+                (Some(true), false) => return Err(FrameError::MissingTag),
+                (Some(false), true) => return Err(FrameError::UnexpectedTag),
+                _ => {}
+            }
+        }
+        if b.len() > 5 && (b[5] == 0 || b[4] >= b[5]) {
             return Err(FrameError::BadCopy {
-                copy: h.copy,
-                copies: h.copies,
+                copy: b[4],
+                copies: b[5],
             });
         }
-        Ok(h)
+        if b.len() > 7 && b[6..8] != [0, 0] {
+            return Err(FrameError::Reserved(u16::from_be_bytes([b[6], b[7]])));
+        }
+        Ok(())
     }
 
     /// Checks the announced length against a limit.
@@ -315,6 +333,7 @@ pub fn decode_frame<'a>(
     key: Option<&[u8]>,
     max_len: u32,
 ) -> Result<Option<Frame<'a>>, FrameError> {
+    Header::check_prefix(&buf[..buf.len().min(HEADER_LEN)], Some(key.is_some()))?;
     if buf.len() < HEADER_LEN {
         return Ok(None);
     }

@@ -241,12 +241,19 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     // The whole header must arrive within `first`: one timer for all its reads, armed only if
     // the header is not already buffered.
     if r.buffered().len() < HEADER_LEN {
+        // Each read is checked as it arrives: a wrong magic or version is refused at its
+        // third byte, not after 36 bytes or the header timeout.
         let header_in = async {
-            if r.want(HEADER_LEN, None).await? {
-                Ok(())
-            } else {
-                Err(ReadError::Eof)
+            while r.buffered().len() < HEADER_LEN {
+                Header::check_prefix(r.buffered(), Some(key.is_some()))?;
+                if r.fill(None).await? == 0 {
+                    if r.buffered().is_empty() {
+                        return Err(ReadError::Eof);
+                    }
+                    return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+                }
             }
+            Ok(())
         };
         match first {
             None => header_in.await?,
@@ -257,6 +264,7 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         }
     }
     let fixed: &[u8; HEADER_LEN] = r.buffered()[..HEADER_LEN].try_into().expect("header bytes");
+    Header::check_prefix(fixed, Some(key.is_some()))?;
     let header = Header::parse(fixed)?;
     header.check_length(max_len)?;
     let rest = async {

@@ -64,6 +64,38 @@ async fn reply(s: &mut TcpStream, tagged: bool) -> (Header, Vec<u8>) {
     (h, body)
 }
 
+/// A connection to `addr` from the loopback address `from` (any of 127.0.0.0/8 is local on
+/// Linux), or from the default address.
+async fn connect_from(addr: SocketAddr, from: Option<[u8; 4]>) -> TcpStream {
+    let Some(ip) = from else {
+        return TcpStream::connect(addr).await.unwrap();
+    };
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(SocketAddr::from((ip, 0))).unwrap();
+    s.connect(addr).await.unwrap()
+}
+
+/// Sends `bytes` from `from` and reports whether the server closed the connection without
+/// answering anything (within 3 s).
+async fn closed_unanswered(addr: SocketAddr, from: Option<[u8; 4]>, bytes: &[u8]) -> bool {
+    let mut c = connect_from(addr, from).await;
+    let _ = c.write_all(bytes).await;
+    let mut b = Vec::new();
+    match tokio::time::timeout(Duration::from_secs(3), c.read_to_end(&mut b)).await {
+        Ok(_) => b.is_empty(),
+        Err(_) => false,
+    }
+}
+
+/// Everything the server delivers until it has been quiet for 300 ms.
+async fn drain(srv: &mut Server) -> Vec<repflow_net::Incoming> {
+    let mut v = Vec::new();
+    while let Ok(Some(inc)) = tokio::time::timeout(Duration::from_millis(300), srv.next()).await {
+        v.push(inc);
+    }
+    v
+}
+
 fn vm_size_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     s.lines()
@@ -389,11 +421,17 @@ async fn replayed_tagged_frames_are_refused() {
     })
     .await;
     let captured = frame(500, 0, 1, false, b"pay me", Some(key));
-    for _ in 0..3 {
-        let mut c = TcpStream::connect(addr).await.unwrap();
-        c.write_all(&captured).await.unwrap();
-        let (h, _) = reply(&mut c, true).await;
-        assert_eq!(h.flow_id, 500);
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&captured).await.unwrap();
+    let (h, _) = reply(&mut c, true).await;
+    assert_eq!(h.flow_id, 500);
+    // The same copy again (same address): a sender never writes a copy twice, so it is a
+    // replay and is neither delivered nor answered.
+    for _ in 0..2 {
+        assert!(
+            closed_unanswered(addr, None, &captured).await,
+            "replay answered"
+        );
     }
     // A newer flow pushes id 500 out of the one-entry table.
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -430,7 +468,7 @@ async fn replayed_tagged_frames_are_refused() {
         n.push(inc.flow_id);
     }
     assert_eq!(n, vec![500, 501], "deliveries");
-    assert_eq!(srv.counters().replays_refused, 2);
+    assert_eq!(srv.counters().replays_refused, 4);
 }
 
 /// Two copies of one flow with different content: the second is refused and counted; a
@@ -505,4 +543,120 @@ async fn pooled_client_replaces_a_stalled_connection() {
         c.connections >= 2,
         "the stalled connection was reused: {c:?}"
     );
+}
+
+/// Issue 37, finding 1: a captured tagged flow replayed from three other addresses
+/// (127.0.0.2–4). Before, the server keyed flows by (address, id) and delivered the replay
+/// three more times; with a key the authenticated id alone names the flow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tagged_replay_from_other_addresses_is_refused() {
+    let key: &[u8] = b"secret";
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    let captured = frame(900, 0, 1, false, b"pay me once", Some(key));
+    let mut c = connect_from(addr, Some([127, 0, 0, 1])).await;
+    c.write_all(&captured).await.unwrap();
+    let (h, _) = reply(&mut c, true).await;
+    assert_eq!(h.flags & flags::DUP, 0);
+    for last in 2..=4u8 {
+        assert!(
+            closed_unanswered(addr, Some([127, 0, 0, last]), &captured).await,
+            "the replay from 127.0.0.{last} was answered"
+        );
+    }
+    let got = drain(&mut srv).await;
+    assert_eq!(got.len(), 1, "delivered {} times", got.len());
+    assert_eq!(srv.counters().replays_refused, 3);
+}
+
+/// Issue 37, finding 1: a captured tagged CALL replayed from 127.0.0.9 was handled again and
+/// the replayer got the response body. Now it is handled once and the replay gets nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tagged_call_replay_from_another_address_is_not_answered() {
+    let key: &[u8] = b"secret";
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    let handled = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let n = handled.clone();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            inc.respond(b"the secret answer".to_vec());
+        }
+    });
+    let captured = frame(901, 0, 1, true, b"GET balance", Some(key));
+    let mut c = connect_from(addr, Some([127, 0, 0, 1])).await;
+    c.write_all(&captured).await.unwrap();
+    let (_, body) = reply(&mut c, true).await;
+    assert_eq!(body, b"the secret answer");
+    assert!(
+        closed_unanswered(addr, Some([127, 0, 0, 9]), &captured).await,
+        "the replayed call was answered"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(handled.load(std::sync::atomic::Ordering::SeqCst), 1);
+    app.abort();
+}
+
+/// The other side of finding 1: a keyed sender whose copies leave from two addresses (NAT,
+/// several interfaces) gets exactly-once delivery and every copy answered, for flows and for
+/// calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_copies_from_two_addresses_are_one_flow() {
+    let key: &[u8] = b"secret";
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    for (copy, ip) in [(0u8, [127, 0, 0, 1]), (1, [127, 0, 0, 2])] {
+        let mut c = connect_from(addr, Some(ip)).await;
+        c.write_all(&frame(902, copy, 2, false, b"two roads", Some(key)))
+            .await
+            .unwrap();
+        let (h, _) = reply(&mut c, true).await;
+        assert_eq!(h.flags & flags::DUP != 0, copy == 1);
+    }
+    assert_eq!(drain(&mut srv).await.len(), 1);
+    let mut c0 = connect_from(addr, Some([127, 0, 0, 1])).await;
+    c0.write_all(&frame(903, 0, 2, true, b"q", Some(key)))
+        .await
+        .unwrap();
+    let inc = tokio::time::timeout(Duration::from_secs(2), srv.next())
+        .await
+        .unwrap()
+        .unwrap();
+    inc.respond(b"a".to_vec());
+    let (_, b0) = reply(&mut c0, true).await;
+    let mut c1 = connect_from(addr, Some([127, 0, 0, 3])).await;
+    c1.write_all(&frame(903, 1, 2, true, b"q", Some(key)))
+        .await
+        .unwrap();
+    let (h1, b1) = reply(&mut c1, true).await;
+    assert_eq!((b0.as_slice(), b1.as_slice()), (&b"a"[..], &b"a"[..]));
+    assert_ne!(h1.flags & flags::DUP, 0);
+    assert!(drain(&mut srv).await.is_empty());
+}
+
+/// Issue 37, finding 5: ten bytes of garbage, or a 20-byte header of version 1, held a
+/// connection for the whole header timeout (10 s): nothing was checked before 36 bytes. The
+/// magic and version are refused at their third byte now; a keyed server refuses an untagged
+/// frame at its fourth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_magic_or_version_is_refused_at_once() {
+    let (srv, addr) = bind(|c| c.header_timeout = Duration::from_secs(10)).await;
+    let mut old = frame(1, 0, 1, false, b"", None)[..20].to_vec();
+    old[2] = 1;
+    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x10"[..]] {
+        let t = Instant::now();
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(bytes).await.unwrap();
+        let mut b = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(3), c.read_to_end(&mut b)).await;
+        assert!(
+            r.is_ok() && b.is_empty(),
+            "{bytes:02x?} held the connection for {:?}",
+            t.elapsed()
+        );
+    }
+    assert_eq!(srv.counters().malformed, 3);
+    assert_eq!(srv.counters().timeouts, 0);
+    let (ksrv, kaddr) = bind(|c| c.key = Some(b"k".to_vec())).await;
+    let untagged = frame(2, 0, 1, false, b"x", None);
+    assert!(closed_unanswered(kaddr, None, &untagged[..4]).await);
+    assert_eq!(ksrv.counters().auth_failures, 1);
 }

@@ -165,7 +165,11 @@ pub(crate) async fn serve_conn(
         inc(&c.copies_received, 1);
         inc(&c.bytes_received, len);
         let call = h.flags & flags::CALL != 0;
-        let dkey = (peer.ip(), h.flow_id);
+        // With a key the flow id is authenticated (the tag covers it), so it alone names the
+        // flow: a replay from another address is the same flow, and a sender behind NAT or
+        // with several addresses is still served once. Without a key anyone can forge any
+        // id, so a flow is named by its sender's address and id.
+        let dkey = (key.is_none().then(|| peer.ip()), h.flow_id);
         let waiter = if call {
             let (tx, _) =
                 responses.get_or_insert_with(|| spawn_response_writer(wr.clone(), dead.clone()));
@@ -232,6 +236,17 @@ pub(crate) async fn serve_conn(
                 frame_log(
                     &format!("{peer}: flow {:#x}", h.flow_id),
                     "possible replay (older than a forgotten id); closing connection",
+                );
+                break;
+            }
+            Seen::Dup { repeat: true, .. } if key.is_some() => {
+                // A sender never writes the same copy of a flow twice: with a key, a copy index
+                // that already arrived is a replay (from any address). Not delivered, not
+                // answered.
+                inc(&c.replays_refused, 1);
+                frame_log(
+                    &format!("{peer}: flow {:#x} copy {}", h.flow_id, h.copy),
+                    "replayed copy (this copy of the flow already arrived); closing connection",
                 );
                 break;
             }

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
-pub(crate) type DedupKey = (IpAddr, u64);
+/// How the duplicate filter names a flow: with a key, by its (authenticated) flow id alone
+/// (`None` address); without, by the sender's address and flow id.
+pub(crate) type DedupKey = (Option<IpAddr>, u64);
 
 /// A frame queued for a connection's writer.
 #[derive(Debug)]
