@@ -1,17 +1,17 @@
 //! Accepting connections: the listening sockets and the loop that admits or refuses each new
 //! connection and starts its task.
 
-use super::admission::SourceShare;
+use super::admission::Refused;
 use super::conn::serve_conn;
 use super::counters::inc;
 use super::delivery::Incoming;
-use super::refusals::RateLimited;
+use super::refusals::Kind;
 use super::shared::Shared;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 use tracing::{warn, Instrument};
 
 /// Whether a socket error means the protocol itself is unavailable (no MPTCP in the kernel,
@@ -45,49 +45,108 @@ pub(crate) fn bind_listener(addr: SocketAddr, mptcp: bool) -> std::io::Result<Tc
     TcpListener::from_std(std::net::TcpListener::from(s))
 }
 
+/// File descriptors a server needs besides its connections (listeners aside): the runtime's,
+/// standard streams, logs, the application's own.
+const FD_MARGIN: u64 = 64;
+
+/// Warns (one line) when the process's open-file limit (`ulimit -n`) is below what
+/// `max_connections` connections and `listeners` listening sockets need: past the limit,
+/// `accept` fails (os error 24) instead of the server refusing or evicting by its own rules.
+pub(crate) fn check_fd_limit(max_connections: usize, listeners: usize) {
+    use nix::sys::resource::{getrlimit, Resource};
+    let need = max_connections as u64 + listeners as u64 + FD_MARGIN;
+    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < need {
+            warn!(
+                limit = soft,
+                need,
+                "open-file limit (ulimit -n) {soft} is below the {need} descriptors \
+                 max_connections = {max_connections} needs; accept will fail with os error 24 \
+                 before the connection limit is reached (raise ulimit -n or lower \
+                 max_connections)"
+            );
+        }
+    }
+}
+
+/// Longest pause after a failed `accept` (the pause doubles from 10 ms while it fails).
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
+
 pub(crate) async fn accept_loop(
     l: TcpListener,
     shared: Arc<Shared>,
-    sem: Arc<Semaphore>,
     tx: mpsc::Sender<Incoming>,
     stop: watch::Receiver<bool>,
 ) {
-    let mut refuse = RateLimited::new();
+    let cfg = &shared.cfg;
+    let limits = (
+        cfg.max_connections,
+        cfg.max_connections_per_source,
+        cfg.evict_after.as_millis() as u64,
+    );
+    let mut backoff = Duration::from_millis(10);
     loop {
         let (stream, peer) = match l.accept().await {
-            Ok(x) => x,
+            Ok(x) => {
+                backoff = Duration::from_millis(10);
+                x
+            }
             Err(e) => {
-                warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                inc(&shared.counters.accept_errors, 1);
+                shared
+                    .refusals
+                    .log(Kind::Accept, "-", &format!("accept failed: {e}"));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                 continue;
             }
         };
-        let Ok(permit) = sem.clone().try_acquire_owned() else {
-            inc(&shared.counters.connections_rejected, 1);
-            refuse.log(&format!("{peer}"), "connection limit reached; resetting");
-            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
-            continue;
+        let now = shared.now_ms();
+        let admitted = shared
+            .slots
+            .lock()
+            .expect("slots lock")
+            .admit(peer.ip(), now, limits);
+        let slot = match admitted {
+            Ok(a) => a,
+            Err(why) => {
+                let (counter, kind, what) = match why {
+                    Refused::Full => (
+                        &shared.counters.connections_rejected,
+                        Kind::Full,
+                        "connection limit reached, no connection idle long enough to evict; resetting",
+                    ),
+                    Refused::SourceShare => (
+                        &shared.counters.connections_rejected_source,
+                        Kind::SourceShare,
+                        "per-source connection share reached, none of its connections idle long enough to evict; resetting",
+                    ),
+                };
+                inc(counter, 1);
+                shared.refusals.log(kind, &format!("{peer}"), what);
+                let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                continue;
+            }
         };
-        let Some(share) = SourceShare::take(&shared, peer.ip()) else {
-            inc(&shared.counters.connections_rejected_source, 1);
-            refuse.log(
-                &format!("{peer}"),
-                "per-source connection share reached; resetting",
+        if let Some(ip) = slot.evicted {
+            inc(&shared.counters.connections_evicted, 1);
+            shared.refusals.log(
+                Kind::Evicted,
+                &format!("{ip}"),
+                "connection evicted (longest without a complete frame) to admit a new one",
             );
-            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
-            continue;
-        };
+        }
         inc(&shared.counters.connections, 1);
         let (shared, tx, mut stop) = (shared.clone(), tx.clone(), stop.clone());
         let span = tracing::debug_span!("conn", %peer);
         tokio::spawn(
             async move {
                 tokio::select! {
-                    _ = serve_conn(stream, peer, &shared, &tx) => {}
+                    _ = serve_conn(stream, peer, &shared, &tx, &slot.progress) => {}
                     _ = stop.changed() => {}
+                    _ = slot.kill.notified() => {}
                 }
-                drop(share);
-                drop(permit);
+                shared.slots.lock().expect("slots lock").leave(slot.id);
             }
             .instrument(span),
         );

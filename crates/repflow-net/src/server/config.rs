@@ -15,8 +15,19 @@ pub struct ServerConfig {
     /// Largest number of connections served at once; more are closed at once (reset).
     pub max_connections: usize,
     /// Largest number of connections one source address may hold at once (a share of
-    /// `max_connections`, so that one host cannot take every slot); more are reset.
+    /// `max_connections`). When this or `max_connections` is full, a new connection takes
+    /// the slot of the connection (of that address, or of anyone) that has gone longest
+    /// without completing a frame, if that is at least `evict_after`; otherwise it is reset.
     pub max_connections_per_source: usize,
+    /// How long a connection must have gone without completing a frame (since it was
+    /// accepted or completed its last one) before a new connection may take its slot when
+    /// the server is full (default 0: the longest-stalled connection goes, however young).
+    /// A larger value protects young connections but lets an attacker who reconnects faster
+    /// than `max_connections / evict_after` keep every slot young, and so full. Connections
+    /// waiting for the application are never evicted.
+    pub evict_after: Duration,
+    /// When a flow is acknowledged to its sender (see [`AckAfter`]).
+    pub ack_after: AckAfter,
     /// Time allowed for a new connection's first frame header to arrive.
     pub header_timeout: Duration,
     /// Time allowed between two reads (within a frame, or between frames on a pooled
@@ -42,6 +53,35 @@ pub struct ServerConfig {
     pub mptcp: bool,
 }
 
+/// When the receiver acknowledges a flow (calls are always answered by the application's
+/// response). Whatever the mode, the application gets every flow once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AckAfter {
+    /// When the flow enters the server's queue (`queue` flows), before the application
+    /// takes it: the fastest; flows queued but not taken are lost if the process dies.
+    #[default]
+    Queue,
+    /// When [`Server::next`](crate::Server::next) hands the flow to the application: an
+    /// acknowledged flow has been taken by the application. Later copies of a flow not yet
+    /// taken wait for it too.
+    Consume,
+    /// When the application is done with the flow: it drops the [`Incoming`](crate::Incoming)
+    /// (or calls `Incoming::ack`) after `Server::next` returned it.
+    Handled,
+}
+
+impl AckAfter {
+    /// Parses `queue`, `consume` or `handled` (the names of `repflow serve --ack-after`).
+    pub fn parse(s: &str) -> Option<AckAfter> {
+        match s {
+            "queue" => Some(AckAfter::Queue),
+            "consume" => Some(AckAfter::Consume),
+            "handled" => Some(AckAfter::Handled),
+            _ => None,
+        }
+    }
+}
+
 impl ServerConfig {
     /// Listens on `addr`'s port and the `ports − 1` following ones, with default limits.
     pub fn ports(addr: SocketAddr, ports: u16) -> Self {
@@ -52,6 +92,8 @@ impl ServerConfig {
             addrs,
             key: None,
             max_flow_size: 64 << 20,
+            evict_after: Duration::ZERO,
+            ack_after: AckAfter::Queue,
             max_connections: 4096,
             max_connections_per_source: 1024,
             header_timeout: Duration::from_secs(10),

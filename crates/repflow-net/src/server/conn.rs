@@ -1,9 +1,11 @@
 //! One connection's frames: reads each frame (bounded by the header, idle and frame
 //! timeouts), checks it, lets the duplicate filter decide, and replies.
 
+use super::admission::Progress;
+use super::config::AckAfter;
 use super::counters::inc;
 use super::delivery::{Incoming, IncomingKind, Responder};
-use super::refusals::frame_log;
+use super::refusals::Kind;
 use super::reply::{next_frame_buffered, spawn_response_writer, ConnWriter, SharedWriter};
 use super::shared::{Out, Shared};
 use crate::dedup::Seen;
@@ -22,7 +24,9 @@ pub(crate) async fn serve_conn(
     peer: SocketAddr,
     shared: &Arc<Shared>,
     app: &mpsc::Sender<Incoming>,
+    progress: &Arc<Progress>,
 ) {
+    let log = |kind: Kind, who: &str, what: &str| shared.refusals.log(kind, who, what);
     // On Linux the listener's TCP_NODELAY is inherited (test `accepted_sockets_are_nodelay`).
     if !cfg!(target_os = "linux") {
         let _ = stream.set_nodelay(true);
@@ -84,7 +88,8 @@ pub(crate) async fn serve_conn(
             Ok(f) => f,
             Err(ReadError::FrameTimeout) => {
                 inc(&c.frame_timeouts, 1);
-                frame_log(
+                log(
+                    Kind::FrameTimeout,
                     &format!("{peer}"),
                     "frame not complete within frame_timeout; closing",
                 );
@@ -97,7 +102,8 @@ pub(crate) async fn serve_conn(
             Err(ReadError::Timeout) => {
                 inc(&c.timeouts, 1);
                 if first || !rd.buffered().is_empty() {
-                    frame_log(
+                    log(
+                        Kind::Timeout,
                         &format!("{peer}"),
                         "frame did not arrive within the header/idle timeout; closing",
                     );
@@ -113,24 +119,28 @@ pub(crate) async fn serve_conn(
             }
             Err(ReadError::Frame(e @ crate::FrameError::BadDigest { .. })) => {
                 inc(&c.digest_mismatches, 1);
-                frame_log(
+                log(
+                    Kind::Digest,
                     &format!("{peer}: {e}"),
                     "rejected frame; closing connection",
                 );
                 break;
             }
             Err(ReadError::Frame(e)) => {
-                if matches!(
-                    e,
-                    crate::FrameError::BadTag
-                        | crate::FrameError::MissingTag
-                        | crate::FrameError::UnexpectedTag
-                ) {
+                use crate::FrameError as E;
+                let kind = match e {
+                    E::BadTag | E::MissingTag | E::UnexpectedTag => Kind::Auth,
+                    E::BadMagic(_) => Kind::Garbage,
+                    E::BadVersion(_) => Kind::Version,
+                    _ => Kind::Malformed,
+                };
+                if kind == Kind::Auth {
                     inc(&c.auth_failures, 1);
                 } else {
                     inc(&c.malformed, 1);
                 }
-                frame_log(
+                log(
+                    kind,
                     &format!("{peer}: {e}"),
                     "rejected frame; closing connection",
                 );
@@ -141,10 +151,12 @@ pub(crate) async fn serve_conn(
             rd.set_capacity(16 * 1024);
         }
         first = false;
+        progress.mark(shared.now_ms());
         let h = f.header;
         if h.flags & (flags::REPLY | flags::DUP) != 0 {
             inc(&c.malformed, 1);
-            frame_log(
+            log(
+                Kind::Malformed,
                 &format!("{peer}"),
                 "reply flags on a request; closing connection",
             );
@@ -154,7 +166,8 @@ pub(crate) async fn serve_conn(
             let skew = crate::frame::now_ms().abs_diff(h.timestamp_ms);
             if skew > cfg.replay_window.as_millis() as u64 {
                 inc(&c.replays_refused, 1);
-                frame_log(
+                log(
+                    Kind::Replay,
                     &format!("{peer}: timestamp {skew} ms away from this host's clock"),
                     "frame outside the replay window; closing connection",
                 );
@@ -170,9 +183,13 @@ pub(crate) async fn serve_conn(
         // with several addresses is still served once. Without a key anyone can forge any
         // id, so a flow is named by its sender's address and id.
         let dkey = (key.is_none().then(|| peer.ip()), h.flow_id);
-        let waiter = if call {
-            let (tx, _) =
-                responses.get_or_insert_with(|| spawn_response_writer(wr.clone(), dead.clone()));
+        // A flow whose acknowledgement waits for the application is answered like a call:
+        // its copies wait in the duplicate filter until the application has it.
+        let waits = call || cfg.ack_after != AckAfter::Queue;
+        let waiter = if waits {
+            let (tx, _) = responses.get_or_insert_with(|| {
+                spawn_response_writer(wr.clone(), dead.clone(), progress.clone(), shared.clone())
+            });
             Some(tx.clone())
         } else {
             None
@@ -183,7 +200,7 @@ pub(crate) async fn serve_conn(
                 dkey,
                 h.copy,
                 h.copies,
-                call,
+                waits,
                 waiter.map(|tx| (tx, h)),
                 (h.digest, h.timestamp_ms, key.is_some()),
                 Instant::now(),
@@ -210,22 +227,30 @@ pub(crate) async fn serve_conn(
                     peer,
                     copy: h.copy,
                     data: f.payload,
-                    responder: call.then(|| Responder {
+                    responder: waits.then(|| Responder {
                         key: dkey,
                         shared: shared.clone(),
                         done: false,
+                        armed: call,
                     }),
                 };
+                // Waiting for room in the application's queue is not the peer's fault: the
+                // connection cannot be evicted meanwhile.
+                progress.busy();
                 if app.send(inc_msg).await.is_err() {
                     break;
                 }
-                (!call).then(|| Out {
+                if !waits {
+                    progress.mark(shared.now_ms());
+                }
+                (!waits).then(|| Out {
                     head: reply(false).encode(key, &[]),
                     body: None,
                 })
             }
             Seen::Conflict => {
-                frame_log(
+                log(
+                    Kind::Digest,
                     &format!("{peer}: flow {:#x} copy {}", h.flow_id, h.copy),
                     "copy differs from the flow's first copy (digest); closing connection",
                 );
@@ -233,7 +258,8 @@ pub(crate) async fn serve_conn(
             }
             Seen::Stale => {
                 inc(&c.replays_refused, 1);
-                frame_log(
+                log(
+                    Kind::Replay,
                     &format!("{peer}: flow {:#x}", h.flow_id),
                     "possible replay (older than a forgotten id); closing connection",
                 );
@@ -244,7 +270,8 @@ pub(crate) async fn serve_conn(
                 // that already arrived is a replay (from any address). Not delivered, not
                 // answered.
                 inc(&c.replays_refused, 1);
-                frame_log(
+                log(
+                    Kind::Replay,
                     &format!("{peer}: flow {:#x} copy {}", h.flow_id, h.copy),
                     "replayed copy (this copy of the flow already arrived); closing connection",
                 );
@@ -258,7 +285,7 @@ pub(crate) async fn serve_conn(
                     copy = h.copy,
                     "late duplicate discarded"
                 );
-                match (call, cached) {
+                match (waits, cached) {
                     (false, _) => Some(Out {
                         head: reply(true).encode(key, &[]),
                         body: None,
@@ -267,8 +294,12 @@ pub(crate) async fn serve_conn(
                         head: reply(true).encode(key, &b),
                         body: Some(b),
                     }),
-                    // Call still being processed: this connection was added as a waiter.
-                    (true, None) => None,
+                    // Call (or flow) still with the application: this connection was added
+                    // as a waiter.
+                    (true, None) => {
+                        progress.busy();
+                        None
+                    }
                 }
             }
         };

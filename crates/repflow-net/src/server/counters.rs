@@ -9,8 +9,13 @@ use std::sync::Arc;
 pub struct ServerCounters {
     /// Connections accepted.
     pub connections: u64,
-    /// Connections refused because of `max_connections`.
+    /// Connections refused because of `max_connections` (no connection could be evicted).
     pub connections_rejected: u64,
+    /// Connections closed to give their slot to a new connection (the server was full and
+    /// they had gone longest without completing a frame).
+    pub connections_evicted: u64,
+    /// `accept` calls that failed (e.g. out of file descriptors, os error 24).
+    pub accept_errors: u64,
     /// Frames (copies) received completely.
     pub copies_received: u64,
     /// Flows delivered to the application.
@@ -64,6 +69,8 @@ pub struct ServerCounters {
 pub(crate) struct AtomicCounters {
     pub(crate) connections: AtomicU64,
     pub(crate) connections_rejected: AtomicU64,
+    pub(crate) connections_evicted: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
     pub(crate) copies_received: AtomicU64,
     pub(crate) flows_delivered: AtomicU64,
     pub(crate) calls_delivered: AtomicU64,

@@ -12,7 +12,8 @@ use tracing::debug;
 /// Whether an [`Incoming`] is a one-way flow or a request that wants a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IncomingKind {
-    /// A one-way flow (already acknowledged to the sender).
+    /// A one-way flow (acknowledged to the sender when it was queued, taken or handled:
+    /// see [`AckAfter`](crate::server::AckAfter)).
     Flow,
     /// A request; answer it with [`Incoming::respond`].
     Call,
@@ -40,23 +41,40 @@ impl Incoming {
     /// nothing for a flow. Dropping a call's `Incoming` without responding sends an empty
     /// response.
     pub fn respond(mut self, data: Vec<u8>) {
-        if let Some(r) = self.responder.take() {
-            r.respond(data);
+        if self.kind == IncomingKind::Call {
+            if let Some(r) = self.responder.take() {
+                r.respond(data);
+            }
         }
     }
 
-    /// Takes the responder out, to answer later or from elsewhere.
+    /// Takes a call's responder out, to answer later or from elsewhere (`None` for a flow).
     pub fn take_responder(&mut self) -> Option<Responder> {
-        self.responder.take()
+        match self.kind {
+            IncomingKind::Call => self.responder.take(),
+            IncomingKind::Flow => None,
+        }
+    }
+
+    /// Acknowledges a flow now, under `AckAfter::Handled` (otherwise the acknowledgement
+    /// goes when the `Incoming` is dropped; under the other modes it has already gone).
+    /// Does nothing for a call.
+    pub fn ack(&mut self) {
+        if self.kind == IncomingKind::Flow {
+            drop(self.responder.take());
+        }
     }
 }
 
-/// The handle that answers one call (see [`Incoming::respond`]).
+/// The handle that answers one call (see [`Incoming::respond`]); inside the server it also
+/// acknowledges a flow whose acknowledgement waits for the application.
 #[derive(Debug)]
 pub struct Responder {
     pub(crate) key: DedupKey,
     pub(crate) shared: Arc<Shared>,
     pub(crate) done: bool,
+    /// Whether dropping it answers (a call: always; a flow: once the application has it).
+    pub(crate) armed: bool,
 }
 
 impl Responder {
@@ -98,6 +116,8 @@ impl Responder {
 
 impl Drop for Responder {
     fn drop(&mut self) {
-        self.finish(Vec::new());
+        if self.armed {
+            self.finish(Vec::new());
+        }
     }
 }

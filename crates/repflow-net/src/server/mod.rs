@@ -18,7 +18,7 @@ mod refusals;
 mod reply;
 mod shared;
 
-pub use config::ServerConfig;
+pub use config::{AckAfter, ServerConfig};
 pub use counters::ServerCounters;
 pub use delivery::{Incoming, IncomingKind, Responder};
 
@@ -27,10 +27,10 @@ use crate::NetError;
 use accept::{accept_loop, bind_listener, is_protocol_error};
 use counters::AtomicCounters;
 use shared::Shared;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, watch, Semaphore};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 /// A RepFlow server. Dropping it stops accepting and closes every connection.
@@ -74,20 +74,30 @@ impl Server {
                     cfg.dedup_ttl
                 },
             )),
-            per_source: Mutex::new(HashMap::new()),
+            slots: Mutex::new(Default::default()),
+            refusals: Default::default(),
+            epoch: Instant::now(),
             counters: AtomicCounters::default(),
             cfg,
         });
-        let sem = Arc::new(Semaphore::new(shared.cfg.max_connections.max(1)));
+        accept::check_fd_limit(shared.cfg.max_connections, addrs.len());
         let (stop_tx, stop_rx) = watch::channel(false);
-        let tasks = listeners
+        let mut tasks: Vec<JoinHandle<()>> = listeners
             .into_iter()
             .map(|l| {
-                let (shared, sem, tx, stop) =
-                    (shared.clone(), sem.clone(), tx.clone(), stop_rx.clone());
-                tokio::spawn(accept_loop(l, shared, sem, tx, stop))
+                let (shared, tx, stop) = (shared.clone(), tx.clone(), stop_rx.clone());
+                tokio::spawn(accept_loop(l, shared, tx, stop))
             })
             .collect();
+        // Writes the refusals the log's limiters held back once their kind has been quiet.
+        let s = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                s.refusals.flush(false);
+            }
+        }));
         Ok(Server {
             rx,
             shared,
@@ -102,7 +112,25 @@ impl Server {
     ///
     /// Cancel-safe: if the future is dropped, no flow is lost (it stays queued).
     pub async fn next(&mut self) -> Option<Incoming> {
-        self.rx.recv().await
+        let mut inc = self.rx.recv().await?;
+        if inc.kind == IncomingKind::Flow {
+            match self.shared.cfg.ack_after {
+                AckAfter::Queue => {}
+                // Taken: acknowledge now (every copy that waits for it).
+                AckAfter::Consume => {
+                    if let Some(mut r) = inc.responder.take() {
+                        r.armed = true;
+                    }
+                }
+                // Acknowledged when the application drops it (or calls `ack`).
+                AckAfter::Handled => {
+                    if let Some(r) = inc.responder.as_mut() {
+                        r.armed = true;
+                    }
+                }
+            }
+        }
+        Some(inc)
     }
 
     /// The addresses actually bound (ports resolved when 0 was asked).
@@ -137,5 +165,6 @@ impl Drop for Server {
         for t in &self.tasks {
             t.abort();
         }
+        self.shared.refusals.flush(true);
     }
 }

@@ -1,6 +1,7 @@
 //! Replies: the write side of a connection (acknowledgements and responses, coalesced and
 //! bounded by the write timeout) and the task that writes a call's responses.
 
+use super::admission::Progress;
 use super::counters::inc;
 use super::shared::{Out, Shared};
 use crate::frame::{Header, HEADER_LEN};
@@ -127,6 +128,8 @@ pub(crate) fn next_frame_buffered(buf: &[u8]) -> bool {
 pub(crate) fn spawn_response_writer(
     wr: SharedWriter,
     dead: Arc<tokio::sync::Notify>,
+    progress: Arc<Progress>,
+    shared: Arc<Shared>,
 ) -> (mpsc::Sender<Out>, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel::<Out>(RESPONSE_QUEUE);
     let h = tokio::spawn(async move {
@@ -148,6 +151,8 @@ pub(crate) fn spawn_response_writer(
                 debug!(error = %e, "write failed");
                 return;
             }
+            // Answered: the connection is evictable again, from now.
+            progress.mark(shared.now_ms());
         }
     });
     (tx, h)

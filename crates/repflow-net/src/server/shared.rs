@@ -1,14 +1,16 @@
 //! The state every task of one server shares: configuration, counters, the duplicate filter
 //! and the per-source connection counts (the hub the other files of `server/` read).
 
+use super::admission::Slots;
 use super::config::ServerConfig;
 use super::counters::{AtomicCounters, ServerCounters};
+use super::refusals::Refusals;
 use crate::dedup::Dedup;
 use crate::frame::Header;
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// How the duplicate filter names a flow: with a key, by its (authenticated) flow id alone
@@ -29,11 +31,20 @@ pub(crate) struct Shared {
     pub(crate) cfg: ServerConfig,
     pub(crate) counters: AtomicCounters,
     pub(crate) dedup: Mutex<Dedup<DedupKey, Waiter>>,
-    /// Connections held per source address (entries removed at zero).
-    pub(crate) per_source: Mutex<HashMap<IpAddr, usize>>,
+    /// The connection slots and their count per source address.
+    pub(crate) slots: Mutex<Slots>,
+    /// The rate-limited refusal log.
+    pub(crate) refusals: Refusals,
+    /// Origin of the server's millisecond clock (connection progress).
+    pub(crate) epoch: Instant,
 }
 
 impl Shared {
+    /// Milliseconds since the server started.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
     pub(crate) fn counters(&self) -> ServerCounters {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -44,6 +55,8 @@ impl Shared {
         ServerCounters {
             connections: l(&c.connections),
             connections_rejected: l(&c.connections_rejected),
+            connections_evicted: l(&c.connections_evicted),
+            accept_errors: l(&c.accept_errors),
             copies_received: l(&c.copies_received),
             flows_delivered: l(&c.flows_delivered),
             calls_delivered: l(&c.calls_delivered),
