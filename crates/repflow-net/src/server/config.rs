@@ -10,7 +10,10 @@ pub struct ServerConfig {
     pub addrs: Vec<SocketAddr>,
     /// Pre-shared key: when set, every frame must carry a valid HMAC tag.
     pub key: Option<Vec<u8>>,
-    /// Largest accepted payload (bytes).
+    /// Largest accepted payload (bytes). Default 1 MiB: the library is for short flows
+    /// (≤ 100 KB replicated), with room for the occasional longer one; raise it for bulk
+    /// transfers, knowing a peer may make the server hold that much per connection while a
+    /// frame arrives (and, with a key, before its tag can be checked).
     pub max_flow_size: u32,
     /// Largest number of connections served at once; more are closed at once (reset).
     pub max_connections: usize,
@@ -91,7 +94,7 @@ impl ServerConfig {
         ServerConfig {
             addrs,
             key: None,
-            max_flow_size: 64 << 20,
+            max_flow_size: 1 << 20,
             evict_after: Duration::ZERO,
             ack_after: AckAfter::Queue,
             max_connections: 4096,
