@@ -7,8 +7,8 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use repflow_net::load::{run_schedule, ScheduledFlow};
 use repflow_net::policy::{CopiesTable, SizeHistogram};
 use repflow_net::{
-    Client, ClientConfig, ConnMode, CopiesRule, IncomingKind, PolicyConfig, Responder, Server,
-    AckAfter, ServerConfig, ServerStats,
+    AckAfter, Client, ClientConfig, ConnMode, CopiesRule, IncomingKind, PolicyConfig, Responder,
+    Server, ServerConfig, ServerStats,
 };
 use std::collections::HashMap;
 use std::future::Future;
