@@ -112,7 +112,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner,
             buf: Vec::new(),
             pos: 0,
-            cap: cap.max(HEADER_LEN + TAG_LEN),
+            cap: cap.max(HEADER_LEN + 2 * TAG_LEN),
             gauge: None,
         }
     }
@@ -125,7 +125,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Changes the buffer size for the next reads (the buffer grows when next refilled).
     pub(crate) fn set_capacity(&mut self, cap: usize) {
-        self.cap = cap.max(HEADER_LEN + TAG_LEN);
+        self.cap = cap.max(HEADER_LEN + 2 * TAG_LEN);
     }
 
     /// Bytes read from the stream but not yet consumed.
@@ -272,9 +272,12 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         if !r.want(hl, idle).await? {
             return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
         }
+        // With a key, a long frame's length is authenticated (header tag) before any of its
+        // payload is read.
+        header.check_head_tag(key, &r.buffered()[(HEADER_LEN + TAG_LEN).min(hl)..hl])?;
         let mut tag = [0u8; TAG_LEN];
         if header.has_tag() {
-            tag.copy_from_slice(&r.buffered()[HEADER_LEN..hl]);
+            tag.copy_from_slice(&r.buffered()[HEADER_LEN..HEADER_LEN + TAG_LEN]);
         }
         r.pos += hl;
         let payload = r.payload(header.length as usize, idle).await?;

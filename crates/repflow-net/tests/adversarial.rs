@@ -651,7 +651,7 @@ async fn bad_magic_or_version_is_refused_at_once() {
     let (srv, addr) = bind(|c| c.header_timeout = Duration::from_secs(10)).await;
     let mut old = frame(1, 0, 1, false, b"", None)[..20].to_vec();
     old[2] = 1;
-    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x10"[..]] {
+    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x20"[..]] {
         let t = Instant::now();
         let mut c = TcpStream::connect(addr).await.unwrap();
         c.write_all(bytes).await.unwrap();
@@ -979,4 +979,57 @@ async fn accept_failures_are_rate_limited_and_the_fd_limit_is_checked() {
         (1..=4).contains(&accept),
         "{accept} accept lines: {lines:#?}"
     );
+}
+
+/// Issue 37, finding 5: a keyed server buffered up to `max_flow_size` (64 MiB then) per
+/// connection before it could check the tag, which covers the whole payload: 6 connections
+/// without the key added 385 MB. A tagged frame above 64 KiB now carries a header tag, so
+/// the announced length is authenticated after 68 bytes, before any payload is read. Here a
+/// peer without the key announces 900 KB twice (without a header tag, then with a forged
+/// one) and sends 200 KB: nothing of it is held. A keyed client's 500 KB flow still passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_server_authenticates_a_long_length_before_reading_it() {
+    let key: &[u8] = b"secret";
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    for head in [0, flags::HEAD_TAG] {
+        let h = Header {
+            flags: flags::TAG | head,
+            copy: 0,
+            copies: 1,
+            flow_id: 77,
+            length: 900_000,
+            timestamp_ms: repflow_net::frame::now_ms(),
+            digest: 0,
+        };
+        let mut bytes = h.to_bytes().to_vec();
+        bytes.extend([0u8; 16]);
+        if head != 0 {
+            bytes.extend([0u8; 16]);
+        }
+        bytes.extend(vec![7u8; 200_000]);
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let _ = c.write_all(&bytes).await;
+        let mut b = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(3), c.read_to_end(&mut b)).await;
+        assert!(
+            r.is_ok() && b.is_empty(),
+            "a forged long frame was kept or answered"
+        );
+    }
+    let c = srv.counters();
+    assert_eq!(c.auth_failures, 2, "{c:?}");
+    assert!(
+        c.buffered_peak < 64 * 1024,
+        "{} B of an unauthenticated frame were held",
+        c.buffered_peak
+    );
+    let mut cc = ClientConfig::new(PolicyConfig::tcp());
+    cc.key = Some(key.to_vec());
+    let client = Client::new(cc);
+    client.send(addr, vec![5u8; 500_000]).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), srv.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.data.len(), 500_000);
 }

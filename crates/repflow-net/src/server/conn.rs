@@ -129,7 +129,7 @@ pub(crate) async fn serve_conn(
             Err(ReadError::Frame(e)) => {
                 use crate::FrameError as E;
                 let kind = match e {
-                    E::BadTag | E::MissingTag | E::UnexpectedTag => Kind::Auth,
+                    E::BadTag | E::MissingTag | E::UnexpectedTag | E::BadHeadTag => Kind::Auth,
                     E::BadMagic(_) => Kind::Garbage,
                     E::BadVersion(_) => Kind::Version,
                     _ => Kind::Malformed,
