@@ -321,7 +321,17 @@ def test_cli_serve_and_load_end_to_end(tmp_path):
     """`repflow serve` in a subprocess, `repflow load` against it; SIGTERM stops serve."""
     base = free_base(4)
     serve = subprocess.Popen(
-        [sys.executable, "-m", "repflow", "serve", "--listen", f"127.0.0.1:{base}"],
+        # websearch's long flows (up to 30 MB) are above serve's default --max-flow-size.
+        [
+            sys.executable,
+            "-m",
+            "repflow",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{base}",
+            "--max-flow-size",
+            "64MiB",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

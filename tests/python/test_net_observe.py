@@ -4,6 +4,7 @@ periodic --stats line; the server's limits from Python. 127.0.0.1 only, bounded 
 from __future__ import annotations
 
 import argparse
+import re
 import socket
 import subprocess
 import sys
@@ -38,7 +39,8 @@ def test_serve_logs_refusals_and_prints_stats():
     port = _free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "repflow", "serve", "--listen", f"127.0.0.1:{port}",
-         "--ports", "1", "--max-per-source", "3", "--stats", "0.5s", "--duration", "4s"],
+         "--ports", "1", "--max-per-source", "3", "--evict-after", "60s", "--stats", "0.5s",
+         "--duration", "4s"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -57,14 +59,17 @@ def test_serve_logs_refusals_and_prints_stats():
     assert serve.returncode == 0, err
     assert "rejected frame" in err and "bad magic" in err
     assert "per-source connection share reached" in err
-    # Rate-limited: three malformed frames within a second give one warning line.
-    assert err.count("rejected frame") == 1
+    # Rate-limited per kind: three bad-magic frames within a second give one warning line,
+    # then (the kind quiet for a second) one summary line for the two held back.
+    garbage = [ln for ln in err.splitlines() if re.search(r'kind="?garbage', ln)]
+    assert len(garbage) == 2, err
+    assert "2 more refusals" in garbage[1], err
     lines = [ln for ln in out.splitlines() if ln.startswith("repflow serve: ") and "flows" in ln]
     assert len(lines) >= 3  # periodic lines, then the final one
     assert "3 malformed" in lines[-1] and "at the per-source share" in lines[-1]
 
 
-def test_max_flow_size_default_is_64_mib():
+def test_max_flow_size_default_is_1_mib():
     from repflow import units
     from repflow.cli import net as cli
 
@@ -72,13 +77,15 @@ def test_max_flow_size_default_is_64_mib():
     sub = p.add_subparsers()
     cli.register(sub)
     args = p.parse_args(["serve", "--listen", "127.0.0.1:1"])
-    assert units.parse_size(args.max_flow_size) == 64 * 2**20
+    assert units.parse_size(args.max_flow_size) == 2**20
+    assert args.ack_after == "queue"
 
 
 def test_server_limits_are_configurable_and_counted():
     srv = net.Server(
         "127.0.0.1:0", 1, max_connections=8, max_connections_per_source=2,
         frame_timeout=0.3, write_timeout=1.0, dedup_capacity=16, dedup_ttl=5.0,
+        evict_after=60.0,  # refuse past the share rather than evict (the default)
     )  # fmt: skip
     try:
         port = int(srv.addrs[0].rsplit(":", 1)[1])
@@ -105,3 +112,5 @@ def test_server_limits_are_configurable_and_counted():
         srv.close()
     with pytest.raises(UserError, match="write_timeout"):
         net.Server("127.0.0.1:0", 1, write_timeout=0.0)
+    with pytest.raises(UserError, match="ack_after"):
+        net.Server("127.0.0.1:0", 1, ack_after="later")

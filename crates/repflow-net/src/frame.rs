@@ -24,8 +24,12 @@ pub const MAGIC: [u8; 2] = *b"RF";
 pub const VERSION: u8 = 2;
 /// Length of the fixed header, without the optional tag.
 pub const HEADER_LEN: usize = 36;
-/// Length of the optional authentication tag.
+/// Length of the optional authentication tag (and of the header tag).
 pub const TAG_LEN: usize = 16;
+/// Tagged frames with a payload longer than this carry a header tag ([`flags::HEAD_TAG`]):
+/// a keyed receiver reads at most the header and its two tags (68 bytes) of a longer frame
+/// before it knows the announced length is authentic.
+pub const HEAD_TAG_ABOVE: u32 = 64 * 1024;
 
 /// Flag bits of the header's `flags` byte.
 pub mod flags {
@@ -38,8 +42,12 @@ pub mod flags {
     pub const REPLY: u8 = 0x04;
     /// On a reply: the copy it answers was a duplicate (another copy was delivered first).
     pub const DUP: u8 = 0x08;
+    /// A second 16-byte tag, over the header alone, follows the tag: set exactly on tagged
+    /// frames whose payload is longer than [`HEAD_TAG_ABOVE`](super::HEAD_TAG_ABOVE), so that
+    /// a receiver authenticates the announced length before it reads (and holds) the payload.
+    pub const HEAD_TAG: u8 = 0x10;
     /// Every flag bit this version defines; the others must be zero.
-    pub const KNOWN: u8 = TAG | CALL | REPLY | DUP;
+    pub const KNOWN: u8 = TAG | CALL | REPLY | DUP | HEAD_TAG;
 }
 
 /// A frame that cannot be accepted.
@@ -82,6 +90,10 @@ pub enum FrameError {
     /// The tag does not verify.
     #[error("authentication tag does not verify")]
     BadTag,
+    /// A tagged frame longer than [`HEAD_TAG_ABOVE`] without a header tag, a header tag on a
+    /// shorter or untagged frame, or a header tag that does not verify.
+    #[error("header tag missing, unexpected or wrong (required exactly on tagged frames above 65,536 bytes)")]
+    BadHeadTag,
     /// The payload does not match the header's digest.
     #[error("payload digest {got:#018x} does not match the header's {want:#018x}")]
     BadDigest {
@@ -164,9 +176,35 @@ impl Header {
         self.flags & flags::TAG != 0
     }
 
-    /// Bytes of header on the wire: 36, or 52 with a tag.
+    /// Whether [`flags::HEAD_TAG`] is set.
+    pub fn has_head_tag(&self) -> bool {
+        self.flags & flags::HEAD_TAG != 0
+    }
+
+    /// Bytes of header on the wire: 36, 52 with a tag, 68 with a header tag too.
     pub fn wire_len(&self) -> usize {
-        HEADER_LEN + if self.has_tag() { TAG_LEN } else { 0 }
+        HEADER_LEN
+            + if self.has_tag() { TAG_LEN } else { 0 }
+            + if self.has_head_tag() { TAG_LEN } else { 0 }
+    }
+
+    /// Checks the header-tag rule (a header tag exactly on tagged frames longer than
+    /// [`HEAD_TAG_ABOVE`]) and, when the header tag is present, verifies it with `key`:
+    /// called once the header and its tags are read, before the payload.
+    pub fn check_head_tag(&self, key: Option<&[u8]>, head_tag: &[u8]) -> Result<(), FrameError> {
+        let want = self.has_tag() && self.length > HEAD_TAG_ABOVE;
+        if want != self.has_head_tag() {
+            return Err(FrameError::BadHeadTag);
+        }
+        if let (true, Some(k)) = (want, key) {
+            let mut mac = HmacSha256::new_from_slice(k).expect("HMAC accepts any key length");
+            mac.update(HEAD_TAG_CONTEXT);
+            mac.update(&self.to_bytes());
+            if mac.verify_truncated_left(head_tag).is_err() {
+                return Err(FrameError::BadHeadTag);
+            }
+        }
+        Ok(())
     }
 
     /// The 36 fixed header bytes.
@@ -187,20 +225,8 @@ impl Header {
 
     /// Parses and validates the 36 fixed header bytes (not the tag, not the length limit).
     pub fn parse(b: &[u8; HEADER_LEN]) -> Result<Header, FrameError> {
-        if b[0..2] != MAGIC {
-            return Err(FrameError::BadMagic([b[0], b[1]]));
-        }
-        if b[2] != VERSION {
-            return Err(FrameError::BadVersion(b[2]));
-        }
+        Header::check_prefix(b, None)?;
         let fl = b[3];
-        if fl & !flags::KNOWN != 0 {
-            return Err(FrameError::UnknownFlags(fl & !flags::KNOWN));
-        }
-        let reserved = u16::from_be_bytes([b[6], b[7]]);
-        if reserved != 0 {
-            return Err(FrameError::Reserved(reserved));
-        }
         let h = Header {
             flags: fl,
             copy: b[4],
@@ -210,13 +236,43 @@ impl Header {
             timestamp_ms: u64::from_be_bytes(b[20..28].try_into().expect("8 bytes")),
             digest: u64::from_be_bytes(b[28..36].try_into().expect("8 bytes")),
         };
-        if h.copies == 0 || h.copy >= h.copies {
+        Ok(h)
+    }
+
+    /// Checks the first bytes of a header as soon as they arrive (any prefix of the 36 fixed
+    /// bytes), in byte order: magic, version, flag bits, the tag's presence
+    /// (when `keyed` says whether a key is configured), copy index and count, reserved field.
+    /// A wrong magic or version is refused at its third byte rather than after 36 bytes or the
+    /// header timeout; on a whole header the first failing check is the same whatever the
+    /// prefix it was found on. `Ok` means "nothing wrong so far".
+    pub fn check_prefix(b: &[u8], keyed: Option<bool>) -> Result<(), FrameError> {
+        if b.len() > 1 && b[..2] != MAGIC {
+            return Err(FrameError::BadMagic([b[0], b[1]]));
+        }
+        if b.len() > 2 && b[2] != VERSION {
+            return Err(FrameError::BadVersion(b[2]));
+        }
+        if b.len() > 3 {
+            let fl = b[3];
+            if fl & !flags::KNOWN != 0 {
+                return Err(FrameError::UnknownFlags(fl & !flags::KNOWN));
+            }
+            match (keyed, fl & flags::TAG != 0) {
+                (Some(true), false) => return Err(FrameError::MissingTag),
+                (Some(false), true) => return Err(FrameError::UnexpectedTag),
+                _ => {}
+            }
+        }
+        if b.len() > 5 && (b[5] == 0 || b[4] >= b[5]) {
             return Err(FrameError::BadCopy {
-                copy: h.copy,
-                copies: h.copies,
+                copy: b[4],
+                copies: b[5],
             });
         }
-        Ok(h)
+        if b.len() > 7 && b[6..8] != [0, 0] {
+            return Err(FrameError::Reserved(u16::from_be_bytes([b[6], b[7]])));
+        }
+        Ok(())
     }
 
     /// Checks the announced length against a limit.
@@ -239,16 +295,21 @@ impl Header {
     pub fn encode(mut self, key: Option<&[u8]>, payload: &[u8]) -> Vec<u8> {
         self.length = u32::try_from(payload.len()).expect("payload longer than 4 GiB");
         self.digest = payload_digest(payload);
+        self.flags &= !(flags::TAG | flags::HEAD_TAG);
         if key.is_some() {
             self.flags |= flags::TAG;
-        } else {
-            self.flags &= !flags::TAG;
+            if self.length > HEAD_TAG_ABOVE {
+                self.flags |= flags::HEAD_TAG;
+            }
         }
         let fixed = self.to_bytes();
         let mut out = Vec::with_capacity(self.wire_len());
         out.extend_from_slice(&fixed);
         if let Some(k) = key {
             out.extend_from_slice(&compute_tag(k, &fixed, payload));
+            if self.has_head_tag() {
+                out.extend_from_slice(&compute_head_tag(k, &fixed));
+            }
         }
         out
     }
@@ -261,6 +322,20 @@ pub fn compute_tag(key: &[u8], header: &[u8; HEADER_LEN], payload: &[u8]) -> [u8
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC accepts any key length");
     mac.update(header);
     mac.update(payload);
+    let full = mac.finalize().into_bytes();
+    let mut t = [0u8; TAG_LEN];
+    t.copy_from_slice(&full[..TAG_LEN]);
+    t
+}
+
+/// What the header tag's MAC starts with (so that it can never equal a frame tag).
+const HEAD_TAG_CONTEXT: &[u8] = b"repflow v2 header tag";
+
+/// The header tag: HMAC-SHA256 over `"repflow v2 header tag" ‖ header`, truncated to 16 bytes.
+pub fn compute_head_tag(key: &[u8], header: &[u8; HEADER_LEN]) -> [u8; TAG_LEN] {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC accepts any key length");
+    mac.update(HEAD_TAG_CONTEXT);
+    mac.update(header);
     let full = mac.finalize().into_bytes();
     let mut t = [0u8; TAG_LEN];
     t.copy_from_slice(&full[..TAG_LEN]);
@@ -315,6 +390,7 @@ pub fn decode_frame<'a>(
     key: Option<&[u8]>,
     max_len: u32,
 ) -> Result<Option<Frame<'a>>, FrameError> {
+    Header::check_prefix(&buf[..buf.len().min(HEADER_LEN)], Some(key.is_some()))?;
     if buf.len() < HEADER_LEN {
         return Ok(None);
     }
@@ -322,11 +398,17 @@ pub fn decode_frame<'a>(
     let header = Header::parse(fixed)?;
     header.check_length(max_len)?;
     let hl = header.wire_len();
+    if buf.len() < hl {
+        return Ok(None);
+    }
+    header.check_head_tag(key, &buf[(HEADER_LEN + TAG_LEN).min(hl)..hl])?;
     let total = hl + header.length as usize;
     if buf.len() < total {
         return Ok(None);
     }
-    let tag = header.has_tag().then(|| &buf[HEADER_LEN..hl]);
+    let tag = header
+        .has_tag()
+        .then(|| &buf[HEADER_LEN..HEADER_LEN + TAG_LEN]);
     let payload = &buf[hl..total];
     check_auth(key, &header, payload, tag)?;
     check_digest(&header, payload)?;

@@ -31,6 +31,7 @@ pub mod fuzzing;
 pub mod load;
 pub mod logging;
 pub mod paths;
+mod pathsig;
 pub mod policy;
 pub mod probe;
 mod race;
@@ -42,7 +43,7 @@ pub use frame::{FrameError, Header};
 pub use policy::{CopiesRule, CopiesTable, PolicyConfig, PortStrategy};
 pub use probe::ProbeConfig;
 pub use server::{
-    Incoming, IncomingKind, Responder, Server, ServerConfig, ServerCounters, ServerStats,
+    AckAfter, Incoming, IncomingKind, Responder, Server, ServerConfig, ServerCounters, ServerStats,
 };
 
 /// The tokio this crate is built on (for embedding it in a runtime of the same version).

@@ -1,47 +1,17 @@
 //! Sans-IO part of SmartRep's hash-collision avoidance (HCA): a cache of probed paths per
 //! (destination, source port) and the choice of source ports whose paths differ pairwise.
 //!
-//! The driver (see [`crate::probe`] and [`crate::Client`]) asks [`PortSelector::next_probe`]
+//! The driver (the `probe` module and the client) asks [`PortSelector::next_probe`]
 //! which source port to probe next, runs the probe, and feeds the answer back with
 //! [`PortSelector::record`]; [`PortSelector::select`] then picks ports for a flow's copies.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
-/// What one hop-limited probe learnt.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Hop {
-    /// An ICMP Time Exceeded came back from this router.
-    Router(IpAddr),
-    /// The destination itself answered (SYN-ACK or RST): it is within the hop limit.
-    Destination,
-    /// Nothing answered at this TTL.
-    Silent,
-}
-
-/// The path signature of one five-tuple: the hop seen at each probed TTL.
-pub type PathSig = Vec<Hop>;
-
-/// Whether two signatures are *provably* different paths: at some probed TTL both got an
-/// answer and the answers differ. A silent hop proves nothing — a probe dropped in a full
-/// queue looks exactly like that — so `[a, silent]` and `[a, b]` may be the same path.
-pub fn provably_different(x: &PathSig, y: &PathSig) -> bool {
-    x.iter()
-        .zip(y)
-        .any(|(a, b)| *a != Hop::Silent && *b != Hop::Silent && a != b)
-}
+pub use crate::pathsig::{provably_different, Hop, PathSig, ProbeOutcome};
 
 fn silent_hops(sig: &PathSig) -> usize {
     sig.iter().filter(|h| **h == Hop::Silent).count()
-}
-
-/// The outcome of probing one source port at every configured TTL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProbeOutcome {
-    /// A signature (at least one TTL answered).
-    Path(PathSig),
-    /// No TTL got an answer (no ICMP, e.g. loopback or filtered).
-    NoAnswer,
 }
 
 /// Why a flow's ports were not chosen by path.
@@ -227,6 +197,7 @@ impl PortSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     fn r(last: u8) -> ProbeOutcome {
         ProbeOutcome::Path(vec![Hop::Router(IpAddr::from([10, 0, 0, last]))])

@@ -11,7 +11,7 @@
 //!
 //! Probes are paced (see [`ProbeConfig::pace`]) because routers rate-limit ICMP errors.
 
-use crate::paths::{Hop, ProbeOutcome};
+use crate::pathsig::{Hop, ProbeOutcome};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
     recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage,

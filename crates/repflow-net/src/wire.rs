@@ -112,7 +112,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner,
             buf: Vec::new(),
             pos: 0,
-            cap: cap.max(HEADER_LEN + TAG_LEN),
+            cap: cap.max(HEADER_LEN + 2 * TAG_LEN),
             gauge: None,
         }
     }
@@ -125,7 +125,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Changes the buffer size for the next reads (the buffer grows when next refilled).
     pub(crate) fn set_capacity(&mut self, cap: usize) {
-        self.cap = cap.max(HEADER_LEN + TAG_LEN);
+        self.cap = cap.max(HEADER_LEN + 2 * TAG_LEN);
     }
 
     /// Bytes read from the stream but not yet consumed.
@@ -241,12 +241,19 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     // The whole header must arrive within `first`: one timer for all its reads, armed only if
     // the header is not already buffered.
     if r.buffered().len() < HEADER_LEN {
+        // Each read is checked as it arrives: a wrong magic or version is refused at its
+        // third byte, not after 36 bytes or the header timeout.
         let header_in = async {
-            if r.want(HEADER_LEN, None).await? {
-                Ok(())
-            } else {
-                Err(ReadError::Eof)
+            while r.buffered().len() < HEADER_LEN {
+                Header::check_prefix(r.buffered(), Some(key.is_some()))?;
+                if r.fill(None).await? == 0 {
+                    if r.buffered().is_empty() {
+                        return Err(ReadError::Eof);
+                    }
+                    return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+                }
             }
+            Ok(())
         };
         match first {
             None => header_in.await?,
@@ -257,6 +264,7 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         }
     }
     let fixed: &[u8; HEADER_LEN] = r.buffered()[..HEADER_LEN].try_into().expect("header bytes");
+    Header::check_prefix(fixed, Some(key.is_some()))?;
     let header = Header::parse(fixed)?;
     header.check_length(max_len)?;
     let rest = async {
@@ -264,9 +272,12 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         if !r.want(hl, idle).await? {
             return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
         }
+        // With a key, a long frame's length is authenticated (header tag) before any of its
+        // payload is read.
+        header.check_head_tag(key, &r.buffered()[(HEADER_LEN + TAG_LEN).min(hl)..hl])?;
         let mut tag = [0u8; TAG_LEN];
         if header.has_tag() {
-            tag.copy_from_slice(&r.buffered()[HEADER_LEN..hl]);
+            tag.copy_from_slice(&r.buffered()[HEADER_LEN..HEADER_LEN + TAG_LEN]);
         }
         r.pos += hl;
         let payload = r.payload(header.length as usize, idle).await?;

@@ -433,7 +433,12 @@ async fn limits_malformed_and_auth() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_limit_is_enforced() {
-    let (s, addr) = server(1, |c| c.max_connections = 1).await;
+    // With eviction held off (`evict_after`), a connection past the limit is reset.
+    let (s, addr) = server(1, |c| {
+        c.max_connections = 1;
+        c.evict_after = Duration::from_secs(3600);
+    })
+    .await;
     let _keep = Arc::new(tokio::sync::Mutex::new(s));
     let _a = TcpStream::connect(addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -448,6 +453,20 @@ async fn connection_limit_is_enforced() {
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(_keep.lock().await.counters().connections_rejected, 1);
+    // By default the connection that has gone longest without a frame (the silent first one)
+    // is closed to make room instead.
+    let (s, addr) = server(1, |c| c.max_connections = 1).await;
+    let mut a = TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _b = TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 1];
+    let r = tokio::time::timeout(Duration::from_secs(2), a.read(&mut buf)).await;
+    assert!(
+        matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+        "first connection: {r:?}"
+    );
+    let c = s.counters();
+    assert_eq!((c.connections_evicted, c.connections_rejected), (1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

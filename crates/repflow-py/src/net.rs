@@ -7,8 +7,8 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use repflow_net::load::{run_schedule, ScheduledFlow};
 use repflow_net::policy::{CopiesTable, SizeHistogram};
 use repflow_net::{
-    Client, ClientConfig, ConnMode, CopiesRule, IncomingKind, PolicyConfig, Responder, Server,
-    ServerConfig, ServerStats,
+    AckAfter, Client, ClientConfig, ConnMode, CopiesRule, IncomingKind, PolicyConfig, Responder,
+    Server, ServerConfig, ServerStats,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -97,10 +97,11 @@ struct NetServer {
 #[pymethods]
 impl NetServer {
     #[new]
-    #[pyo3(signature = (listen, ports=4, key=None, max_flow_size=64<<20, max_connections=4096,
+    #[pyo3(signature = (listen, ports=4, key=None, max_flow_size=1<<20, max_connections=4096,
                         header_timeout=10.0, idle_timeout=30.0, sink=true,
                         max_connections_per_source=None, frame_timeout=60.0, write_timeout=10.0,
-                        dedup_capacity=1<<18, dedup_ttl=60.0, replay_window=30.0, mptcp=false))]
+                        dedup_capacity=1<<18, dedup_ttl=60.0, replay_window=30.0, mptcp=false,
+                        ack_after="queue", evict_after=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -119,6 +120,8 @@ impl NetServer {
         dedup_ttl: f64,
         replay_window: f64,
         mptcp: bool,
+        ack_after: &str,
+        evict_after: f64,
     ) -> PyResult<Self> {
         let mut cfg = ServerConfig::ports(addr("--listen", listen)?, ports);
         cfg.key = key;
@@ -135,6 +138,14 @@ impl NetServer {
         cfg.dedup_ttl = secs("dedup_ttl", dedup_ttl)?;
         cfg.replay_window = secs("replay_window", replay_window)?;
         cfg.mptcp = mptcp;
+        cfg.ack_after = AckAfter::parse(ack_after).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "ack_after: expected queue, consume or handled, got {ack_after:?}"
+            ))
+        })?;
+        cfg.evict_after = Duration::try_from_secs_f64(evict_after).map_err(|_| {
+            PyValueError::new_err("evict_after: must be zero or a positive number of seconds")
+        })?;
         let server =
             wait(py, Server::bind(cfg))?.map_err(|e| PyConnectionError::new_err(e.to_string()))?;
         let stats = server.stats();

@@ -167,6 +167,23 @@ def _init_logging(args: argparse.Namespace) -> None:
     init_logging(getattr(args, "verbose", 0), os.environ.get("RUST_LOG"))
 
 
+def _raise_fd_limit(need_connections: int) -> None:
+    """Raises the soft open-file limit towards what ``--max-connections`` needs (up to the hard
+    limit); the server warns in one line at start if it is still short."""
+    try:
+        import resource
+    except ImportError:  # not on every platform
+        return
+    need = need_connections + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
+
+
 def _stats_line(c: dict[str, Any]) -> str:
     """The server's counters as one line: what was delivered, refused and why."""
     return (
@@ -174,6 +191,7 @@ def _stats_line(c: dict[str, Any]) -> str:
         f"{c['duplicates']} duplicate copies discarded ({c['repeated_copies']} repeats); "
         f"{c['connections']} connections; refused: {c['connections_rejected']} at the "
         f"connection limit, {c['connections_rejected_source']} at the per-source share, "
+        f"{c['connections_evicted']} evicted to make room, {c['accept_errors']} accept errors, "
         f"{c['malformed']} malformed, {c['auth_failures']} unauthenticated, "
         f"{c['timeouts']} timed out, {c['frame_timeouts']} past the frame deadline, "
         f"{c['write_timeouts']} not reading, {c['digest_mismatches']} with mismatched content, "
@@ -197,9 +215,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--key-file", default=None, help="pre-shared key file: require HMAC tags")
     p.add_argument(
         "--max-flow-size",
-        default="64MiB",
-        help="largest accepted flow; KB/MB are decimal, KiB/MiB binary (default 64MiB = "
-        "67,108,864 B)",
+        default="1MiB",
+        help="largest accepted flow; KB/MB are decimal, KiB/MiB binary (default 1MiB = "
+        "1,048,576 B: short flows, with room for longer ones; raise it for bulk flows)",
     )
     p.add_argument("--max-connections", type=int, default=4096)
     p.add_argument(
@@ -207,6 +225,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="connections one source address may hold (default: a quarter of --max-connections)",
+    )
+    p.add_argument(
+        "--evict-after",
+        default="0s",
+        metavar="T",
+        help="when full, a new connection takes the slot of the connection that has gone "
+        "longest without a complete frame, if at least T (default 0s)",
+    )
+    p.add_argument(
+        "--ack-after",
+        choices=("queue", "consume", "handled"),
+        default="queue",
+        help="when a flow is acknowledged: queue = received and queued for the application "
+        "(default), consume = taken by the application, handled = the application is done "
+        "with it; see docs/library.md",
     )
     p.add_argument(
         "--stats",
@@ -303,6 +336,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if per_source is not None and per_source < 1:
         raise UserError(f"--max-per-source: must be at least 1, got {per_source}")
     every = None if args.stats is None else u.parse_duration(args.stats, "--stats")
+    evict_after = (
+        0.0
+        if args.evict_after.strip() in ("0", "0s", "0ms")
+        else u.parse_duration(args.evict_after, "--evict-after")
+    )
+    _raise_fd_limit(args.max_connections + args.ports)
     until = None if args.duration is None else u.parse_duration(args.duration) + time.monotonic()
     mptcp = _check_mptcp(args)
     _init_logging(args)
@@ -311,7 +350,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         srv = Server(args.listen, args.ports, sink=True, key=_key(args),
                      max_flow_size=int(max_size), max_connections=args.max_connections,
-                     max_connections_per_source=per_source, mptcp=mptcp)  # fmt: skip
+                     max_connections_per_source=per_source, mptcp=mptcp,
+                     ack_after=args.ack_after, evict_after=evict_after)  # fmt: skip
         print(f"repflow serve: listening on {', '.join(srv.addrs)}", flush=True)
         next_stats = None if every is None else time.monotonic() + every
         try:

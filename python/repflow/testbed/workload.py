@@ -357,6 +357,9 @@ def servers(
                             f"{h.addr}:{port}",
                             "--ports",
                             str(SERVE_PORTS),
+                            # The workloads' long flows (up to 30 MB) exceed serve's default.
+                            "--max-flow-size",
+                            "64MiB",
                             *(["--mptcp"] if mptcp else []),
                         ],
                         stdout=log,
