@@ -451,19 +451,18 @@ def _outcome(points: list[Point], admits: frozenset[str], extra: str = "") -> Ou
 
 
 def _settled(points: list[Point], verdict: str) -> str:
+    """The point that decides a conclusive "does not hold" or "direction only"."""
+    if verdict not in (FAILS, DIRECTION):
+        return ""
+    deciding = [p for p in points if p.admits == frozenset({verdict})]
+    if not deciding:
+        return ""
+    p = deciding[0]
+    iv = p.interval
+    span = f"[{_fmt(iv.lo, p.unit)}, {_fmt(iv.hi, p.unit)}]"
     if verdict == FAILS:
-        bad = [p for p in points if p.admits == frozenset({FAILS})]
-        if bad:
-            p = bad[0]
-            return (f"{p.where()}: {_fmt(p.interval.estimate, p.unit)} "
-                    f"[{_fmt(p.interval.lo, p.unit)}, {_fmt(p.interval.hi, p.unit)}]")  # fmt: skip
-    if verdict == DIRECTION:
-        out = [p for p in points if p.admits == frozenset({DIRECTION})]
-        if out:
-            p = out[0]
-            return (f"outside the claimed range at {p.where()}: "
-                    f"[{_fmt(p.interval.lo, p.unit)}, {_fmt(p.interval.hi, p.unit)}]")  # fmt: skip
-    return ""
+        return f"{p.where()}: {_fmt(iv.estimate, p.unit)} {span}"
+    return f"outside the claimed range at {p.where()}: {span}"
 
 
 # -- claim kinds -------------------------------------------------------------------------------
