@@ -18,9 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Crates checked. repflow-net is left out until its paths.rs ↔ probe.rs circle is taken apart
-# (the library-hardening issue); add it here then.
-RUST_CRATES = ["repflow-sim", "repflow-py", "repflow-repnum"]
+# Crates checked.
+RUST_CRATES = ["repflow-sim", "repflow-py", "repflow-repnum", "repflow-net"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 //! winner (the first copy answered), records each copy's failure, ends with every copy failed
 //! or with the flow timeout, and does the byte accounting once the losers were cancelled.
 
-use crate::CopyFailure;
+use crate::error::CopyFailure;
 use std::time::{Duration, Instant};
 
 /// What the race says after an event.

@@ -1,6 +1,13 @@
 //! Opening a copy's connection, writing its frame, reading its reply (per-flow copies).
 
-use super::*;
+use super::base::Client;
+use super::types::{inc, Reply, Route};
+use crate::frame::flags;
+use crate::wire::{read_frame, write_counted, FrameReader, ReadError, Unsent};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::TcpStream;
 
 impl Client {
     /// Opens a connection (for the pool) and waits for its handshake.
@@ -30,10 +37,10 @@ impl Client {
         } else {
             Domain::IPV6
         };
-        let proto = crate::stream_protocol(cfg.mptcp);
+        let proto = crate::mptcp::stream_protocol(cfg.mptcp);
         let s = Socket::new(domain, Type::STREAM.nonblocking(), Some(proto)).map_err(|e| {
             if cfg.mptcp {
-                crate::NetError::MptcpUnavailable(e).to_string()
+                crate::error::NetError::MptcpUnavailable(e).to_string()
             } else {
                 format!("socket: {e}")
             }

@@ -1,7 +1,13 @@
-//! Persistent connections (pooled mode): one writer and one reader task per connection;
-//! frames are multiplexed by flow id and replies matched by (flow id, copy).
+//! Persistent connections (pooled mode): a connection's queue of frames, its pending replies
+//! matched by (flow id, copy), and the guards that clean them up.
 
-use super::*;
+use super::types::Reply;
+use crate::payload::Payload;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 pub(super) struct OutFrame {
     pub(super) head: Vec<u8>,
@@ -14,15 +20,15 @@ pub(super) type Pending = Arc<Mutex<HashMap<(u64, u8), oneshot::Sender<Result<Re
 
 /// Frames queued at most per pooled connection; further senders wait (within their flow
 /// timeout) for room.
-const POOL_QUEUE: usize = 1024;
+pub(super) const POOL_QUEUE: usize = 1024;
 
 pub(super) struct PooledConn {
-    tx: mpsc::Sender<OutFrame>,
+    pub(super) tx: mpsc::Sender<OutFrame>,
     /// When a frame was last queued (ms since the client's epoch).
-    last_used: AtomicU64,
-    pending: Pending,
-    alive: Arc<AtomicBool>,
-    tasks: [JoinHandle<()>; 2],
+    pub(super) last_used: AtomicU64,
+    pub(super) pending: Pending,
+    pub(super) alive: Arc<AtomicBool>,
+    pub(super) tasks: [JoinHandle<()>; 2],
 }
 
 impl Drop for PooledConn {
@@ -34,172 +40,12 @@ impl Drop for PooledConn {
 }
 
 pub(super) struct PendingGuard {
-    pending: Pending,
-    key: (u64, u8),
+    pub(super) pending: Pending,
+    pub(super) key: (u64, u8),
 }
 
 impl Drop for PendingGuard {
     fn drop(&mut self) {
         self.pending.lock().expect("pending lock").remove(&self.key);
-    }
-}
-
-impl Client {
-    pub(super) async fn pooled_conn(&self, key: PoolKey) -> Result<Arc<PooledConn>, String> {
-        let now_ms = self.now().as_millis() as u64;
-        let idle_ms = self.inner.cfg.pool_idle.as_millis() as u64;
-        // A connection idle for long may be closed by the server's idle timeout at any moment;
-        // replace it rather than race that close.
-        let live = |inner: &Inner| {
-            let pools = inner.pools.lock().expect("pools lock");
-            pools
-                .get(&key)
-                .filter(|c| {
-                    c.alive.load(Ordering::Relaxed)
-                        && now_ms.saturating_sub(c.last_used.load(Ordering::Relaxed)) < idle_ms
-                })
-                .cloned()
-        };
-        if let Some(c) = live(&self.inner) {
-            return Ok(c);
-        }
-        let _connecting = self.inner.connecting.lock().await;
-        if let Some(c) = live(&self.inner) {
-            return Ok(c);
-        }
-        let stream = self
-            .connect(Route {
-                dst: key.dst,
-                src_port: key.src_port,
-            })
-            .await?;
-        // Persistent connections close normally.
-        let _ = socket2::SockRef::from(&stream).set_linger(None);
-        let (rd, wr) = stream.into_split();
-        let mut rd = FrameReader::new(rd, 16 * 1024);
-        let mut wr = tokio::io::BufWriter::with_capacity(16 * 1024, wr);
-        let (tx, mut rx) = mpsc::channel::<OutFrame>(POOL_QUEUE);
-        let stall = self.inner.cfg.flow_timeout;
-        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
-        let alive = Arc::new(AtomicBool::new(true));
-        let fail_all = |pending: &Pending, why: &str| {
-            for (_, tx) in pending.lock().expect("pending lock").drain() {
-                let _ = tx.send(Err(why.to_string()));
-            }
-        };
-        let counters = self.inner.counters.clone();
-        let (p2, a2) = (pending.clone(), alive.clone());
-        let writer = tokio::spawn(async move {
-            // Frames queued together go out in one write; a frame whose flow already
-            // completed on another copy is skipped.
-            while let Some(mut f) = rx.recv().await {
-                let mut res = Ok(());
-                loop {
-                    if f.cancel.load(Ordering::Relaxed) {
-                        inc(&counters.frames_skipped, 1);
-                    } else {
-                        let w = write_counted(&mut wr, &f.head, f.payload.as_slice(), &f.written);
-                        res = match tokio::time::timeout(stall, w).await {
-                            Ok(r) => r,
-                            Err(_) => {
-                                inc(&counters.pool_stalls, 1);
-                                Err(std::io::Error::new(
-                                    std::io::ErrorKind::TimedOut,
-                                    "no progress within the flow timeout (peer not reading)",
-                                ))
-                            }
-                        };
-                        if res.is_err() {
-                            break;
-                        }
-                    }
-                    match rx.try_recv() {
-                        Ok(next) => f = next,
-                        Err(_) => break,
-                    }
-                }
-                if res.is_ok() {
-                    res = match tokio::time::timeout(stall, wr.flush()).await {
-                        Ok(r) => r,
-                        Err(_) => {
-                            inc(&counters.pool_stalls, 1);
-                            Err(std::io::ErrorKind::TimedOut.into())
-                        }
-                    };
-                }
-                if let Err(e) = res {
-                    a2.store(false, Ordering::Relaxed);
-                    fail_all(&p2, &format!("pooled connection write: {e}"));
-                    return;
-                }
-            }
-        });
-        let me = self.clone();
-        let (p3, a3) = (pending.clone(), alive.clone());
-        let reader = tokio::spawn(async move {
-            loop {
-                // No read timeout: the server closes idle connections, and `transfer` bounds
-                // each flow.
-                match me.read_reply(&mut rd, None).await {
-                    Ok(f) => {
-                        let k = (f.header.flow_id, f.header.copy);
-                        let tx = p3.lock().expect("pending lock").remove(&k);
-                        if let Some(tx) = tx {
-                            let _ = tx.send(Ok(Reply {
-                                dup: f.header.flags & flags::DUP != 0,
-                                body: f.payload,
-                            }));
-                        }
-                    }
-                    Err(e) => {
-                        a3.store(false, Ordering::Relaxed);
-                        fail_all(&p3, &format!("pooled connection: {e}"));
-                        return;
-                    }
-                }
-            }
-        });
-        let c = Arc::new(PooledConn {
-            tx,
-            last_used: AtomicU64::new(now_ms),
-            pending,
-            alive,
-            tasks: [writer, reader],
-        });
-        self.inner
-            .pools
-            .lock()
-            .expect("pools lock")
-            .insert(key, c.clone());
-        Ok(c)
-    }
-
-    pub(super) async fn copy_pooled(
-        &self,
-        key: PoolKey,
-        frame: OutFrame,
-        flow_id: u64,
-        copy: u8,
-    ) -> Result<Reply, String> {
-        let conn = self.pooled_conn(key).await?;
-        conn.last_used
-            .fetch_max(self.now().as_millis() as u64, Ordering::Relaxed);
-        let (otx, orx) = oneshot::channel();
-        conn.pending
-            .lock()
-            .expect("pending lock")
-            .insert((flow_id, copy), otx);
-        let _guard = PendingGuard {
-            pending: conn.pending.clone(),
-            key: (flow_id, copy),
-        };
-        conn.tx
-            .send(frame)
-            .await
-            .map_err(|_| "pooled connection closed".to_string())?;
-        match orx.await {
-            Ok(r) => r,
-            Err(_) => Err("pooled connection closed".into()),
-        }
     }
 }

@@ -1,8 +1,47 @@
 //! One flow end to end: plan the copies, start them, feed the copy race, account.
 
-use super::*;
+use super::base::{BusyGuard, Client};
+use super::pool::OutFrame;
+use super::types::{inc, ConnMode, FlowReport, PoolKey};
+use crate::error::NetError;
+use crate::frame::{flags, Header};
+use crate::payload::Payload;
+use crate::race::{Race, Step};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::{debug, Instrument};
 
 impl Client {
+    /// Sends a one-way flow; returns when the first copy is acknowledged by the receiver.
+    ///
+    /// Cancel-safety: dropping the future cancels every copy (connections are reset, queued
+    /// pooled frames skipped); the receiver may or may not have got the flow, but never
+    /// delivers it twice.
+    pub async fn send(
+        &self,
+        dst: SocketAddr,
+        data: impl Into<Payload>,
+    ) -> Result<FlowReport, NetError> {
+        self.transfer(dst, data.into(), false).await.map(|(r, _)| r)
+    }
+
+    /// Sends a request and returns the first response. The server handles the request once
+    /// however many copies reach it.
+    ///
+    /// Cancel-safety: as for [`Client::send`]; the request may have been handled.
+    pub async fn call(
+        &self,
+        dst: SocketAddr,
+        data: impl Into<Payload>,
+    ) -> Result<(Vec<u8>, FlowReport), NetError> {
+        self.transfer(dst, data.into(), true)
+            .await
+            .map(|(r, b)| (b, r))
+    }
+
     pub(super) async fn transfer(
         &self,
         dst: SocketAddr,

@@ -34,7 +34,7 @@ pub(crate) fn bind_listener(addr: SocketAddr, mptcp: bool) -> std::io::Result<Tc
     let s = Socket::new(
         domain,
         Type::STREAM.nonblocking(),
-        Some(crate::stream_protocol(mptcp)),
+        Some(crate::mptcp::stream_protocol(mptcp)),
     )?;
     s.set_reuse_address(true)?;
     // Accepted connections inherit TCP_NODELAY from the listener on Linux, which saves a

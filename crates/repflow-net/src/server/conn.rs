@@ -117,7 +117,7 @@ pub(crate) async fn serve_conn(
                 peer_gone = true;
                 break;
             }
-            Err(ReadError::Frame(e @ crate::FrameError::BadDigest { .. })) => {
+            Err(ReadError::Frame(e @ crate::frame::FrameError::BadDigest { .. })) => {
                 inc(&c.digest_mismatches, 1);
                 log(
                     Kind::Digest,
@@ -127,7 +127,7 @@ pub(crate) async fn serve_conn(
                 break;
             }
             Err(ReadError::Frame(e)) => {
-                use crate::FrameError as E;
+                use crate::frame::FrameError as E;
                 let kind = match e {
                     E::BadTag | E::MissingTag | E::UnexpectedTag | E::BadHeadTag => Kind::Auth,
                     E::BadMagic(_) => Kind::Garbage,

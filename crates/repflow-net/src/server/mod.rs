@@ -23,7 +23,7 @@ pub use counters::ServerCounters;
 pub use delivery::{Incoming, IncomingKind, Responder};
 
 use crate::dedup::Dedup;
-use crate::NetError;
+use crate::error::NetError;
 use accept::{accept_loop, bind_listener, is_protocol_error};
 use counters::AtomicCounters;
 use shared::Shared;
