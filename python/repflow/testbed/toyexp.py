@@ -444,8 +444,6 @@ def run_cli(args, say: Callable[[str], None]) -> None:
     trials: list[list[Scenario]] = []
     for i, seed in enumerate(seeds):
         t0 = time.perf_counter()
-        if trials_n > 1:
-            say(f"trial {i + 1}/{trials_n} (seed {seed})")
         tb = netns.up(
             toy(),
             rate_bps=rate,
@@ -457,7 +455,8 @@ def run_cli(args, say: Callable[[str], None]) -> None:
             tcp_cc=args.tcp,
             rto_min_ms=args.rto_min_ms,
         )
-        say(f"toy topology up in {time.perf_counter() - t0:.1f} s")
+        trial = f"trial {i + 1}/{trials_n} (seed {seed}): " if trials_n > 1 else ""
+        say(f"{trial}toy topology up in {time.perf_counter() - t0:.1f} s")
         try:
             trials.append(run_toy(
                 tb, args.flows, seed, args.cancel, say, engine=args.engine,
