@@ -602,8 +602,10 @@ def cmd_study_ours(args: argparse.Namespace) -> None:
             col = f"ideal_{profile}_{scheme}"
             keeps_ideal = scheme in st["ideal"]
             have = not done.empty and ((done.scheme == scheme) & (done.point == name)).any()
+            per_flow = d / f"ours-{scheme}-{name}.csv.gz"
             if (
                 have
+                and per_flow.is_file()
                 and tf.is_file()
                 and (not keeps_ideal or col in pd.read_csv(tf, nrows=1).columns)
             ):
@@ -628,6 +630,11 @@ def cmd_study_ours(args: argparse.Namespace) -> None:
             if keeps_ideal:
                 tr[col] = f["ideal_fct"].to_numpy()
                 tr.to_csv(tf, index=False, float_format="%.12g")
+            # our per-flow records beside htsim's (the bootstrap intervals of the agreement
+            # test resample them); sizes and starts are the trace's
+            pf = pd.DataFrame({"id": f["id"], "fct": f["fct"], "copies": f["copies"],
+                               "timeouts": f["timeouts"]})  # fmt: skip
+            pf.to_csv(per_flow, index=False, float_format="%.12g")
             m = point_metrics(f, st["short_max"], int(cfg["tcp"]["mss"]))
             m["overhead"] = float(r.summary.get("overhead", float("nan")))
             row = {"profile": profile, "scheme": scheme, "workload": w, "load": load,
@@ -635,6 +642,13 @@ def cmd_study_ours(args: argparse.Namespace) -> None:
                    "drops": r.metadata["counters"]["drops"],
                    "flows_with_timeout": int((f["timeouts"] > 0).sum()),
                    "wall_s": time.monotonic() - t0}  # fmt: skip
+            if have:  # rerun (its per-flow file was missing): same seed, same metrics
+                old = done[(done.scheme == scheme) & (done.point == name)].iloc[0]
+                moved = [k for k in m if k in old and not np.isclose(old[k], m[k], rtol=1e-7,
+                                                                     equal_nan=True)]  # fmt: skip
+                if moved:
+                    print(f"  {name} {scheme}: metrics moved since stored: {moved}", flush=True)
+                done = done[~((done.scheme == scheme) & (done.point == name))]
             done = pd.concat([done, pd.DataFrame([row])], ignore_index=True)
             done.to_csv(out, index=False, float_format="%.8g")
             print(f"{profile} {scheme} {name}: {len(f)} flows, {row['wall_s']:.1f} s", flush=True)
@@ -866,9 +880,10 @@ def cmd_compare_repflow(_: argparse.Namespace) -> None:
     the RF claims' verdicts on both."""
     pd.set_option("display.width", 250)
     pd.set_option("display.max_colwidth", 120)
-    e = rq_effects()
+    e = rq_intervals()
     t = e.pivot_table(index=["profile", "pair", "metric", "workload", "load"], columns="sim",
-                      values=["mean", "min", "max"])  # fmt: skip
+                      values=["estimate", "lo", "hi"])  # fmt: skip
+    print("reduction 1 − a/b (%), 95 % bootstrap intervals (seeds, flows within seeds)")
     print(t.to_string(float_format=lambda x: f"{x:.1f}"))
     for profile in RQ_PROFILES:
         print(f"== claims, {profile}")
@@ -925,6 +940,54 @@ def rq_effects(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.Dat
                                      "load": load, "metric": m, "sim": who,
                                      "mean": float(np.mean(red)), "min": float(min(red)),
                                      "max": float(max(red)), "seeds": len(seeds)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def rq_intervals(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.DataFrame:
+    """Per profile, pair, workload, load and metric: the reduction 1 − a/b (%) in our runs and
+    in htsim's, each with its 95 % interval from the verdicts' two-stage bootstrap (seeds, then
+    flows within seeds, paired: both schemes of a simulator ran the same flows) over each
+    simulator's own per-flow records."""
+    sys.path.insert(0, str(REPO / "python"))
+    from repflow.experiments import stats
+    from repflow.experiments.references import point_name, read_point_trace, reference_records
+
+    spec_short = SHORT_MAX
+    rows = []
+    for profile in RQ_PROFILES:
+        d = FIXTURES / RQ / profile
+        if not (d / "provenance.json").is_file():
+            continue  # htsim not run for this profile
+        href = reference_records(RQ, profile)
+        boot = stats.Bootstrap()
+        for w in sorted(set(href["workload"])):
+            for load in sorted(set(href["load"])):
+                samples: dict[tuple[str, str], stats.Sample] = {}
+                for seed in sorted(set(href["seed"])):
+                    trace = read_point_trace(RQ, w, load, seed)
+                    for scheme in ("tcp", "repflow", "dctcp", "repflow-dctcp"):
+                        f = d / f"ours-{scheme}-{point_name(w, load, seed)}.csv.gz"
+                        ours = pd.read_csv(f)
+                        if len(ours) != len(trace) or (ours["id"] != trace["id"]).any():
+                            raise SystemExit(f"{f}: its flows are not its trace's")
+                        o = trace[["size", "start"]].assign(fct=ours["fct"].to_numpy(float))
+                        h = href[(href.scheme == scheme) & (href.workload == w)
+                                 & np.isclose(href.load, load) & (href.seed == seed)]  # fmt: skip
+                        h = h[["size", "start", "fct"]].reset_index(drop=True)
+                        for sim, flows in (("ours", o), ("htsim", h)):
+                            samples.setdefault((sim, scheme), stats.Sample()).add(seed, flows)
+                for a, b in (("repflow", "tcp"), ("repflow-dctcp", "dctcp")):
+                    for sim in ("ours", "htsim"):
+                        for m in metrics:
+                            iv = boot.effect(samples[(sim, a)], samples[(sim, b)], m,
+                                             spec_short, stats.reduction,
+                                             (profile, sim, w, load))  # fmt: skip
+                            rows.append({"profile": profile, "pair": f"{a} vs {b}",
+                                         "workload": w, "load": float(load), "metric": m,
+                                         "sim": sim, "estimate": iv.estimate, "lo": iv.lo,
+                                         "hi": iv.hi, "flows": iv.flows[0], "seeds": iv.seeds,
+                                         "paired": iv.paired,
+                                         "tail_flows": iv.tail_flows})  # fmt: skip
     return pd.DataFrame(rows)
 
 

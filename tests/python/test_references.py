@@ -7,9 +7,12 @@ Nothing is simulated here: our side is read from the committed per-point metrics
 (``ours-points.csv``, made by ``validation/refs.py repflow-ours``), htsim's from its per-flow
 fixtures.
 
-Interval method: the rule of the other differential tests (test_validation.py) — the two
-simulators' effects, each a mean over the seeds, differ by no more than the mean of their two
-seed-to-seed ranges (max − min). (The verdicts issue's interval method is not on this branch.)
+Interval method: the verdicts' (docs/metrics.md, "Intervals and verdicts"): each simulator's
+effect gets its 95 % interval from the two-stage bootstrap (the two seeds, then the flows within
+each drawn seed, paired: both schemes of one simulator ran the same flows), computed on its own
+per-flow records (``ours-<scheme>-<point>.csv.gz`` beside htsim's ``<scheme>-<point>.csv.gz``,
+both made by ``validation/refs.py``). The two agree when their intervals overlap; an interval
+that runs away (more than 10 % of the replicates undefined) decides nothing and must be listed.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ KNOWN_DISAGREEMENTS: dict[tuple[str, str, str, float, str], str] = {
 
 @pytest.fixture(scope="module")
 def effects() -> pd.DataFrame:
-    return refs.rq_effects()
+    return refs.rq_intervals()
 
 
 @pytest.mark.parametrize("profile", SPEC["profiles"])
@@ -121,23 +124,38 @@ def _cases() -> list[tuple[str, str, str, float, str]]:
 
 
 @pytest.mark.parametrize("case", _cases(), ids=lambda c: "-".join(str(x) for x in c))
-def test_our_effect_agrees_with_htsims_within_the_seed_spread(effects, case):
+def test_our_effect_agrees_with_htsims_within_their_intervals(effects, case):
     profile, pair, w, load, m = case
     sel = effects[(effects.profile == profile) & (effects.pair == pair) & (effects.workload == w)
                   & np.isclose(effects.load, load) & (effects.metric == m)]  # fmt: skip
     ours = sel[sel.sim == "ours"].iloc[0]
     ref = sel[sel.sim == "htsim"].iloc[0]
-    diff = abs(ours["mean"] - ref["mean"])
-    spread = ((ours["max"] - ours["min"]) + (ref["max"] - ref["min"])) / 2
-    agree = diff <= spread
+    assert ours["paired"] and ref["paired"] and ours["seeds"] == ref["seeds"] == 2
+    finite = np.isfinite([ours["lo"], ours["hi"], ref["lo"], ref["hi"]]).all()
+    agree = bool(finite and ours["lo"] <= ref["hi"] and ref["lo"] <= ours["hi"])
     text = (
-        f"{case}: ours {ours['mean']:+.1f} % ({ours['min']:+.1f}…{ours['max']:+.1f}), "
-        f"htsim {ref['mean']:+.1f} % ({ref['min']:+.1f}…{ref['max']:+.1f})"
+        f"{case}: ours {ours['estimate']:+.1f} % [{ours['lo']:+.1f}, {ours['hi']:+.1f}], "
+        f"htsim {ref['estimate']:+.1f} % [{ref['lo']:+.1f}, {ref['hi']:+.1f}] "
+        f"({ours['flows']} flows, 2 seeds)"
     )
     if case in KNOWN_DISAGREEMENTS:
         assert not agree, f"listed as a known disagreement but agrees now: {text}"
     else:
         assert agree, text
+
+
+def test_our_per_flow_fixtures_are_the_runs_behind_our_points(effects):
+    """Our short-flow mean effect from the per-flow fixtures is the one of ``ours-points.csv``
+    (mean over seeds of each scheme's per-seed mean), so the intervals are about those runs."""
+    sel = effects[(effects.sim == "ours") & (effects.metric == "short_mean")]
+    for profile, g in sel.groupby("profile"):
+        pts = pd.read_csv(refs.FIXTURES / STUDY / profile / "ours-points.csv")
+        for _, r in g.iterrows():
+            a, b = r["pair"].split(" vs ")
+            at = pts[(pts.workload == r["workload"]) & np.isclose(pts.load, r["load"])]
+            ma = at[at.scheme == a]["short_mean"].mean()
+            mb = at[at.scheme == b]["short_mean"].mean()
+            assert r["estimate"] == pytest.approx(100 * (1 - ma / mb), abs=1e-6), (profile, r)
 
 
 def test_the_mptcp_l_fixtures_load_and_htsim_runs_no_mptcp_l():

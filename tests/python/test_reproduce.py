@@ -138,3 +138,23 @@ def test_claims_are_computed_on_the_reference_fixtures(tmp_path):
     assert "seeds 1, 2" in rf1.scope and "100 ms" in rf1.scope
     # htsim has no pFabric: RF-10 cannot be run there, and says so
     assert refs[("RF-10", "dc")].result.verdict == "not measured"
+
+
+def test_a_report_failing_in_the_background_fails_its_study_only(tmp_path):
+    """Reports are drawn in a background process while the next study computes: one that
+    fails marks its own study failed, with the message, and the wait still ends."""
+    from repflow.experiments.papers import PAPERS
+    from repflow.experiments.reproduce import BackgroundReports, Run
+
+    said: list[str] = []
+    bad = Run(PAPERS[0], "bad", "", "dc", "dc", "", tmp_path / "bad", None)
+    also_bad = Run(PAPERS[0], "also-bad", "", "dc", "dc", "", tmp_path / "x" / "y", None)
+    reports = BackgroundReports(said.append)
+    reports.submit(bad)
+    reports.submit(also_bad)
+    reports.wait()
+    for r in (bad, also_bad):
+        assert "not an experiment directory (no sweep.json)" in r.error, r.error
+        assert str(r.out) in r.error and r.claims == []
+    assert said == ["bad under dc: drawing in the background",
+                    "also-bad under dc: drawing in the background"]  # fmt: skip

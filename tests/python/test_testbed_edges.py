@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_net_commands
 from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.topology import fat_tree
@@ -131,21 +132,11 @@ def test_only_a_dead_runs_work_directory_is_stale(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    from repflow.testbed.workload import net_commands_available
-
+def env(testbed_state):
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces, veth, tc)")
-    if not net_commands_available():
-        pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
-    d = tmp_path_factory.mktemp("tbstate")
-    old = os.environ.get("REPFLOW_TESTBED_STATE_DIR")
-    os.environ["REPFLOW_TESTBED_STATE_DIR"] = str(d)
-    yield {**os.environ}
-    if old is None:
-        os.environ.pop("REPFLOW_TESTBED_STATE_DIR", None)
-    else:
-        os.environ["REPFLOW_TESTBED_STATE_DIR"] = old
+    require_net_commands()
+    return {**os.environ}
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import require_net_commands
 from repflow.testbed import mptcp, netns
 from repflow.testbed.topology import fat_tree, toy
-from repflow.testbed.workload import net_commands_available
 
 pytestmark = [
     pytest.mark.root,
@@ -36,15 +36,8 @@ PREFIX = "rftm-"
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tbstate")
-    old = os.environ.get("REPFLOW_TESTBED_STATE_DIR")
-    os.environ["REPFLOW_TESTBED_STATE_DIR"] = str(d)
-    yield {**os.environ}
-    if old is None:
-        os.environ.pop("REPFLOW_TESTBED_STATE_DIR", None)
-    else:
-        os.environ["REPFLOW_TESTBED_STATE_DIR"] = old
+def env(testbed_state):
+    return {**os.environ}
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +68,7 @@ def test_kernel_offers_only_the_default_scheduler(tb):
 
 
 def test_mptcp_run_has_the_tcp_records_columns_and_joined_subflows(tb, env, tmp_path):
-    if not net_commands_available():
-        pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
+    require_net_commands()
     import pyarrow.parquet as pq
 
     runs = {}

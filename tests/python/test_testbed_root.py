@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 import pytest
+from conftest import require_net_commands
 from repflow.testbed import checks, netns
 from repflow.testbed.topology import fat_tree, toy
-from repflow.testbed.workload import net_commands_available
 
 pytestmark = [
     pytest.mark.root,
@@ -56,15 +56,8 @@ def _assert_unchanged(before: tuple[list[str], list[str]]) -> None:
 
 
 @pytest.fixture(scope="module")
-def state_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tbstate")
-    old = os.environ.get("REPFLOW_TESTBED_STATE_DIR")
-    os.environ["REPFLOW_TESTBED_STATE_DIR"] = str(d)
-    yield d
-    if old is None:
-        os.environ.pop("REPFLOW_TESTBED_STATE_DIR", None)
-    else:
-        os.environ["REPFLOW_TESTBED_STATE_DIR"] = old
+def state_dir(testbed_state):
+    return testbed_state
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +144,7 @@ def test_repflow_copy_collision_rate_matches_four_paths(fattree):
 
 
 def test_short_workload_tcp_and_repflow(fattree, tmp_path):
-    if not net_commands_available():
-        pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
+    require_net_commands()
     from repflow.records import load_run
     from repflow.testbed.workload import run_workload, servers
 
@@ -212,8 +204,7 @@ def test_toy_scenarios(state_dir):
 
 
 def test_toy_with_the_library(state_dir):
-    if not net_commands_available():
-        pytest.skip("`repflow serve`/`repflow send` (repflow-net) are not in this build")
+    require_net_commands()
     from repflow.testbed.toyexp import run_toy
 
     tb = netns.up(toy(), rate_bps=50_000_000, buffer=50, seed=1, prefix="rftn-",

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_net_commands
 from repflow.testbed import netns
 from repflow.testbed.topology import fat_tree
-from repflow.testbed.workload import net_commands_available
 
 pytestmark = [
     pytest.mark.root,
@@ -34,17 +34,9 @@ PREFIX = "rftw-"
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    if not net_commands_available():
-        pytest.skip("`repflow serve`/`repflow load` (repflow-net) are not in this build")
-    d = tmp_path_factory.mktemp("tbstate")
-    old = os.environ.get("REPFLOW_TESTBED_STATE_DIR")
-    os.environ["REPFLOW_TESTBED_STATE_DIR"] = str(d)
-    yield {**os.environ}
-    if old is None:
-        os.environ.pop("REPFLOW_TESTBED_STATE_DIR", None)
-    else:
-        os.environ["REPFLOW_TESTBED_STATE_DIR"] = old
+def env(testbed_state):
+    require_net_commands()
+    return {**os.environ}
 
 
 @pytest.fixture(scope="module")

@@ -264,9 +264,15 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     from repflow.cli.outdir import prepare_out
     from repflow.experiments import Store, plan_sweep, run_sweep
     from repflow.experiments.papers import PAPERS, find_paper
-    from repflow.experiments.reproduce import owned, plan_runs, run_all, write_marker
+    from repflow.experiments.reproduce import (
+        BackgroundReports,
+        owned,
+        plan_runs,
+        run_all,
+        write_marker,
+    )
     from repflow.experiments.sweep import estimate_wall
-    from repflow.experiments.uptodate import report_claims
+    from repflow.experiments.uptodate import current_claims
     from repflow.units import fmt_seconds
 
     papers = [find_paper(p) for p in dict.fromkeys(args.papers)] if args.papers else list(PAPERS)
@@ -316,6 +322,8 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
             if input("start? [y/N] ").strip().lower() not in ("y", "yes"):
                 raise UserError("aborted: nothing was computed")
     write_marker(root, runs, args.quick, args.profiles, args.seed_offset)
+    say = _progress(args)
+    reports = BackgroundReports(say)
 
     def sweep(r) -> None:  # noqa: ANN001
         print(f"reproduce: {r.paper.id}: {r.spec_name} under tcp.profile = {r.profile}",
@@ -327,10 +335,15 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
         )  # fmt: skip
         print(summary.line(), file=sys.stderr)
         # Nothing computed and the report current: its verdicts, not a redraw (issue 39).
-        r.claims, _ = report_claims(r.out, progress=_progress(args),
-                                    force=summary.computed > 0)  # fmt: skip
+        claims = None if summary.computed > 0 else current_claims(r.out)
+        if claims is not None:
+            if say is not None:
+                say("up to date (nothing changed since it was built): not redrawn")
+            r.claims = claims
+        else:  # drawn while the next study computes
+            reports.submit(r)
 
-    md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep)
+    md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep, reports=reports)
     _print_combined(rows)
     failed = [r for r in runs if r.error]
     for r in failed:
