@@ -510,13 +510,14 @@ STUDY_RUNS: dict[str, dict[str, Any]] = {
     # A subset of the quick study, for htsim's sake (its runs take minutes where ours take
     # seconds): the first 100 ms of arrivals instead of 300 ms; every scheme, workload, load
     # and seed, so that every RF claim's comparison is covered.
-    RQ: {"spec": RQ_SPEC, "schemes": RQ_SCHEMES, "profiles": RQ_PROFILES,
+    RQ: {"spec": RQ_SPEC, "schemes": RQ_SCHEMES, "profiles": RQ_PROFILES, "seeds": (1, 2),
          "overrides": {"workload.duration": "100ms"},
          "ideal": ("tcp", "dctcp"), "short_max": 100_000,
          "topology": ["-k", "8", "-gbps", "1", "-link_us", "2", "-queue_pkts", "100"],
          "end_ms": RQ_END_MS},
     "mptcp-l-quick": {"spec": REPO / "experiments" / "mptcp-l-quick.toml",
                       "schemes": ("tcp", "repflow", "mptcp"), "profiles": ("dc",),
+                      "seeds": (1,),
                       "ideal": ("tcp", "mptcp"), "short_max": 1_000_000,
                       "topology": ["-k", "8", "-edge_hosts", "10", "-gbps", "1", "-link_us",
                                    "1", "-queue_pkts", "100"],
@@ -532,7 +533,8 @@ def study_points(study: str, profile: str) -> list[Any]:
 
     st = STUDY_RUNS[study]
     spec = with_profile(load_spec(st["spec"]), profile)
-    points = [p for p in spec.points() if p.labels["scheme"] in st["schemes"]]
+    points = [p for p in spec.points() if p.labels["scheme"] in st["schemes"]
+              and p.labels.get("seed", 1) in st.get("seeds", (p.labels.get("seed", 1),))]
     for p in points:
         for path, value in st.get("overrides", {}).items():
             set_path(p.config, path, value)
@@ -636,7 +638,7 @@ def cmd_study_ours(args: argparse.Namespace) -> None:
                                "timeouts": f["timeouts"]})  # fmt: skip
             pf.to_csv(per_flow, index=False, float_format="%.12g")
             m = point_metrics(f, st["short_max"], int(cfg["tcp"]["mss"]))
-            m["overhead"] = float(r.summary.get("overhead", float("nan")))
+            m["overhead"] = r.overhead
             row = {"profile": profile, "scheme": scheme, "workload": w, "load": load,
                    "seed": seed, "point": name, **m,
                    "drops": r.metadata["counters"]["drops"],
@@ -945,9 +947,12 @@ def rq_effects(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.Dat
 
 def rq_intervals(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.DataFrame:
     """Per profile, pair, workload, load and metric: the reduction 1 − a/b (%) in our runs and
-    in htsim's, each with its 95 % interval from the verdicts' two-stage bootstrap (seeds, then
-    flows within seeds, paired: both schemes of a simulator ran the same flows) over each
-    simulator's own per-flow records."""
+    in htsim's (``sim`` = ``ours``, ``htsim``), each with its 95 % interval from the verdicts'
+    two-stage bootstrap (seeds, then flows within seeds) over each simulator's per-flow
+    records, and their difference (``sim`` = ``ours - htsim``, percentage points) with its
+    interval. Both simulators replayed the same flows, so every replicate draws the same flows
+    for all four series: the difference's interval is about how the simulators treat the same
+    flows, not about which flows were drawn."""
     sys.path.insert(0, str(REPO / "python"))
     from repflow.experiments import stats
     from repflow.experiments.references import point_name, read_point_trace, reference_records
@@ -977,17 +982,31 @@ def rq_intervals(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.D
                         for sim, flows in (("ours", o), ("htsim", h)):
                             samples.setdefault((sim, scheme), stats.Sample()).add(seed, flows)
                 for a, b in (("repflow", "tcp"), ("repflow-dctcp", "dctcp")):
-                    for sim in ("ours", "htsim"):
-                        for m in metrics:
+                    for m in metrics:
+                        # one group for both simulators: they ran the same flows, so the
+                        # bootstrap draws the same flows for all four series (paired)
+                        group = (profile, w, load)
+                        eff: dict[str, np.ndarray] = {}
+                        for sim in ("ours", "htsim"):
                             iv = boot.effect(samples[(sim, a)], samples[(sim, b)], m,
-                                             spec_short, stats.reduction,
-                                             (profile, sim, w, load))  # fmt: skip
+                                             spec_short, stats.reduction, group)  # fmt: skip
+                            _, ra = boot.replicates(samples[(sim, a)], m, spec_short, group)
+                            _, rb = boot.replicates(samples[(sim, b)], m, spec_short, group)
+                            eff[sim] = stats.reduction(ra, rb)
                             rows.append({"profile": profile, "pair": f"{a} vs {b}",
                                          "workload": w, "load": float(load), "metric": m,
                                          "sim": sim, "estimate": iv.estimate, "lo": iv.lo,
                                          "hi": iv.hi, "flows": iv.flows[0], "seeds": iv.seeds,
                                          "paired": iv.paired,
                                          "tail_flows": iv.tail_flows})  # fmt: skip
+                        est = rows[-2]["estimate"] - rows[-1]["estimate"]
+                        lo, hi = stats._bounds(eff["ours"] - eff["htsim"])  # noqa: SLF001
+                        rows.append({"profile": profile, "pair": f"{a} vs {b}", "workload": w,
+                                     "load": float(load), "metric": m, "sim": "ours - htsim",
+                                     "estimate": est, "lo": lo, "hi": hi,
+                                     "flows": rows[-1]["flows"], "seeds": rows[-1]["seeds"],
+                                     "paired": True,
+                                     "tail_flows": rows[-1]["tail_flows"]})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -28,7 +28,7 @@ from repflow.api import simulate
 r = simulate(json.load(open(sys.argv[1])))
 c = r.counters
 print(json.dumps({"loop": c["wall_time"], "hops": c["packet_hops"], "drops": c["drops"],
-                  "unfinished": r.summary["unfinished"], "total": time.perf_counter() - t0}))
+                  "unfinished": r.unfinished, "total": time.perf_counter() - t0}))
 """
 
 
