@@ -9,7 +9,9 @@ Variants (our side; htsim's fixtures unchanged):
 
 - ``committed``: the study's settings (100-packet queues counting packets);
 - ``bytes``: switch queues of 100 × (mss + header) bytes, as htsim's (an ACK takes 40 B, not
-  a packet's slot).
+  a packet's slot);
+- ``no-delack``: an ACK per segment (``tcp.delayed_ack = false``), as htsim's ``TcpSink``;
+- ``bytes+no-delack``: both.
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ def effect(profile: str, w: str, load: float, variant: str) -> list[dict]:
     by_seed: dict[int, dict[str, dict]] = {}
     for p in pts:
         cfg = p.config
-        if variant == "bytes":
+        if variant.startswith("bytes"):
             tcp = api.load_config(cfg)["tcp"]
             cfg.setdefault("queue", {}).pop("limit_packets", None)
             cfg["queue"]["limit_bytes"] = 100 * (int(tcp["mss"]) + int(tcp["header"]))
+        if variant.endswith("no-delack"):
+            cfg.setdefault("tcp", {})["delayed_ack"] = False
         r = api.simulate(cfg)
         m = point_metrics(r.flows, 100_000)
         m["drops"] = r.metadata["counters"]["drops"]
@@ -61,11 +65,13 @@ def main() -> None:
     p.add_argument("--profile", default="dc")
     p.add_argument("--points", nargs="*", default=["websearch-0.2", "datamining-0.5",
                                                     "datamining-0.8"])  # fmt: skip
+    p.add_argument("--variants", nargs="*", default=["committed", "bytes"],
+                   choices=["committed", "bytes", "no-delack", "bytes+no-delack"])
     a = p.parse_args()
     rows = []
     for pt in a.points:
         w, load = pt.rsplit("-", 1)
-        for v in ("committed", "bytes"):
+        for v in a.variants:
             rows += effect(a.profile, w, float(load), v)
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 250)
