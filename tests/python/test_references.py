@@ -36,7 +36,7 @@ STUDY = "repflow-quick"
 SPEC = references.STUDIES[STUDY]
 
 _NS3_DM = (
-    "about 10 µs on a 0.12–0.14 ms mean, both seeds, no timeout in either simulator; not the "
+    "about 10 µs on a 0.12–0.14 ms mean, both seeds, no timeout that delays a flow; not the "
     "queue accounting (byte-counted: −9.6 %), not ns3-2014's delayed ACKs (an ACK per "
     "segment: −10.8 %; both: −13.7 %); not isolated (left: htsim's 1-byte SYN, its random "
     "path per connection)"
