@@ -144,7 +144,8 @@ def test_a_report_failing_in_the_background_fails_its_study_only(tmp_path):
     """Reports are drawn in a background process while the next study computes: one that
     fails marks its own study failed, with the message, and the wait still ends."""
     from repflow.experiments.papers import PAPERS
-    from repflow.experiments.reproduce import BackgroundReports, Run
+    from repflow.experiments.reproduce import Run
+    from repflow.experiments.uptodate import BackgroundReports
 
     said: list[str] = []
     bad = Run(PAPERS[0], "bad", "", "dc", "dc", "", tmp_path / "bad", None)

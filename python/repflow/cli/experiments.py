@@ -264,15 +264,9 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     from repflow.cli.outdir import prepare_out
     from repflow.experiments import Store, plan_sweep, run_sweep
     from repflow.experiments.papers import PAPERS, find_paper
-    from repflow.experiments.reproduce import (
-        BackgroundReports,
-        owned,
-        plan_runs,
-        run_all,
-        write_marker,
-    )
+    from repflow.experiments.reproduce import owned, plan_runs, run_all, write_marker
     from repflow.experiments.sweep import estimate_wall
-    from repflow.experiments.uptodate import current_claims
+    from repflow.experiments.uptodate import BackgroundReports, current_claims
     from repflow.units import fmt_seconds
 
     papers = [find_paper(p) for p in dict.fromkeys(args.papers)] if args.papers else list(PAPERS)

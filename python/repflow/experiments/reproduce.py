@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from repflow.errors import UserError
 from repflow.experiments.claims import (
@@ -635,74 +635,15 @@ def _csv_value(v: Any) -> Any:
     return v
 
 
-def _draw_report(out: str) -> None:
-    """Builds the report of the sweep in ``out`` and records its verdicts (in a background
-    process: :class:`BackgroundReports`)."""
-    from repflow.experiments.uptodate import report_claims
-
-    report_claims(Path(out), progress=None, force=True)
-
-
-class BackgroundReports:
-    """Draws each study's report in one background process while the next study computes.
-
-    A report is single-threaded (mostly figures) and the sweeps keep every core busy, so a
-    report drawn in the foreground leaves all cores but one idle for its duration; drawn in
-    the background it shares the cores with the next sweep instead. The verdicts come back
-    through the report's up-to-date stamp (:func:`repflow.experiments.uptodate.current_claims`),
-    so nothing but a path crosses the process boundary. A report that fails marks its study
-    failed (its points stay stored: ``repflow report DIR`` redraws it)."""
-
-    def __init__(self, progress: Callable[[str], None] | None = None) -> None:
-        self.progress = progress
-        self._pool: Any = None
-        self._pending: list[tuple[Run, Any, float]] = []
-
-    def submit(self, r: Run) -> None:
-        """Starts drawing ``r``'s report."""
-        if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        self._pending.append((r, self._pool.submit(_draw_report, str(r.out)), time.monotonic()))
-        if self.progress is not None:
-            self.progress(f"{r.spec_name} under {r.profile}: drawing in the background")
+class ReportQueue(Protocol):
+    """Reports drawn while the studies run
+    (:class:`repflow.experiments.uptodate.BackgroundReports`)."""
 
     def poll(self) -> None:
         """Takes in the reports already drawn (never waits)."""
-        for item in [i for i in self._pending if i[1].done()]:
-            self._finish(*item)
 
     def wait(self) -> None:
-        """Waits for every report, then stops the background process."""
-        for item in list(self._pending):
-            self._finish(*item)
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
-    def _finish(self, r: Run, fut: Any, t0: float) -> None:
-        from repflow.experiments.uptodate import current_claims
-
-        self._pending.remove((r, fut, t0))
-        try:
-            fut.result()
-        except UserError as exc:
-            r.error = str(exc)
-            return
-        except Exception as exc:  # noqa: BLE001 - a failed report must not lose the others
-            r.error = (f"its report failed ({type(exc).__name__}: {exc}); the points are "
-                       f"stored: `repflow report {r.out}` redraws it")  # fmt: skip
-            return
-        claims = current_claims(r.out)
-        if claims is None:
-            r.error = f"its report was drawn but is not up to date: `repflow report {r.out}`"
-            return
-        r.claims = claims
-        if self.progress is not None:
-            self.progress(f"{r.spec_name} under {r.profile}: drawn "
-                          f"({time.monotonic() - t0:.0f} s, in the background)")  # fmt: skip
+        """Waits for every report."""
 
 
 def run_all(
@@ -711,7 +652,7 @@ def run_all(
     *,
     quick: bool,
     sweep: Callable[[Run], None],
-    reports: BackgroundReports | None = None,
+    reports: ReportQueue | None = None,
 ) -> tuple[Path, Path, list[Row]]:
     """Runs every study with ``sweep(run)`` (which fills ``run.claims``, hands the run to
     ``reports``, or raises :class:`UserError`), waits for the reports drawn in the background,

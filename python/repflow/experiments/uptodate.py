@@ -15,14 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repflow.errors import UserError
 from repflow.experiments.claims import CLAIMS, ClaimResult, Point
 from repflow.experiments.stats import Interval
 from repflow.experiments.store import POINTS, SWEEP_FILE, write_json_atomic
+
+if TYPE_CHECKING:
+    from repflow.experiments.reproduce import Run
 
 #: The stamp a built report leaves in its sweep directory.
 STAMP = ".uptodate.json"
@@ -186,3 +190,72 @@ def rebuild_combined(root: Path, progress: Callable[[str], None] | None = None
 def say(msg: str) -> None:
     """Progress on standard error (one line per step)."""
     print(f"report: {msg}", file=sys.stderr, flush=True)
+
+
+# -- reports drawn in the background by `repflow reproduce` ------------------------------
+
+
+def _draw_report(out: str) -> None:
+    """Builds the report of the sweep in ``out`` and records its verdicts (in a background
+    process: :class:`BackgroundReports`)."""
+    report_claims(Path(out), progress=None, force=True)
+
+
+class BackgroundReports:
+    """Draws each study's report in one background process while the next study computes.
+
+    A report is single-threaded (mostly figures) and the sweeps keep every core busy, so a
+    report drawn in the foreground leaves all cores but one idle for its duration; drawn in
+    the background it shares the cores with the next sweep instead. The verdicts come back
+    through the report's up-to-date stamp (:func:`current_claims`),
+    so nothing but a path crosses the process boundary. A report that fails marks its study
+    failed (its points stay stored: ``repflow report DIR`` redraws it)."""
+
+    def __init__(self, progress: Callable[[str], None] | None = None) -> None:
+        self.progress = progress
+        self._pool: Any = None
+        self._pending: list[tuple[Run, Any, float]] = []
+
+    def submit(self, r: Run) -> None:
+        """Starts drawing ``r``'s report."""
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        self._pending.append((r, self._pool.submit(_draw_report, str(r.out)), time.monotonic()))
+        if self.progress is not None:
+            self.progress(f"{r.spec_name} under {r.profile}: drawing in the background")
+
+    def poll(self) -> None:
+        """Takes in the reports already drawn (never waits)."""
+        for item in [i for i in self._pending if i[1].done()]:
+            self._finish(*item)
+
+    def wait(self) -> None:
+        """Waits for every report, then stops the background process."""
+        for item in list(self._pending):
+            self._finish(*item)
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _finish(self, r: Run, fut: Any, t0: float) -> None:
+        self._pending.remove((r, fut, t0))
+        try:
+            fut.result()
+        except UserError as exc:
+            r.error = str(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - a failed report must not lose the others
+            r.error = (f"its report failed ({type(exc).__name__}: {exc}); the points are "
+                       f"stored: `repflow report {r.out}` redraws it")  # fmt: skip
+            return
+        claims = current_claims(r.out)
+        if claims is None:
+            r.error = f"its report was drawn but is not up to date: `repflow report {r.out}`"
+            return
+        r.claims = claims
+        if self.progress is not None:
+            self.progress(f"{r.spec_name} under {r.profile}: drawn "
+                          f"({time.monotonic() - t0:.0f} s, in the background)")  # fmt: skip
