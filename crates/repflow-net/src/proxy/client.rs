@@ -2,8 +2,9 @@
 //! repflow-net call, responses back in request order.
 
 use super::envelope::{open_response, request_prefix, Protocol, Status, REQUEST_HEAD};
+use super::error::ProxyError;
 use super::refusals::{inc, Atomic, ProxyCounters, RefusalLog};
-use super::{http, resp, ProxyError};
+use super::{http, resp};
 use crate::{Client, ClientConfig};
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -11,12 +11,13 @@
 //! the same codec and answers the call.
 //!
 //! Layers, lowest first (each file imports only files above it): `resp`, `http` (codecs,
-//! sans-IO), `envelope` (the bytes between the sidecars, [`Protocol`]), `refusals` (counters
+//! sans-IO), `error`, `envelope` (the bytes between the sidecars, [`Protocol`]), `refusals` (counters
 //! and rate-limited log), `journal` (executed ids, persisted), `upstream` (the pool and one
 //! exchange with the real server), `server`, `client`. See `docs/proxy.md`.
 
 mod client;
 mod envelope;
+mod error;
 pub mod http;
 mod journal;
 mod refusals;
@@ -26,30 +27,7 @@ mod upstream;
 
 pub use client::{ProxyClient, ProxyClientConfig, ProxyClientStats};
 pub use envelope::Protocol;
+pub use error::ProxyError;
 pub use journal::JournalConfig;
 pub use refusals::ProxyCounters;
 pub use server::{ProxyServer, ProxyServerConfig, ProxyServerStats};
-
-/// Why a sidecar cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
-    /// The listening socket cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// Address asked.
-        addr: std::net::SocketAddr,
-        /// The system's reason.
-        source: std::io::Error,
-    },
-    /// The repflow-net server cannot start.
-    #[error(transparent)]
-    Net(#[from] crate::NetError),
-    /// The journal cannot be opened, read or written.
-    #[error("journal {path}: {source}")]
-    Journal {
-        /// Its path.
-        path: std::path::PathBuf,
-        /// The system's reason.
-        source: std::io::Error,
-    },
-}

@@ -1,10 +1,11 @@
 //! The server sidecar: repflow-net requests in, each executed once by the real server.
 
 use super::envelope::{open_request, response, Protocol, Status};
+use super::error::ProxyError;
 use super::journal::{Claim, Journal, JournalConfig};
 use super::refusals::{inc, Atomic, ProxyCounters, RefusalLog};
 use super::upstream::{Pool, PoolConfig, UpstreamError};
-use super::{http, resp, ProxyError};
+use super::{http, resp};
 use crate::{Incoming, IncomingKind, Server, ServerConfig, ServerStats};
 use std::net::SocketAddr;
 use std::sync::Arc;
