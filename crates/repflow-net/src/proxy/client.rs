@@ -317,7 +317,17 @@ async fn call(sh: &Shared, payload: Vec<u8>) -> Result<Vec<u8>, String> {
         },
         Err(e) => {
             inc(&sh.counters.calls_failed);
-            Err(format!("call failed, outcome unknown: {e}"))
+            // Copies that failed to connect sent nothing: if every copy did, nothing ran.
+            let unsent = matches!(&e, crate::NetError::AllCopiesFailed { failed, .. }
+                if failed.iter().all(|f| f.error.starts_with("connect to ")));
+            if unsent {
+                Err(format!(
+                    "call failed, not executed (no copy reached the server sidecar): {e}"
+                ))
+            } else {
+                inc(&sh.counters.outcome_unknown);
+                Err(format!("call failed, outcome unknown: {e}"))
+            }
         }
     }
 }
