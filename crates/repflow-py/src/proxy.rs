@@ -1,12 +1,12 @@
 //! Bindings of the proxy sidecars (`repflow proxy client|server`): thin conversions only.
 //! A sidecar runs on the shared runtime in the background until `close` (or drop).
 
-use crate::net::{addr, rt, secs, wait};
+use crate::net::{addr, secs};
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use repflow_net::proxy::{
-    JournalConfig, Protocol, ProxyClient, ProxyClientConfig, ProxyClientStats, ProxyServer,
-    ProxyServerConfig, ProxyServerStats,
+    JournalConfig, Protocol, ProxyClient, ProxyClientConfig, ProxyClientStats, ProxyError,
+    ProxyServer, ProxyServerConfig, ProxyServerStats,
 };
 use repflow_net::{ClientConfig, ConnMode, PolicyConfig, ServerConfig};
 use std::net::SocketAddr;
@@ -22,7 +22,71 @@ enum Stats {
 struct ProxySidecar {
     stats: Stats,
     addrs: Vec<SocketAddr>,
-    task: Option<repflow_net::tokio::task::JoinHandle<()>>,
+    /// Dropping it stops the sidecar's runtime (and every task of the sidecar with it).
+    stop: Option<repflow_net::tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Runs a sidecar on a runtime of its own, one thread (`current_thread`): no wake-up crosses
+/// threads inside the sidecar, and it uses at most one core. `start` binds (on that runtime,
+/// whose reactor the sockets then belong to) and returns the stats, the addresses and the
+/// serving future.
+fn dedicated<F, R>(py: Python<'_>, start: F) -> PyResult<ProxySidecar>
+where
+    F: std::future::Future<Output = Result<(Stats, Vec<SocketAddr>, R), ProxyError>>
+        + Send
+        + 'static,
+    R: std::future::Future<Output = ()> + 'static,
+{
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    // Sent or dropped by `close` (a oneshot sender needs no runtime).
+    let (stop_tx, stop_rx) = repflow_net::tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("repflow-proxy".into())
+        .spawn(move || {
+            let rt = match repflow_net::tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(ProxyError::Io(e)));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                match start.await {
+                    Ok((stats, addrs, run)) => {
+                        let _ = ready_tx.send(Ok((stats, addrs)));
+                        repflow_net::tokio::select! {
+                            _ = run => {}
+                            _ = stop_rx => {}
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+            rt.shutdown_background();
+        })
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let r = py.allow_threads(move || ready_rx.recv());
+    match r {
+        Ok(Ok((stats, addrs))) => Ok(ProxySidecar {
+            stats,
+            addrs,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(PyConnectionError::new_err(e.to_string()))
+        }
+        Err(_) => Err(PyRuntimeError::new_err(
+            "the sidecar thread stopped while starting",
+        )),
+    }
 }
 
 fn protocol(p: &str) -> PyResult<Protocol> {
@@ -80,16 +144,10 @@ impl ProxySidecar {
         cfg.max_pipeline = positive("--max-pipeline", max_pipeline)?;
         cfg.max_connections = positive("--max-connections", max_connections)?;
         cfg.idle_timeout = secs("--idle-timeout", idle_timeout)?;
-        let c = wait(py, ProxyClient::bind(cfg))?
-            .map_err(|e| PyConnectionError::new_err(e.to_string()))?;
-        let addrs = vec![c
-            .local_addr()
-            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?];
-        let stats = Stats::Client(c.stats());
-        Ok(ProxySidecar {
-            stats,
-            addrs,
-            task: Some(rt().spawn(c.run())),
+        dedicated(py, async move {
+            let c = ProxyClient::bind(cfg).await?;
+            let addrs = vec![c.local_addr().map_err(ProxyError::Io)?];
+            Ok((Stats::Client(c.stats()), addrs, c.run()))
         })
     }
 
@@ -144,14 +202,10 @@ impl ProxySidecar {
             window,
             capacity: journal_capacity.max(1),
         });
-        let s = wait(py, ProxyServer::bind(cfg))?
-            .map_err(|e| PyConnectionError::new_err(e.to_string()))?;
-        let addrs = s.local_addrs().to_vec();
-        let stats = Stats::Server(s.stats());
-        Ok(ProxySidecar {
-            stats,
-            addrs,
-            task: Some(rt().spawn(s.run())),
+        dedicated(py, async move {
+            let s = ProxyServer::bind(cfg).await?;
+            let addrs = s.local_addrs().to_vec();
+            Ok((Stats::Server(s.stats()), addrs, s.run()))
         })
     }
 
@@ -170,16 +224,19 @@ impl ProxySidecar {
     }
 
     /// Stops the sidecar (its listeners close; requests in flight are abandoned).
-    fn close(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
+    fn close(&mut self, py: Python<'_>) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            py.allow_threads(|| {
+                let _ = t.join();
+            });
         }
     }
 }
 
 impl Drop for ProxySidecar {
     fn drop(&mut self) {
-        self.close();
+        drop(self.stop.take());
     }
 }
 

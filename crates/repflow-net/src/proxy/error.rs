@@ -22,4 +22,7 @@ pub enum ProxyError {
         /// The system's reason.
         source: std::io::Error,
     },
+    /// Another I/O error (e.g. a runtime or socket that cannot be created).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
