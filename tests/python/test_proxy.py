@@ -251,3 +251,88 @@ def test_incr_storm_across_kill_and_restart_never_double_executes(stack: Stack) 
     assert len(values) == len(set(values)), "a reply value repeated"
     assert len(values) > 10
     assert len(values) <= final <= sent, (len(values), final, sent)
+
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+
+
+@pytest.mark.skipif(NGINX is None, reason="nginx not installed (apt-get install nginx)")
+def test_http_through_the_proxy_to_nginx(tmp_path: Path) -> None:
+    """HTTP/1.1 keep-alive, HEAD, POST with a length and a chunked body, through the CLI
+    sidecars with two copies, to a real nginx on loopback."""
+    import http.client
+
+    port, srv_port, cli_port = _free_port(), _free_port(2), _free_port()
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "page.html").write_text("hello from nginx\n")
+    conf = tmp_path / "nginx.conf"
+    # As root nginx's workers switch to `nobody`, who cannot read pytest's private tmp dir.
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    conf.write_text(
+        f"{user}pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
+        "worker_processes 1;\nevents { worker_connections 64; }\n"
+        f"http {{\n access_log off;\n client_body_temp_path {tmp_path};\n"
+        f" server {{\n  listen 127.0.0.1:{port};\n  root {tmp_path}/www;\n"
+        '  location /post { return 200 "posted\\n"; }\n }\n}\n'
+    )
+    procs: list[subprocess.Popen] = []
+    try:
+        nginx = subprocess.Popen(
+            [NGINX, "-c", str(conf), "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        procs.append(nginx)
+        _wait_port(port, nginx)
+        env = dict(os.environ, RUST_LOG="warn")
+        server = subprocess.Popen(
+            [sys.executable, "-m", "repflow", "proxy", "server", "--listen",
+             f"127.0.0.1:{srv_port}", "--ports", "2", "--upstream", f"127.0.0.1:{port}",
+             "--protocol", "http", "--journal", str(tmp_path / "journal")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        procs.append(server)
+        _wait_port(srv_port, server)
+        client = subprocess.Popen(
+            [sys.executable, "-m", "repflow", "proxy", "client", "--listen",
+             f"127.0.0.1:{cli_port}", "--to", f"127.0.0.1:{srv_port}", "--protocol", "http",
+             "--copies", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        procs.append(client)
+        _wait_port(cli_port, client)
+        conn = http.client.HTTPConnection("127.0.0.1", cli_port, timeout=10)
+        for _ in range(3):  # one keep-alive connection
+            conn.request("GET", "/page.html")
+            r = conn.getresponse()
+            assert (r.status, r.read()) == (200, b"hello from nginx\n")
+        conn.request("HEAD", "/page.html")
+        r = conn.getresponse()
+        assert r.status == 200 and r.read() == b"" and r.getheader("Content-Length") == "17"
+        conn.request("POST", "/post", body=b"x=1")
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (200, b"posted\n")
+        conn.request("POST", "/post", body=iter([b"ab", b"cd"]), encode_chunked=True,
+                     headers={"Transfer-Encoding": "chunked"})  # fmt: skip
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (200, b"posted\n")
+        conn.request("GET", "/missing")
+        r = conn.getresponse()
+        assert r.status == 404
+        r.read()
+        conn.close()
+        # Unparsable input: 400 from the sidecar, connection closed, nothing forwarded.
+        with socket.create_connection(("127.0.0.1", cli_port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost : x\r\n\r\n")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+        assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n"), data
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()

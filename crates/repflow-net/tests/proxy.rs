@@ -489,3 +489,39 @@ async fn conn_mode_carries_a_whole_connection() {
         assert_eq!(out, b"yxorp olleh");
     }
 }
+
+/// A response delimited by the upstream's close reaches the application whole, and the
+/// application's connection is closed after it (that close is how it finds the body's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_response_until_close_closes_the_client_connection() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while repflow_net::proxy::http::request(&buf, 1 << 20) == Ok(None) {
+                    let k = s.read(&mut chunk).await.unwrap();
+                    buf.extend_from_slice(&chunk[..k]);
+                }
+                s.write_all(b"HTTP/1.0 200 OK\r\n\r\nuntil close")
+                    .await
+                    .unwrap();
+            });
+        }
+    });
+    let srv = server_sidecar(None, up, Protocol::Http, None).await;
+    let cli = client_sidecar(srv.addr, Protocol::Http, 2).await;
+    let mut s = TcpStream::connect(cli).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("closed after the response")
+        .unwrap();
+    assert_eq!(out, b"HTTP/1.0 200 OK\r\n\r\nuntil close");
+}

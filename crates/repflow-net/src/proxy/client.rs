@@ -344,6 +344,7 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
         let mut taken = 0usize;
         let mut count = 0usize;
         let mut close_after = false;
+        let mut to_head = false;
         // Set when a request must be refused after the batch before it is answered.
         let mut refusal: Option<(&'static str, String, bool)> = None;
         loop {
@@ -423,6 +424,7 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
                         taken += m.len;
                         count = 1;
                         close_after = m.head.close;
+                        to_head = m.head.head_or_status == 1;
                         sent_continue = false;
                         break;
                     }
@@ -452,7 +454,17 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
                 .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
             let outcome = call(sh, payload).await;
             match outcome {
-                Ok(resp) => write(sh, s, &resp).await?,
+                Ok(resp) => {
+                    write(sh, s, &resp).await?;
+                    // An upstream that closes after its response (`Connection: close`, or a
+                    // body delimited by the close) expects the client to see the close too.
+                    if proto == Protocol::Http {
+                        close_after |= match http::response(&resp, to_head, resp.len()) {
+                            Ok(Some(m)) => m.head.close,
+                            _ => true,
+                        };
+                    }
+                }
                 Err(msg) => {
                     // Every request of the run gets the error, then the connection closes:
                     // what executed is unknown, the application must not assume either way.
