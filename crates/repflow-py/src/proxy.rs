@@ -185,7 +185,8 @@ impl ProxySidecar {
             )));
         }
         net.key = key;
-        net.max_flow_size = max_request.max(1);
+        // The client sidecar's 4-byte envelope rides in front of a request of `max_request`.
+        net.max_flow_size = max_request.max(1).saturating_add(4);
         net.max_connections = positive("--max-connections", max_connections)?;
         net.max_connections_per_source = (max_connections / 4).max(1);
         // The library remembers ids at least as long as the journal does.

@@ -16,7 +16,8 @@ use tracing::{debug, info, warn};
 /// Settings of a [`ProxyServer`].
 #[derive(Clone, Debug)]
 pub struct ProxyServerConfig {
-    /// The repflow-net server (ports, key, limits, dedup window).
+    /// The repflow-net server (ports, key, limits, dedup window). Its `max_flow_size` bounds
+    /// a request: the client sidecar's `max_request` plus 4 bytes of envelope.
     pub server: ServerConfig,
     /// The real server.
     pub upstream: SocketAddr,
