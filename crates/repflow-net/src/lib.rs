@@ -37,6 +37,7 @@ mod pathsig;
 mod payload;
 pub mod policy;
 pub mod probe;
+pub mod proxy;
 mod race;
 pub mod server;
 mod wire;

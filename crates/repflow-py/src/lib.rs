@@ -21,6 +21,7 @@ use std::ffi::CString;
 use std::sync::Arc;
 
 mod net;
+mod proxy;
 
 create_exception!(
     _core,
@@ -554,5 +555,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_disjoint_paths, m)?)?;
     m.add_function(wrap_pyfunction!(sim_collisions, m)?)?;
     net::register(m)?;
+    proxy::register(m)?;
     Ok(())
 }

@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-fn rt() -> &'static repflow_net::tokio::runtime::Runtime {
+pub(crate) fn rt() -> &'static repflow_net::tokio::runtime::Runtime {
     static RT: OnceLock<repflow_net::tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         repflow_net::tokio::runtime::Builder::new_multi_thread()
@@ -30,7 +30,7 @@ fn rt() -> &'static repflow_net::tokio::runtime::Runtime {
 
 /// Runs `fut` on the shared runtime, without the GIL, checking for signals every 100 ms
 /// (a pending KeyboardInterrupt aborts the future).
-fn wait<T: Send + 'static>(
+pub(crate) fn wait<T: Send + 'static>(
     py: Python<'_>,
     fut: impl Future<Output = T> + Send + 'static,
 ) -> PyResult<T> {
@@ -54,7 +54,7 @@ fn wait<T: Send + 'static>(
     }
 }
 
-fn addr(field: &str, text: &str) -> PyResult<SocketAddr> {
+pub(crate) fn addr(field: &str, text: &str) -> PyResult<SocketAddr> {
     text.to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
@@ -65,7 +65,7 @@ fn addr(field: &str, text: &str) -> PyResult<SocketAddr> {
         })
 }
 
-fn secs(field: &str, v: f64) -> PyResult<Duration> {
+pub(crate) fn secs(field: &str, v: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(v)
         .ok()
         .filter(|d| !d.is_zero())

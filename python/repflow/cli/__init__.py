@@ -99,7 +99,7 @@ def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace
                ) -> argparse.ArgumentParser:  # fmt: skip
     """The (sub)command parser that ``args`` were parsed by."""
-    for dest in ("command", "testbed_command"):
+    for dest in ("command", "testbed_command", "proxy_command"):
         subs = _subparsers(parser)
         name = getattr(args, dest, None)
         if name in subs:
@@ -113,6 +113,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench",
     "model",
     "net",
+    "proxy",
     "testbed",
     "experiments",
     "smartrep",

@@ -353,3 +353,19 @@ __all__ = [
     "sample_sizes",
     "summarize",
 ]
+
+
+def proxy_sidecar(side: str, **opts: Any) -> Any:
+    """Starts a ``repflow proxy`` sidecar in the background (``side`` is ``"client"`` or
+    ``"server"``; options as in ``repflow proxy client|server --help``). The object has
+    ``addrs()``, ``counters()`` (JSON text) and ``close()``. Bad options and unusable
+    addresses raise :class:`UserError`. See ``docs/proxy.md``."""
+    core = _core()
+    if not hasattr(core, "ProxySidecar"):
+        raise UserError(
+            "this build of repflow._core lacks the proxy; rebuild it (`pip install -e .`)"
+        )
+    try:
+        return getattr(core.ProxySidecar, side)(**opts)
+    except (ValueError, ConnectionError) as exc:
+        raise UserError(str(exc)) from None

@@ -226,6 +226,7 @@ pub(crate) async fn serve_conn(
                     flow_id: h.flow_id,
                     peer,
                     copy: h.copy,
+                    timestamp_ms: h.timestamp_ms,
                     data: f.payload,
                     responder: waits.then(|| Responder {
                         key: dkey,

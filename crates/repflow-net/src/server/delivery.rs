@@ -30,6 +30,9 @@ pub struct Incoming {
     pub peer: SocketAddr,
     /// Which copy arrived first.
     pub copy: u8,
+    /// The sender's clock when it sent the flow (milliseconds since the Unix epoch; every
+    /// copy carries the same), e.g. to refuse requests older than a window of one's own.
+    pub timestamp_ms: u64,
     /// The payload.
     pub data: Vec<u8>,
     pub(crate) responder: Option<Responder>,

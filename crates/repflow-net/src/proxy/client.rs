@@ -1,0 +1,533 @@
+//! The client sidecar: the application's TCP connections in, each request one replicated
+//! repflow-net call, responses back in request order.
+
+use super::envelope::{open_response, request_prefix, Protocol, Status, REQUEST_HEAD};
+use super::error::ProxyError;
+use super::refusals::{inc, Atomic, ProxyCounters, RefusalLog};
+use super::{http, resp};
+use crate::{Client, ClientConfig};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tracing::{debug, info};
+
+/// Settings of a [`ProxyClient`].
+#[derive(Clone, Debug)]
+pub struct ProxyClientConfig {
+    /// Where the application connects.
+    pub listen: SocketAddr,
+    /// The server sidecar's first repflow-net port.
+    pub to: SocketAddr,
+    /// The protocol carried.
+    pub protocol: Protocol,
+    /// The repflow-net client (copies, threshold, key, pooled mode, timeouts).
+    pub client: ClientConfig,
+    /// Largest request (and, for Redis, run of pipelined commands sent together) in bytes.
+    pub max_request: usize,
+    /// Largest number of pipelined Redis commands sent in one call (the rest wait for the
+    /// next call, in order).
+    pub max_pipeline: usize,
+    /// Application connections served at once; more are refused.
+    pub max_connections: usize,
+    /// An application connection silent this long between requests is closed.
+    pub idle_timeout: Duration,
+    /// Time allowed for each write to the application.
+    pub write_timeout: Duration,
+}
+
+impl ProxyClientConfig {
+    /// Defaults around a repflow-net client: 1 MiB requests, 256 pipelined commands per
+    /// call, 1,024 connections, 60 s idle, 10 s writes.
+    pub fn new(
+        listen: SocketAddr,
+        to: SocketAddr,
+        protocol: Protocol,
+        client: ClientConfig,
+    ) -> Self {
+        ProxyClientConfig {
+            listen,
+            to,
+            protocol,
+            client,
+            max_request: 1 << 20,
+            max_pipeline: 256,
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+struct Shared {
+    cfg: ProxyClientConfig,
+    client: Client,
+    counters: Atomic,
+    log: RefusalLog,
+}
+
+/// The client sidecar. Bind it, then `run` it.
+pub struct ProxyClient {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ProxyClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyClient")
+            .field("listen", &self.listener.local_addr().ok())
+            .field("to", &self.shared.cfg.to)
+            .finish()
+    }
+}
+
+/// A handle that reads a running [`ProxyClient`]'s counters.
+#[derive(Clone)]
+pub struct ProxyClientStats(Arc<Shared>);
+
+impl std::fmt::Debug for ProxyClientStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProxyClientStats")
+    }
+}
+
+impl ProxyClientStats {
+    /// The sidecar's counters.
+    pub fn counters(&self) -> ProxyCounters {
+        self.0.counters.snapshot()
+    }
+
+    /// The counters of its repflow-net client.
+    pub fn net(&self) -> crate::ClientCounters {
+        self.0.client.counters()
+    }
+}
+
+/// Redis commands that change the state of their connection (or turn it into a stream):
+/// the server sidecar spreads requests over a pool, so they cannot be carried.
+const STATEFUL: &[&str] = &[
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "SELECT",
+    "AUTH",
+    "HELLO",
+    "RESET",
+    "SUBSCRIBE",
+    "PSUBSCRIBE",
+    "SSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PUNSUBSCRIBE",
+    "SUNSUBSCRIBE",
+    "MONITOR",
+    "SYNC",
+    "PSYNC",
+    "REPLCONF",
+    "CLIENT",
+    "READONLY",
+    "READWRITE",
+    "ASKING",
+];
+
+impl ProxyClient {
+    /// Binds the application-facing listener.
+    pub async fn bind(cfg: ProxyClientConfig) -> Result<ProxyClient, ProxyError> {
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| ProxyError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let mut ccfg = cfg.client.clone();
+        ccfg.max_response = ccfg.max_response.max(1);
+        info!(
+            listen = ?listener.local_addr().ok(),
+            to = %cfg.to,
+            protocol = cfg.protocol.name(),
+            "proxy client sidecar listening"
+        );
+        Ok(ProxyClient {
+            listener,
+            shared: Arc::new(Shared {
+                client: Client::new(ccfg),
+                cfg,
+                counters: Atomic::default(),
+                log: RefusalLog::default(),
+            }),
+        })
+    }
+
+    /// The address bound for the application.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// A handle on the counters.
+    pub fn stats(&self) -> ProxyClientStats {
+        ProxyClientStats(self.shared.clone())
+    }
+
+    /// Accepts and serves application connections until the future is dropped.
+    pub async fn run(self) {
+        let slots = Arc::new(Semaphore::new(self.shared.cfg.max_connections.max(1)));
+        loop {
+            let (mut s, peer) = match self.listener.accept().await {
+                Ok(v) => v,
+                Err(e) => {
+                    self.shared.log.refuse("client", "accept", &e);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = s.set_nodelay(true);
+            let shared = self.shared.clone();
+            match slots.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    inc(&shared.counters.connections);
+                    tokio::spawn(async move {
+                        serve(&shared, s, peer).await;
+                        drop(permit);
+                    });
+                }
+                Err(_) => {
+                    inc(&shared.counters.refused_connections);
+                    shared.log.refuse(
+                        "client",
+                        "connections",
+                        &format_args!("{peer}: max_connections reached"),
+                    );
+                    tokio::spawn(async move {
+                        let msg = error_bytes(shared.cfg.protocol, "max connections reached", 503);
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(1), s.write_all(&msg)).await;
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The bytes that tell the application about an error (empty for `conn`: it is closed).
+fn error_bytes(proto: Protocol, msg: &str, status: u16) -> Vec<u8> {
+    let msg: String = msg
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match proto {
+        Protocol::Redis => format!("-ERR repflow proxy: {msg}\r\n").into_bytes(),
+        Protocol::Http => {
+            let reason = match status {
+                400 => "Bad Request",
+                413 => "Content Too Large",
+                503 => "Service Unavailable",
+                _ => "Bad Gateway",
+            };
+            let body = format!("repflow proxy: {msg}\n");
+            format!(
+                "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        }
+        Protocol::Conn => Vec::new(),
+    }
+}
+
+/// One application connection.
+async fn serve(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let r = match sh.cfg.protocol {
+        Protocol::Conn => serve_conn(sh, &mut s, &mut buf).await,
+        _ => serve_requests(sh, &mut s, &mut buf).await,
+    };
+    if let Err(e) = r {
+        debug!(%peer, error = %e, "application connection closed");
+    }
+}
+
+/// Reads more bytes within the idle timeout: `Ok(false)` at EOF.
+async fn fill(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(16 * 1024);
+    }
+    match tokio::time::timeout(sh.cfg.idle_timeout, s.read_buf(buf)).await {
+        Ok(Ok(n)) => Ok(n > 0),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            inc(&sh.counters.timeouts);
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "idle timeout",
+            ))
+        }
+    }
+}
+
+async fn write(sh: &Shared, s: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    match tokio::time::timeout(sh.cfg.write_timeout, s.write_all(bytes)).await {
+        Ok(r) => r,
+        Err(_) => {
+            inc(&sh.counters.timeouts);
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "write timeout",
+            ))
+        }
+    }
+}
+
+/// Refuses what the application sent: error to it, log line, connection closed.
+async fn refuse(
+    sh: &Shared,
+    s: &mut TcpStream,
+    kind: &'static str,
+    msg: &str,
+    status: u16,
+) -> std::io::Result<()> {
+    sh.log.refuse("client", kind, &msg);
+    let b = error_bytes(sh.cfg.protocol, msg, status);
+    write(sh, s, &b).await?;
+    let _ = s.shutdown().await;
+    Ok(())
+}
+
+/// Sends one call and returns the upstream's response bytes, or an error message.
+async fn call(sh: &Shared, payload: Vec<u8>) -> Result<Vec<u8>, String> {
+    inc(&sh.counters.calls);
+    match sh.client.call(sh.cfg.to, payload).await {
+        Ok((resp, _report)) => match open_response(&resp) {
+            Ok((Status::Ok, _)) => {
+                let mut resp = resp;
+                resp.remove(0);
+                Ok(resp)
+            }
+            Ok((Status::Refused, m)) => Err(format!(
+                "refused by the server sidecar (not executed): {}",
+                String::from_utf8_lossy(m)
+            )),
+            Ok((Status::Unknown, m)) => {
+                inc(&sh.counters.outcome_unknown);
+                Err(format!("outcome unknown: {}", String::from_utf8_lossy(m)))
+            }
+            Err(m) => Err(m.to_string()),
+        },
+        Err(e) => {
+            inc(&sh.counters.calls_failed);
+            // Copies that failed to connect sent nothing: if every copy did, nothing ran.
+            let unsent = matches!(&e, crate::NetError::AllCopiesFailed { failed, .. }
+                if failed.iter().all(|f| f.error.starts_with("connect to ")));
+            if unsent {
+                Err(format!(
+                    "call failed, not executed (no copy reached the server sidecar): {e}"
+                ))
+            } else {
+                inc(&sh.counters.outcome_unknown);
+                Err(format!("call failed, outcome unknown: {e}"))
+            }
+        }
+    }
+}
+
+/// Redis and HTTP: delimit requests, one call per HTTP request or per run of pipelined
+/// Redis commands, responses written in order.
+async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let proto = sh.cfg.protocol;
+    let max = sh.cfg.max_request;
+    let mut sent_continue = false;
+    loop {
+        // Take the complete requests at the front of the buffer.
+        let mut payload: Vec<u8> = Vec::new();
+        let mut taken = 0usize;
+        let mut count = 0usize;
+        let mut close_after = false;
+        let mut to_head = false;
+        // Set when a request must be refused after the batch before it is answered.
+        let mut refusal: Option<(&'static str, String, bool)> = None;
+        loop {
+            let rest = &buf[taken..];
+            if rest.is_empty() {
+                break;
+            }
+            match proto {
+                Protocol::Redis => match resp::request(rest, max) {
+                    Ok(None) => break,
+                    Ok(Some(r)) => {
+                        if r.name.is_empty() {
+                            taken += r.len;
+                            continue;
+                        }
+                        let name =
+                            String::from_utf8_lossy(&rest[r.name.clone()]).to_ascii_uppercase();
+                        if name == "QUIT" {
+                            refusal = Some(("quit", String::new(), true));
+                            break;
+                        }
+                        if STATEFUL.contains(&name.as_str()) {
+                            inc(&sh.counters.refused_unsupported);
+                            refusal = Some((
+                                "unsupported",
+                                format!(
+                                    "command '{name}' changes connection state and is not carried by the proxy"
+                                ),
+                                false,
+                            ));
+                            taken += r.len;
+                            break;
+                        }
+                        if count > 0
+                            && (count >= sh.cfg.max_pipeline || payload.len() + r.len > max)
+                        {
+                            break;
+                        }
+                        if payload.is_empty() {
+                            payload.extend_from_slice(&request_prefix(proto));
+                        }
+                        payload.extend_from_slice(&rest[..r.len]);
+                        taken += r.len;
+                        count += 1;
+                    }
+                    Err(e) => {
+                        let too_large = matches!(e, resp::RespError::TooLarge(_));
+                        inc(if too_large {
+                            &sh.counters.refused_too_large
+                        } else {
+                            &sh.counters.refused_malformed
+                        });
+                        refusal = Some((
+                            if too_large { "too_large" } else { "malformed" },
+                            format!("Protocol error: {e}"),
+                            true,
+                        ));
+                        break;
+                    }
+                },
+                Protocol::Http => match http::request(rest, max) {
+                    Ok(None) => {
+                        // Expect: 100-continue with the body still to come: let it come.
+                        if !sent_continue {
+                            if let Ok(Some(h)) = http::request_head(rest, max) {
+                                if h.expect_continue && rest.len() == h.len {
+                                    write(sh, s, b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+                                    sent_continue = true;
+                                }
+                            }
+                        }
+                        break;
+                    }
+                    Ok(Some(m)) => {
+                        payload.extend_from_slice(&request_prefix(proto));
+                        payload.extend_from_slice(&rest[..m.len]);
+                        taken += m.len;
+                        count = 1;
+                        close_after = m.head.close;
+                        to_head = m.head.head_or_status == 1;
+                        sent_continue = false;
+                        break;
+                    }
+                    Err(e) => {
+                        let too_large = matches!(e, http::HttpError::TooLarge(_));
+                        inc(if too_large {
+                            &sh.counters.refused_too_large
+                        } else {
+                            &sh.counters.refused_malformed
+                        });
+                        let status = if too_large { 413 } else { 400 };
+                        refusal = Some((
+                            if too_large { "too_large" } else { "malformed" },
+                            format!("{e} ({status})"),
+                            true,
+                        ));
+                        break;
+                    }
+                },
+                Protocol::Conn => unreachable!("conn is served by serve_conn"),
+            }
+        }
+        if count > 0 {
+            debug_assert!(payload.len() > REQUEST_HEAD);
+            sh.counters
+                .requests
+                .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
+            let outcome = call(sh, payload).await;
+            match outcome {
+                Ok(resp) => {
+                    write(sh, s, &resp).await?;
+                    // An upstream that closes after its response (`Connection: close`, or a
+                    // body delimited by the close) expects the client to see the close too.
+                    if proto == Protocol::Http {
+                        close_after |= match http::response(&resp, to_head, resp.len()) {
+                            Ok(Some(m)) => m.head.close,
+                            _ => true,
+                        };
+                    }
+                }
+                Err(msg) => {
+                    // Every request of the run gets the error, then the connection closes:
+                    // what executed is unknown, the application must not assume either way.
+                    sh.log.refuse("client", "call", &msg);
+                    let one = error_bytes(proto, &msg, 502);
+                    let all = if proto == Protocol::Redis {
+                        one.repeat(count)
+                    } else {
+                        one
+                    };
+                    write(sh, s, &all).await?;
+                    let _ = s.shutdown().await;
+                    return Ok(());
+                }
+            }
+            if close_after {
+                let _ = s.shutdown().await;
+                return Ok(());
+            }
+        }
+        if let Some((kind, msg, close)) = refusal {
+            if kind == "quit" {
+                write(sh, s, b"+OK\r\n").await?;
+                let _ = s.shutdown().await;
+                return Ok(());
+            }
+            if close {
+                let status = if kind == "too_large" { 413 } else { 400 };
+                return refuse(sh, s, kind, &msg, status).await;
+            }
+            sh.log.refuse("client", kind, &msg);
+            write(sh, s, &error_bytes(proto, &msg, 400)).await?;
+        }
+        buf.drain(..taken);
+        // Nothing complete at the front: read more.
+        if taken == 0 && !fill(sh, s, buf).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// `conn`: the application's bytes until it half-closes are one request; the upstream's
+/// bytes until it closes are the response; then the connection closes.
+async fn serve_conn(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.extend_from_slice(&request_prefix(Protocol::Conn));
+    while fill(sh, s, buf).await? {
+        if buf.len() - REQUEST_HEAD > sh.cfg.max_request {
+            inc(&sh.counters.refused_too_large);
+            sh.log.refuse(
+                "client",
+                "too_large",
+                &format_args!("connection sent more than {} bytes", sh.cfg.max_request),
+            );
+            return Ok(());
+        }
+    }
+    inc(&sh.counters.requests);
+    match call(sh, std::mem::take(buf)).await {
+        Ok(resp) => {
+            write(sh, s, &resp).await?;
+            let _ = s.shutdown().await;
+        }
+        Err(msg) => sh.log.refuse("client", "call", &msg),
+    }
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! The real server behind the server sidecar: a bounded pool of plain TCP connections and one
+//! exchange (write the request, read exactly its response, delimited by the codec).
+
+use super::envelope::{Protocol, Status};
+use super::{http, resp};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Why an exchange with the real server failed.
+#[derive(Debug)]
+pub(crate) enum UpstreamError {
+    /// Nothing was sent: no connection free within the pool wait.
+    PoolBusy,
+    /// Nothing was sent: the connection could not be opened.
+    Down(std::io::Error),
+    /// The request was (maybe partly) sent: outcome unknown.
+    Unknown(String),
+    /// The response exceeds the limit (the request was executed).
+    TooLarge(usize),
+}
+
+impl UpstreamError {
+    /// The status the client sidecar gets.
+    pub(crate) fn status(&self) -> Status {
+        match self {
+            UpstreamError::PoolBusy | UpstreamError::Down(_) => Status::Refused,
+            _ => Status::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamError::PoolBusy => write!(f, "upstream pool busy (no connection free in time)"),
+            UpstreamError::Down(e) => write!(f, "upstream unreachable: {e}"),
+            UpstreamError::Unknown(m) => {
+                write!(f, "upstream exchange failed, outcome unknown: {m}")
+            }
+            UpstreamError::TooLarge(n) => write!(f, "upstream response above {n} bytes"),
+        }
+    }
+}
+
+/// Settings of the pool.
+#[derive(Clone, Debug)]
+pub(crate) struct PoolConfig {
+    pub(crate) addr: SocketAddr,
+    pub(crate) size: usize,
+    pub(crate) wait: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) max_response: usize,
+}
+
+/// At most `size` connections, busy or idle.
+pub(crate) struct Pool {
+    cfg: PoolConfig,
+    slots: Arc<Semaphore>,
+    idle: Mutex<Vec<TcpStream>>,
+}
+
+/// Whether an idle connection is still usable: no EOF, no unexpected bytes, no error.
+fn alive(s: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+impl Pool {
+    pub(crate) fn new(cfg: PoolConfig) -> Pool {
+        Pool {
+            slots: Arc::new(Semaphore::new(cfg.size.max(1))),
+            idle: Mutex::new(Vec::new()),
+            cfg,
+        }
+    }
+
+    /// A connection (idle or new) and its slot; `opened` is set when it is new.
+    async fn get(
+        &self,
+        fresh: bool,
+    ) -> Result<(OwnedSemaphorePermit, TcpStream, bool), UpstreamError> {
+        let permit = tokio::time::timeout(self.cfg.wait, self.slots.clone().acquire_owned())
+            .await
+            .map_err(|_| UpstreamError::PoolBusy)?
+            .expect("pool semaphore never closed");
+        if !fresh {
+            loop {
+                let s = self.idle.lock().expect("pool lock").pop();
+                match s {
+                    Some(s) if alive(&s) => return Ok((permit, s, false)),
+                    Some(_) => continue,
+                    None => break,
+                }
+            }
+        }
+        let s = tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(self.cfg.addr))
+            .await
+            .map_err(|_| {
+                UpstreamError::Down(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connect timed out",
+                ))
+            })?
+            .map_err(UpstreamError::Down)?;
+        let _ = s.set_nodelay(true);
+        Ok((permit, s, true))
+    }
+
+    fn put(&self, s: TcpStream) {
+        self.idle.lock().expect("pool lock").push(s);
+    }
+
+    /// Sends `req` (already validated: `count` Redis commands, one HTTP request of method
+    /// HEAD when `to_head`, or a `conn` connection's bytes) and returns the response bytes
+    /// and whether a new connection was opened.
+    pub(crate) async fn exchange(
+        &self,
+        proto: Protocol,
+        req: &[u8],
+        count: usize,
+        to_head: bool,
+    ) -> Result<(Vec<u8>, bool), UpstreamError> {
+        let fresh = proto == Protocol::Conn;
+        let (_permit, mut s, opened) = self.get(fresh).await?;
+        let max = self.cfg.max_response;
+        let work = async {
+            s.write_all(req)
+                .await
+                .map_err(|e| UpstreamError::Unknown(format!("write: {e}")))?;
+            if fresh {
+                s.shutdown()
+                    .await
+                    .map_err(|e| UpstreamError::Unknown(format!("shutdown: {e}")))?;
+            }
+            let mut buf: Vec<u8> = Vec::with_capacity(4096);
+            // Redis: replies found so far and where the next one starts.
+            let (mut found, mut at) = (0usize, 0usize);
+            loop {
+                let mut eof = false;
+                if buf.len() >= max {
+                    return Err(UpstreamError::TooLarge(max));
+                }
+                if buf.capacity() - buf.len() < 4096 {
+                    buf.reserve(16 * 1024);
+                }
+                let n = s
+                    .read_buf(&mut buf)
+                    .await
+                    .map_err(|e| UpstreamError::Unknown(format!("read: {e}")))?;
+                if buf.len() > max {
+                    return Err(UpstreamError::TooLarge(max));
+                }
+                if n == 0 {
+                    eof = true;
+                }
+                match proto {
+                    Protocol::Conn => {
+                        if eof {
+                            return Ok((buf, false));
+                        }
+                    }
+                    Protocol::Redis => {
+                        while found < count {
+                            match resp::reply(&buf[at..], max - at) {
+                                Ok(Some(n)) => {
+                                    at += n;
+                                    found += 1;
+                                }
+                                Ok(None) => break,
+                                Err(resp::RespError::TooLarge(_)) => {
+                                    return Err(UpstreamError::TooLarge(max))
+                                }
+                                Err(e) => {
+                                    return Err(UpstreamError::Unknown(format!(
+                                        "unparsable reply: {e}"
+                                    )))
+                                }
+                            }
+                        }
+                        if found == count {
+                            if at != buf.len() {
+                                return Err(UpstreamError::Unknown(
+                                    "more reply bytes than requests".into(),
+                                ));
+                            }
+                            return Ok((buf, true));
+                        }
+                        if eof {
+                            return Err(UpstreamError::Unknown("connection closed".into()));
+                        }
+                    }
+                    Protocol::Http => match http::response(&buf, to_head, max) {
+                        Ok(Some(m)) => {
+                            if m.len != buf.len() {
+                                return Err(UpstreamError::Unknown(
+                                    "bytes after the response".into(),
+                                ));
+                            }
+                            return Ok((buf, !m.head.close));
+                        }
+                        Ok(None) if eof => {
+                            // A response delimited by the close of the connection.
+                            return match http::response_head(&buf, to_head, max) {
+                                Ok(Some(h)) if h.body == http::Body::UntilClose => Ok((buf, false)),
+                                _ => Err(UpstreamError::Unknown("connection closed".into())),
+                            };
+                        }
+                        Ok(None) => {}
+                        Err(http::HttpError::TooLarge(_)) => {
+                            return Err(UpstreamError::TooLarge(max))
+                        }
+                        Err(e) => {
+                            return Err(UpstreamError::Unknown(format!("unparsable response: {e}")))
+                        }
+                    },
+                }
+            }
+        };
+        let (body, reuse) = tokio::time::timeout(self.cfg.timeout, work)
+            .await
+            .map_err(|_| {
+                UpstreamError::Unknown("no response within the upstream timeout".into())
+            })??;
+        if reuse {
+            self.put(s);
+        }
+        Ok((body, opened))
+    }
+}

@@ -1,0 +1,337 @@
+"""``repflow proxy client|server``: RepFlow in front of an unmodified service (docs/proxy.md).
+
+- ``client`` runs next to the application: it accepts the application's ordinary TCP
+  connections on ``--listen``, cuts them into requests (``--protocol redis|http|conn``) and
+  sends each as a replicated repflow-net call to the server sidecar at ``--to``.
+- ``server`` runs next to the real server: it receives each request once on ``--listen``'s
+  port and the ``--ports - 1`` following ones, records it in its journal, hands it to
+  ``--upstream`` over a bounded pool of plain TCP connections and returns the response.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from repflow.errors import UserError
+
+PROTOCOLS = ("redis", "http", "conn")
+
+
+def _units():
+    from repflow import units
+
+    return units
+
+
+def _key(path: str | None) -> bytes | None:
+    if not path:
+        return None
+    try:
+        key = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise UserError(f"--key-file: cannot read '{path}': {exc.strerror}") from None
+    if not key:
+        raise UserError(f"--key-file: '{path}' is empty")
+    return key
+
+
+def _addr(text: str, flag: str) -> str:
+    """``HOST:PORT``, or ``:PORT`` for every address (0.0.0.0)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"{flag}: expected HOST:PORT or :PORT (e.g. 127.0.0.1:6380), got {text!r}")
+    return f"{host or '0.0.0.0'}:{port}"
+
+
+def _count(value: int, flag: str, lo: int = 1, hi: int = 10**9) -> int:
+    if not lo <= value <= hi:
+        raise UserError(f"{flag}: must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _size(text: str, flag: str, hi: int = 2**32 - 1) -> int:
+    n = _units().parse_size(text, flag)
+    if not 0 < n <= hi:
+        raise UserError(f"{flag}: must be between 1 B and {hi} B, got {text!r}")
+    return int(n)
+
+
+def _default_journal(listen: str) -> str:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    port = listen.rpartition(":")[2]
+    return str(Path(base) / "repflow" / f"proxy-{port}.journal")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--protocol",
+        required=True,
+        choices=PROTOCOLS,
+        help="redis (RESP, pipelines kept in order), http (HTTP/1.x keep-alive), "
+        "conn (a whole short connection each way)",
+    )
+    p.add_argument(
+        "--key-file",
+        default=None,
+        help="pre-shared key file (HMAC tags); the same on both sidecars",
+    )
+    p.add_argument(
+        "--max-request",
+        default="1MiB",
+        help="largest request (Redis: run of pipelined commands) (default 1MiB)",
+    )
+    p.add_argument(
+        "--stats",
+        default=None,
+        metavar="T",
+        help="print a line of counters every T (e.g. 10s); default: only at the end",
+    )
+    p.add_argument("--duration", default=None, help="stop after this long (default: never)")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log on stderr: warnings (every refusal) by default, -v info, -vv debug",
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds ``proxy client`` and ``proxy server``."""
+    tp = sub.add_parser(
+        "proxy",
+        help="RepFlow in front of an unmodified service: client and server sidecars",
+        description="Two sidecars carry an unmodified client's requests to an unmodified "
+        "server over repflow-net: each request replicated, first response wins, executed "
+        "once. See docs/proxy.md.",
+    )
+    ps = tp.add_subparsers(dest="proxy_command", metavar="SIDE", required=True)
+
+    p = ps.add_parser("client", help="on the client's host: accept the application's connections")
+    p.add_argument(
+        "--listen",
+        required=True,
+        metavar="ADDR:PORT",
+        help="where the application connects (e.g. 127.0.0.1:6380)",
+    )
+    p.add_argument(
+        "--to", required=True, metavar="HOST:PORT", help="the server sidecar's first port"
+    )
+    p.add_argument("--copies", type=int, default=2, help="copies per short request (default 2)")
+    p.add_argument(
+        "--threshold",
+        default="100KB",
+        help="requests up to this size are replicated, larger ones go on one copy (default 100KB)",
+    )
+    p.add_argument(
+        "--max-pipeline",
+        type=int,
+        default=256,
+        help="pipelined Redis commands sent in one call at most (default 256)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        help="application connections at once; more are refused (default 1024)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        default="60s",
+        help="close an application connection silent this long (default 60s)",
+    )
+    p.add_argument(
+        "--flow-timeout",
+        default="10s",
+        help="a request's copies all give up after this long (default 10s)",
+    )
+    _common(p)
+    p.set_defaults(func=cmd_client)
+
+    p = ps.add_parser("server", help="on the server's host: hand each request once to the server")
+    p.add_argument(
+        "--listen",
+        required=True,
+        metavar=":PORT",
+        help="first repflow-net port (ADDR:PORT or :PORT for every address)",
+    )
+    p.add_argument(
+        "--ports",
+        type=int,
+        default=4,
+        help="consecutive ports (copy i uses port+i; at least --copies) (default 4)",
+    )
+    p.add_argument("--upstream", required=True, metavar="HOST:PORT", help="the real server")
+    p.add_argument(
+        "--max-response",
+        default="16MiB",
+        help="largest upstream response carried back (default 16MiB)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=4096,
+        help="repflow-net connections at once (default 4096)",
+    )
+    p.add_argument(
+        "--pool-size", type=int, default=64, help="upstream connections at most (default 64)"
+    )
+    p.add_argument(
+        "--pool-wait",
+        default="1s",
+        help="refuse a request that found no free upstream connection in this time",
+    )
+    p.add_argument(
+        "--upstream-timeout",
+        default="30s",
+        help="time for one exchange with the upstream (default 30s)",
+    )
+    p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=1024,
+        help="requests handled at once; more wait in the queue (default 1024)",
+    )
+    p.add_argument(
+        "--journal",
+        default=None,
+        metavar="PATH",
+        help="journal of executed requests (PATH.0, PATH.1) (default "
+        "$XDG_STATE_HOME/repflow/proxy-PORT.journal, ~/.local/state if unset)",
+    )
+    p.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="no journal: a copy arriving after a restart may execute again",
+    )
+    p.add_argument(
+        "--journal-window",
+        default="60s",
+        help="executed requests are remembered at least this long; older "
+        "requests are refused (default 60s)",
+    )
+    p.add_argument(
+        "--journal-capacity",
+        type=int,
+        default=1 << 21,
+        help="ids per journal generation (default 2097152)",
+    )
+    _common(p)
+    p.set_defaults(func=cmd_server)
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.flag = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.flag = True
+
+
+def _stats_line(side: str, c: dict[str, Any]) -> str:
+    p = c["proxy"]
+    refused = {k[len("refused_") :]: v for k, v in p.items() if k.startswith("refused_") and v}
+    text = ", ".join(f"{v} {k}" for k, v in refused.items()) or "none"
+    return (
+        f"repflow proxy {side}: {p['requests']} requests in {p['calls']} calls, "
+        f"{p['connections']} connections; refused: {text}; {p['calls_failed']} calls "
+        f"failed, {p['outcome_unknown']} outcomes unknown, {p['timeouts']} timeouts"
+    )
+
+
+def _run(side: str, sidecar: Any, args: argparse.Namespace) -> int:
+    u = _units()
+    every = None if args.stats is None else u.parse_duration(args.stats, "--stats")
+    until = None if args.duration is None else u.parse_duration(args.duration) + time.monotonic()
+    stop = _Stop()
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        next_stats = None if every is None else time.monotonic() + every
+        try:
+            while not stop.flag and (until is None or time.monotonic() < until):
+                time.sleep(0.2)
+                if next_stats is not None and every is not None and time.monotonic() >= next_stats:
+                    print(_stats_line(side, json.loads(sidecar.counters())), flush=True)
+                    next_stats += every
+        except KeyboardInterrupt:
+            pass
+        c = json.loads(sidecar.counters())
+        sidecar.close()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    print(_stats_line(side, c), flush=True)
+    return 0
+
+
+def _init_logging(args: argparse.Namespace) -> None:
+    from repflow.net import init_logging
+
+    init_logging(args.verbose, os.environ.get("RUST_LOG"))
+
+
+def cmd_client(args: argparse.Namespace) -> int:
+    from repflow.net import proxy_sidecar
+
+    u = _units()
+    opts = {
+        "listen": _addr(args.listen, "--listen"),
+        "to": _addr(args.to, "--to"),
+        "protocol_name": args.protocol,
+        "copies": _count(args.copies, "--copies", 1, 16),
+        "key": _key(args.key_file),
+        "threshold": _size(args.threshold, "--threshold"),
+        "max_request": _size(args.max_request, "--max-request"),
+        "max_pipeline": _count(args.max_pipeline, "--max-pipeline", 1, 1 << 20),
+        "max_connections": _count(args.max_connections, "--max-connections", 1, 1 << 20),
+        "idle_timeout": u.parse_duration(args.idle_timeout, "--idle-timeout"),
+        "flow_timeout": u.parse_duration(args.flow_timeout, "--flow-timeout"),
+    }
+    _init_logging(args)
+    sidecar = proxy_sidecar("client", **opts)
+    print(
+        f"repflow proxy client: listening on {sidecar.addrs()[0]}, {args.protocol} requests "
+        f"to {opts['to']} with {args.copies} copies",
+        flush=True,
+    )
+    return _run("client", sidecar, args)
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    from repflow.net import proxy_sidecar
+
+    u = _units()
+    listen = _addr(args.listen, "--listen")
+    journal = None if args.no_journal else (args.journal or _default_journal(listen))
+    if args.no_journal and args.journal:
+        raise UserError("--no-journal: cannot be combined with --journal")
+    opts = {
+        "listen": listen,
+        "ports": _count(args.ports, "--ports", 1, 64),
+        "upstream": _addr(args.upstream, "--upstream"),
+        "protocol_name": args.protocol,
+        "key": _key(args.key_file),
+        "max_request": _size(args.max_request, "--max-request"),
+        "max_response": _size(args.max_response, "--max-response", 2**40),
+        "max_connections": _count(args.max_connections, "--max-connections", 1, 1 << 20),
+        "pool_size": _count(args.pool_size, "--pool-size", 1, 1 << 16),
+        "pool_wait": u.parse_duration(args.pool_wait, "--pool-wait"),
+        "upstream_timeout": u.parse_duration(args.upstream_timeout, "--upstream-timeout"),
+        "max_inflight": _count(args.max_inflight, "--max-inflight", 1, 1 << 20),
+        "journal": journal,
+        "journal_window": u.parse_duration(args.journal_window, "--journal-window"),
+        "journal_capacity": _count(args.journal_capacity, "--journal-capacity", 1, 1 << 28),
+    }
+    _init_logging(args)
+    sidecar = proxy_sidecar("server", **opts)
+    print(
+        f"repflow proxy server: listening on {', '.join(sidecar.addrs())}, {args.protocol} "
+        f"requests to {opts['upstream']}, journal {journal or 'off'}",
+        flush=True,
+    )
+    return _run("server", sidecar, args)
