@@ -7,6 +7,7 @@ them when root); loopback only. Kept under ~20 s.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -26,14 +27,14 @@ pytestmark = pytest.mark.skipif(
 
 
 def _free_port(consecutive: int = 1) -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p + consecutive >= 65536:
-            continue
+    """``consecutive`` free loopback ports, drawn below Linux's ephemeral range (32768–60999):
+    a port the kernel hands out itself can be taken by one of the client sidecar's outgoing
+    connections while the server sidecar is down, and its restart then cannot listen."""
+    rng = random.Random()
+    for _ in range(1000):
+        p = rng.randrange(20000, 32000 - consecutive)
+        socks: list[socket.socket] = []
         try:
-            socks = []
             for i in range(consecutive):
                 t = socket.socket()
                 socks.append(t)
@@ -44,6 +45,7 @@ def _free_port(consecutive: int = 1) -> int:
         finally:
             for t in socks:
                 t.close()
+    raise AssertionError("no free loopback port in 20000–32000")
 
 
 def _wait_port(port: int, proc: subprocess.Popen, limit: float = 20.0) -> None:

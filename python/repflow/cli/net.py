@@ -33,7 +33,12 @@ def _units():
 
 
 def _key(args: argparse.Namespace) -> bytes | None:
-    path = getattr(args, "key_file", None)
+    return read_key_file(getattr(args, "key_file", None))
+
+
+def read_key_file(path: str | None) -> bytes | None:
+    """The shared key in ``--key-file PATH`` (surrounding whitespace stripped), or None without
+    one; a file that cannot be read or is empty is a one-line error naming the flag."""
     if not path:
         return None
     try:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from repflow.cli.net import read_key_file
 from repflow.errors import UserError
 
 PROTOCOLS = ("redis", "http", "conn")
@@ -27,18 +28,6 @@ def _units():
     from repflow import units
 
     return units
-
-
-def _key(path: str | None) -> bytes | None:
-    if not path:
-        return None
-    try:
-        key = Path(path).read_bytes().strip()
-    except OSError as exc:
-        raise UserError(f"--key-file: cannot read '{path}': {exc.strerror}") from None
-    if not key:
-        raise UserError(f"--key-file: '{path}' is empty")
-    return key
 
 
 def _addr(text: str, flag: str) -> str:
@@ -284,7 +273,7 @@ def cmd_client(args: argparse.Namespace) -> int:
         "to": _addr(args.to, "--to"),
         "protocol_name": args.protocol,
         "copies": _count(args.copies, "--copies", 1, 16),
-        "key": _key(args.key_file),
+        "key": read_key_file(args.key_file),
         "threshold": _size(args.threshold, "--threshold"),
         "max_request": _size(args.max_request, "--max-request"),
         "max_pipeline": _count(args.max_pipeline, "--max-pipeline", 1, 1 << 20),
@@ -315,7 +304,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         "ports": _count(args.ports, "--ports", 1, 64),
         "upstream": _addr(args.upstream, "--upstream"),
         "protocol_name": args.protocol,
-        "key": _key(args.key_file),
+        "key": read_key_file(args.key_file),
         "max_request": _size(args.max_request, "--max-request"),
         "max_response": _size(args.max_response, "--max-response", 2**40),
         "max_connections": _count(args.max_connections, "--max-connections", 1, 1 << 20),
