@@ -70,7 +70,7 @@ fn temp_journal(tag: &str) -> PathBuf {
 /// A running server sidecar in a runtime of its own: `kill` drops that runtime, every task
 /// of the sidecar (listeners, connections, requests at the upstream) dies at once, as in a
 /// process killed with `kill -9` (minus the kernel's resets of its sockets, which the drop
-/// of the sockets gives too).
+/// of the sockets gives too). `kill` returns once those tasks and their sockets are gone.
 struct Sidecar {
     addr: SocketAddr,
     stop: Option<std::sync::mpsc::Sender<()>>,
@@ -92,15 +92,26 @@ impl Drop for Sidecar {
     }
 }
 
-/// Two consecutive free ports on 127.0.0.1 (RepFlow copy i goes to port + i).
+/// Two consecutive free ports on 127.0.0.1 (RepFlow copy i goes to port + i), drawn at
+/// random from 20000-32000, below Linux's ephemeral range (`/proc/sys/net/ipv4/
+/// ip_local_port_range`: 32768-60999 by default). A port the kernel hands out itself (a
+/// bind to port 0) comes from that range, and so do the source ports of outgoing
+/// connections: while a server sidecar is down, one of the client sidecar's (or the
+/// upstream pool's) connections can take its port, and the restart on the same port then
+/// cannot listen. A pair that is taken is skipped and another drawn (as `_free_port` in
+/// tests/python/test_proxy.py does). Every server sidecar takes its ports here, restarted
+/// or not: one picker for all.
 fn free_port_pair() -> SocketAddr {
-    loop {
-        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = a.local_addr().unwrap().port();
-        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+    use std::hash::{BuildHasher, RandomState};
+    let rng = RandomState::new();
+    for i in 0..1000u64 {
+        let p = 20000 + (rng.hash_one(i) % (32000 - 20000 - 1)) as u16;
+        let a = std::net::TcpListener::bind(("127.0.0.1", p));
+        if a.is_ok() && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
             return SocketAddr::from(([127, 0, 0, 1], p));
         }
     }
+    panic!("no two free consecutive loopback ports in 20000-32000");
 }
 
 async fn server_sidecar(
@@ -134,7 +145,9 @@ async fn server_sidecar(
             tokio::spawn(s.run());
         });
         let _ = stop_rx.recv();
-        rt.shutdown_background();
+        // Not `shutdown_background`: it returns before the worker has dropped the tasks, and
+        // a restart on the same ports could find the old listeners still open.
+        rt.shutdown_timeout(Duration::from_secs(10));
     });
     let addr = ready_rx.await.unwrap();
     Sidecar {
