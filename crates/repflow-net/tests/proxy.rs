@@ -70,9 +70,12 @@ fn temp_journal(tag: &str) -> PathBuf {
 /// A running server sidecar in a runtime of its own: `kill` drops that runtime, every task
 /// of the sidecar (listeners, connections, requests at the upstream) dies at once, as in a
 /// process killed with `kill -9` (minus the kernel's resets of its sockets, which the drop
-/// of the sockets gives too).
+/// of the sockets gives too). `kill` returns once those tasks and their sockets are gone.
 struct Sidecar {
     addr: SocketAddr,
+    upstream: SocketAddr,
+    proto: Protocol,
+    journal: Option<PathBuf>,
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -84,6 +87,14 @@ impl Sidecar {
             t.join().unwrap();
         }
     }
+
+    /// Kills the sidecar if it still runs and starts a new one on the same ports, upstream
+    /// and journal.
+    async fn restart(&mut self) {
+        self.kill();
+        let journal = self.journal.clone();
+        *self = server_sidecar(Some(self.addr), self.upstream, self.proto, journal).await;
+    }
 }
 
 impl Drop for Sidecar {
@@ -92,15 +103,26 @@ impl Drop for Sidecar {
     }
 }
 
-/// Two consecutive free ports on 127.0.0.1 (RepFlow copy i goes to port + i).
+/// Two consecutive free ports on 127.0.0.1 (RepFlow copy i goes to port + i), drawn at
+/// random from 20000-32000, below Linux's ephemeral range (`/proc/sys/net/ipv4/
+/// ip_local_port_range`: 32768-60999 by default). A port the kernel hands out itself (a
+/// bind to port 0) comes from that range, and so do the source ports of outgoing
+/// connections: while a server sidecar is down, one of the client sidecar's (or the
+/// upstream pool's) connections can take its port, and the restart on the same port then
+/// cannot listen. A pair that is taken is skipped and another drawn (as `_free_port` in
+/// tests/python/test_proxy.py does). Every server sidecar takes its ports here, restarted
+/// or not: one picker for all.
 fn free_port_pair() -> SocketAddr {
-    loop {
-        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = a.local_addr().unwrap().port();
-        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+    use std::hash::{BuildHasher, RandomState};
+    let rng = RandomState::new();
+    for i in 0..1000u64 {
+        let p = 20000 + (rng.hash_one(i) % (32000 - 20000 - 1)) as u16;
+        let a = std::net::TcpListener::bind(("127.0.0.1", p));
+        if a.is_ok() && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
             return SocketAddr::from(([127, 0, 0, 1], p));
         }
     }
+    panic!("no two free consecutive loopback ports in 20000-32000");
 }
 
 async fn server_sidecar(
@@ -110,6 +132,7 @@ async fn server_sidecar(
     journal: Option<PathBuf>,
 ) -> Sidecar {
     let listen = listen.unwrap_or_else(free_port_pair);
+    let journal_path = journal.clone();
     let mut net = ServerConfig::ports(listen, 2);
     net.idle_timeout = Duration::from_secs(5);
     let mut cfg = ProxyServerConfig::new(net, upstream, proto);
@@ -134,11 +157,16 @@ async fn server_sidecar(
             tokio::spawn(s.run());
         });
         let _ = stop_rx.recv();
-        rt.shutdown_background();
+        // Not `shutdown_background`: it returns before the worker has dropped the tasks, and
+        // a restart on the same ports could find the old listeners still open.
+        rt.shutdown_timeout(Duration::from_secs(10));
     });
     let addr = ready_rx.await.unwrap();
     Sidecar {
         addr,
+        upstream,
+        proto,
+        journal: journal_path,
         stop: Some(stop_tx),
         thread: Some(thread),
     }
@@ -153,6 +181,29 @@ async fn client_sidecar(to: SocketAddr, proto: Protocol, copies: u8) -> SocketAd
     let a = c.local_addr().unwrap();
     tokio::spawn(c.run());
     a
+}
+
+/// The path of an application's requests: `upstream` (its address and what it counts), a
+/// server sidecar in front of it, a client sidecar sending 2 copies to that one.
+struct Stack {
+    /// What the upstream counts (INCRs, POSTs); an upstream of the test's own counts nothing.
+    n: Arc<AtomicU64>,
+    srv: Sidecar,
+    /// Where the application connects: the client sidecar.
+    cli: SocketAddr,
+}
+
+impl Stack {
+    async fn start(
+        upstream: (SocketAddr, Arc<AtomicU64>),
+        proto: Protocol,
+        journal: Option<PathBuf>,
+    ) -> Stack {
+        let (up, n) = upstream;
+        let srv = server_sidecar(None, up, proto, journal).await;
+        let cli = client_sidecar(srv.addr, proto, 2).await;
+        Stack { n, srv, cli }
+    }
 }
 
 /// Reads from `s` until `want` RESP replies have arrived (or EOF / 10 s); returns them.
@@ -187,10 +238,8 @@ fn cmd(args: &[&str]) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_pipeline_in_order_and_incr_once_with_two_copies() {
-    let (up, n) = fake_redis().await;
-    let srv = server_sidecar(None, up, Protocol::Redis, None).await;
-    let cli = client_sidecar(srv.addr, Protocol::Redis, 2).await;
-    let mut s = TcpStream::connect(cli).await.unwrap();
+    let stack = Stack::start(fake_redis().await, Protocol::Redis, None).await;
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
     let mut pipeline = Vec::new();
     for _ in 0..200 {
         pipeline.extend_from_slice(&cmd(&["INCR", "c"]));
@@ -204,7 +253,7 @@ async fn redis_pipeline_in_order_and_incr_once_with_two_copies() {
         .collect();
     assert_eq!(replies, want);
     assert_eq!(
-        n.load(Ordering::SeqCst),
+        stack.n.load(Ordering::SeqCst),
         200,
         "each INCR executed once despite 2 copies"
     );
@@ -212,11 +261,9 @@ async fn redis_pipeline_in_order_and_incr_once_with_two_copies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_refusals_are_clear_and_never_forwarded() {
-    let (up, n) = fake_redis().await;
-    let srv = server_sidecar(None, up, Protocol::Redis, None).await;
-    let cli = client_sidecar(srv.addr, Protocol::Redis, 2).await;
+    let stack = Stack::start(fake_redis().await, Protocol::Redis, None).await;
     // A stateful command: an error in its place, the connection goes on.
-    let mut s = TcpStream::connect(cli).await.unwrap();
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
     let mut b = cmd(&["INCR", "c"]);
     b.extend_from_slice(&cmd(&["MULTI"]));
     b.extend_from_slice(&cmd(&["INCR", "c"]));
@@ -229,7 +276,7 @@ async fn redis_refusals_are_clear_and_never_forwarded() {
     );
     assert_eq!(r[2], ":2");
     // Garbage after a valid command: the valid one runs, the rest is refused, closed.
-    let mut s = TcpStream::connect(cli).await.unwrap();
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
     let mut b = cmd(&["INCR", "c"]);
     b.extend_from_slice(b"*2\r\n$4\r\nINCR\r\n:1\r\n");
     s.write_all(&b).await.unwrap();
@@ -242,7 +289,7 @@ async fn redis_refusals_are_clear_and_never_forwarded() {
     );
     let mut rest = Vec::new();
     assert_eq!(s.read_to_end(&mut rest).await.unwrap(), 0, "closed");
-    assert_eq!(n.load(Ordering::SeqCst), 3);
+    assert_eq!(stack.n.load(Ordering::SeqCst), 3);
 }
 
 fn call_frame(flow_id: u64, copy: u8, timestamp_ms: u64, req: &[u8]) -> Vec<u8> {
@@ -280,16 +327,14 @@ async fn copy_after_server_restart_is_not_executed_again() {
     for with_journal in [true, false] {
         let (up, n) = fake_redis().await;
         let journal = with_journal.then(|| temp_journal("restart"));
-        let mut srv = server_sidecar(None, up, Protocol::Redis, journal.clone()).await;
+        let mut srv = server_sidecar(None, up, Protocol::Redis, journal).await;
         let id = 0x5eed_0000 + u64::from(with_journal);
         let ts = repflow_net::frame::now_ms();
         let (st, body) = raw_call(srv.addr, &call_frame(id, 0, ts, &cmd(&["INCR", "c"]))).await;
         assert_eq!((st, body.as_slice()), (0, &b":1\r\n"[..]));
         // Restart: the old sidecar is gone (its task and listeners), a new one on the same ports.
-        let addr = srv.addr;
-        srv.kill();
-        let srv2 = server_sidecar(Some(addr), up, Protocol::Redis, journal).await;
-        let (st, body) = raw_call(srv2.addr, &call_frame(id, 1, ts, &cmd(&["INCR", "c"]))).await;
+        srv.restart().await;
+        let (st, body) = raw_call(srv.addr, &call_frame(id, 1, ts, &cmd(&["INCR", "c"]))).await;
         if with_journal {
             assert_eq!(st, 1, "refused: {}", String::from_utf8_lossy(&body));
             assert!(String::from_utf8_lossy(&body).contains("already executed"));
@@ -331,19 +376,16 @@ async fn copies_older_than_the_window_are_refused() {
 /// the same journal the service works again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_sidecar_dies_mid_request() {
-    let (up, n) = fake_redis().await;
     let journal = Some(temp_journal("dies"));
-    let mut srv = server_sidecar(None, up, Protocol::Redis, journal.clone()).await;
-    let cli = client_sidecar(srv.addr, Protocol::Redis, 2).await;
-    let mut s = TcpStream::connect(cli).await.unwrap();
+    let mut stack = Stack::start(fake_redis().await, Protocol::Redis, journal).await;
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
     let mut b = cmd(&["INCR", "c"]);
     b.extend_from_slice(&cmd(&["SLOW"]));
     s.write_all(&cmd(&["INCR", "c"])).await.unwrap();
     assert_eq!(read_replies(&mut s, 1).await, [":1"]);
     s.write_all(&b).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let addr = srv.addr;
-    srv.kill();
+    stack.srv.kill();
     let r = read_replies(&mut s, 2).await;
     assert_eq!(r.len(), 2, "{r:?}");
     assert!(
@@ -352,11 +394,11 @@ async fn server_sidecar_dies_mid_request() {
     );
     let mut rest = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest)).await;
-    assert!(n.load(Ordering::SeqCst) <= 2);
-    let before = n.load(Ordering::SeqCst);
-    let _srv2 = server_sidecar(Some(addr), up, Protocol::Redis, journal).await;
+    assert!(stack.n.load(Ordering::SeqCst) <= 2);
+    let before = stack.n.load(Ordering::SeqCst);
+    stack.srv.restart().await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let mut s = TcpStream::connect(cli).await.unwrap();
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
     s.write_all(&cmd(&["INCR", "c"])).await.unwrap();
     assert_eq!(read_replies(&mut s, 1).await, [format!(":{}", before + 1)]);
 }
@@ -426,10 +468,9 @@ async fn read_http(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_keep_alive_chunked_and_post_once() {
-    let (up, n) = fake_http().await;
-    let srv = server_sidecar(None, up, Protocol::Http, Some(temp_journal("http"))).await;
-    let cli = client_sidecar(srv.addr, Protocol::Http, 2).await;
-    let mut s = TcpStream::connect(cli).await.unwrap();
+    let journal = Some(temp_journal("http"));
+    let stack = Stack::start(fake_http().await, Protocol::Http, journal).await;
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
     let mut buf = Vec::new();
     for i in 1..=5u64 {
         s.write_all(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
@@ -449,7 +490,7 @@ async fn http_keep_alive_chunked_and_post_once() {
         "{r}"
     );
     assert_eq!(
-        n.load(Ordering::SeqCst),
+        stack.n.load(Ordering::SeqCst),
         6,
         "each POST once despite 2 copies"
     );
@@ -459,7 +500,7 @@ async fn http_keep_alive_chunked_and_post_once() {
         .unwrap();
     let r = read_http(&mut s, &mut buf).await.expect("400");
     assert!(r.starts_with("HTTP/1.1 400 "), "{r}");
-    assert_eq!(n.load(Ordering::SeqCst), 6);
+    assert_eq!(stack.n.load(Ordering::SeqCst), 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,10 +519,9 @@ async fn conn_mode_carries_a_whole_connection() {
             });
         }
     });
-    let srv = server_sidecar(None, up, Protocol::Conn, None).await;
-    let cli = client_sidecar(srv.addr, Protocol::Conn, 2).await;
+    let stack = Stack::start((up, Arc::default()), Protocol::Conn, None).await;
     for _ in 0..3 {
-        let mut s = TcpStream::connect(cli).await.unwrap();
+        let mut s = TcpStream::connect(stack.cli).await.unwrap();
         s.write_all(b"hello proxy").await.unwrap();
         s.shutdown().await.unwrap();
         let mut out = Vec::new();
@@ -512,9 +552,8 @@ async fn http_response_until_close_closes_the_client_connection() {
             });
         }
     });
-    let srv = server_sidecar(None, up, Protocol::Http, None).await;
-    let cli = client_sidecar(srv.addr, Protocol::Http, 2).await;
-    let mut s = TcpStream::connect(cli).await.unwrap();
+    let stack = Stack::start((up, Arc::default()), Protocol::Http, None).await;
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
     s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
         .unwrap();

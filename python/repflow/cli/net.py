@@ -166,6 +166,18 @@ def _add_verbose_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_stats_flags(p: argparse.ArgumentParser) -> None:
+    """``--stats`` and ``--duration`` of a command that runs until stopped (``serve``, the
+    proxy sidecars)."""
+    p.add_argument(
+        "--stats",
+        default=None,
+        metavar="T",
+        help="print a line of counters every T (e.g. 10s); default: only at the end",
+    )
+    p.add_argument("--duration", default=None, help="stop after this long (default: never)")
+
+
 def _init_logging(args: argparse.Namespace) -> None:
     from repflow.net import init_logging
 
@@ -246,13 +258,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default), consume = taken by the application, handled = the application is done "
         "with it; see docs/library.md",
     )
-    p.add_argument(
-        "--stats",
-        default=None,
-        metavar="T",
-        help="print a line of counters every T (e.g. 10s); default: only at the end",
-    )
-    p.add_argument("--duration", default=None, help="stop after this long (default: never)")
+    add_stats_flags(p)
     _add_mptcp_flag(p, "the listening sockets")
     _add_verbose_flag(p)
     p.set_defaults(func=cmd_serve)

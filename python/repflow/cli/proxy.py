@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from repflow.cli.net import read_key_file
+from repflow.cli.net import add_stats_flags, read_key_file
 from repflow.errors import UserError
 
 PROTOCOLS = ("redis", "http", "conn")
@@ -75,13 +75,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         default="1MiB",
         help="largest request (Redis: run of pipelined commands) (default 1MiB)",
     )
-    p.add_argument(
-        "--stats",
-        default=None,
-        metavar="T",
-        help="print a line of counters every T (e.g. 10s); default: only at the end",
-    )
-    p.add_argument("--duration", default=None, help="stop after this long (default: never)")
+    add_stats_flags(p)
     p.add_argument(
         "-v",
         "--verbose",
@@ -234,7 +228,15 @@ def _stats_line(side: str, c: dict[str, Any]) -> str:
     )
 
 
-def _run(side: str, sidecar: Any, args: argparse.Namespace) -> int:
+def _run(side: str, opts: dict[str, Any], args: argparse.Namespace, what: str) -> int:
+    """Starts the ``side`` sidecar with ``opts`` and says where it listens and ``what`` it
+    carries; prints its counters every --stats and at the end; stops at SIGINT, SIGTERM or
+    after --duration."""
+    from repflow.net import proxy_sidecar
+
+    _init_logging(args)
+    sidecar = proxy_sidecar(side, **opts)
+    print(f"repflow proxy {side}: listening on {', '.join(sidecar.addrs())}, {what}", flush=True)
     u = _units()
     every = None if args.stats is None else u.parse_duration(args.stats, "--stats")
     until = None if args.duration is None else u.parse_duration(args.duration) + time.monotonic()
@@ -265,8 +267,6 @@ def _init_logging(args: argparse.Namespace) -> None:
 
 
 def cmd_client(args: argparse.Namespace) -> int:
-    from repflow.net import proxy_sidecar
-
     u = _units()
     opts = {
         "listen": _addr(args.listen, "--listen"),
@@ -281,19 +281,11 @@ def cmd_client(args: argparse.Namespace) -> int:
         "idle_timeout": u.parse_duration(args.idle_timeout, "--idle-timeout"),
         "flow_timeout": u.parse_duration(args.flow_timeout, "--flow-timeout"),
     }
-    _init_logging(args)
-    sidecar = proxy_sidecar("client", **opts)
-    print(
-        f"repflow proxy client: listening on {sidecar.addrs()[0]}, {args.protocol} requests "
-        f"to {opts['to']} with {args.copies} copies",
-        flush=True,
-    )
-    return _run("client", sidecar, args)
+    what = f"{args.protocol} requests to {opts['to']} with {args.copies} copies"
+    return _run("client", opts, args, what)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    from repflow.net import proxy_sidecar
-
     u = _units()
     listen = _addr(args.listen, "--listen")
     journal = None if args.no_journal else (args.journal or _default_journal(listen))
@@ -316,11 +308,5 @@ def cmd_server(args: argparse.Namespace) -> int:
         "journal_window": u.parse_duration(args.journal_window, "--journal-window"),
         "journal_capacity": _count(args.journal_capacity, "--journal-capacity", 1, 1 << 28),
     }
-    _init_logging(args)
-    sidecar = proxy_sidecar("server", **opts)
-    print(
-        f"repflow proxy server: listening on {', '.join(sidecar.addrs())}, {args.protocol} "
-        f"requests to {opts['upstream']}, journal {journal or 'off'}",
-        flush=True,
-    )
-    return _run("server", sidecar, args)
+    what = f"{args.protocol} requests to {opts['upstream']}, journal {journal or 'off'}"
+    return _run("server", opts, args, what)
