@@ -173,6 +173,14 @@ def _cmd_toy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_proxy_demo(args: argparse.Namespace) -> int:
+    from repflow.testbed import proxydemo
+
+    with _sigterm_as_interrupt():
+        proxydemo.run_cli(args, say=_say)
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds ``repflow testbed ...``."""
     tp = subparsers.add_parser(
@@ -341,3 +349,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--prefix", default="rftoy-", help="name prefix (default rftoy-)")
     p.set_defaults(func=_cmd_toy)
+
+    p = sub.add_parser(
+        "proxy-demo",
+        help="real Redis and nginx behind `repflow proxy` on a k=4 fat tree, with and without "
+        "a background large flow (docs/proxy.md)",
+    )
+    p.add_argument("--k", type=int, default=4, help="pods of the fat tree (4, 6 or 8; default 4)")
+    p.add_argument("--link-rate", default="50Mbps", help="rate of every link (default 50Mbps)")
+    p.add_argument(
+        "--buffer", type=int, default=50,
+        help="DropTail limit of every egress queue in packets (default 50)",
+    )  # fmt: skip
+    p.add_argument(
+        "--seed", type=int, default=1,
+        help="first trial's seed (ECMP hash seeds); trial i uses seed + i",
+    )  # fmt: skip
+    p.add_argument("--trials", type=int, default=5, help="trials, each its own seed (default 5)")
+    p.add_argument(
+        "--protocol", default="both", choices=["redis", "http", "both"],
+        help="redis (redis-server, redis-benchmark GET), http (nginx, wrk), or both (default)",
+    )  # fmt: skip
+    p.add_argument(
+        "--requests", type=int, default=5000,
+        help="redis-benchmark requests per path and trial (default 5000)",
+    )  # fmt: skip
+    p.add_argument(
+        "--http-duration", default="3s", help="wrk's duration per path and trial (default 3s)"
+    )
+    p.add_argument(
+        "--clients", type=int, default=4,
+        help="connections of the load generator (redis-benchmark -c, wrk -c; default 4)",
+    )  # fmt: skip
+    p.add_argument(
+        "--out", help="optional new directory for proxy-demo.json and proxy-demo.png"
+    )
+    p.add_argument("--prefix", default="rfpd-", help="name prefix (default rfpd-)")
+    p.set_defaults(func=_cmd_proxy_demo)

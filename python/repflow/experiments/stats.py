@@ -124,7 +124,8 @@ def _segments(f: pd.DataFrame, mss: int) -> np.ndarray:
 
 
 def metric(name: str, short_max: int, mss: int | None = None) -> Metric:
-    """The :class:`Metric` behind a column of the tables (``short_mean``, ``short_p99``,
+    """The :class:`Metric` behind a column of the tables (``short_mean``, ``short_p99`` — and
+    ``short_p50``, ``short_p999`` —,
     ``large_mean``, ``all_mean``, ``short_within_deadline``, ``overhead``,
     ``short_bytes_frac``, ``retx_pct``, …)."""
     sm = short_max
@@ -140,9 +141,11 @@ def metric(name: str, short_max: int, mss: int | None = None) -> Metric:
                       den=sel(lambda f: ~_short(f, sm) & _finished(f)))  # fmt: skip
     if name == "all_mean":
         return Metric("ratio", num=lambda f, s: _fct_or_zero(f) * _finished(f), den=sel(_finished))
-    if name == "short_p99":
+    quantiles = {"short_p50": 0.5, "short_p99": 0.99, "short_p999": 0.999}
+    if name in quantiles:
         return Metric("quantile", value=lambda f, s: _fct_or_zero(f),
-                      mask=lambda f, s: _short(f, sm) & _finished(f), q=0.99)  # fmt: skip
+                      mask=lambda f, s: _short(f, sm) & _finished(f),
+                      q=quantiles[name])  # fmt: skip
     if name == "short_within_deadline":
         return Metric("ratio", num=lambda f, s: (_short(f, sm) & _finished(f)
                                                   & (_fct_or_zero(f) <= SHORT_DEADLINE_S)) * 1.0,

@@ -1,0 +1,626 @@
+"""``repflow testbed proxy-demo``: an unmodified Redis and nginx behind ``repflow proxy`` on the
+k-pod fat tree, with and without a background large flow (docs/proxy.md, "On the testbed").
+
+Hosts (k = 4): the client h0 (pod 0), the server h12 (the first host of the last pod); the
+large flow runs from h1 (h0's edge switch) to h13 (h12's edge switch), so it shares the client's
+edge uplinks and the server's edge downlinks but neither host's own link. Host egress is
+unshaped, so the large flow's queue builds at the first shaped port it crosses: the uplink of
+h0's edge switch that its five-tuple hashes to — a request hashed onto the same uplink waits
+behind it.
+
+Six paths per protocol and trial: straight to the server (``direct``), through the two
+sidecars with one copy, and with two copies; each without and with the large flow. Redis is
+measured with ``redis-benchmark`` (GET, a fixed number of requests), HTTP with ``wrk`` (a small
+static file from nginx, a fixed duration). Each trial is a testbed of its own seed (ECMP hash
+seeds), so the trials see different path collisions.
+
+Latencies come from the tools' own histograms: redis-benchmark prints its percentile
+distribution (HdrHistogram, 3 significant digits) and wrk's Lua ``done`` hook prints 1,000
+quantiles. Each trial's distribution is expanded back to one value per request (at most
+:data:`MAX_SAMPLES`, equally spaced quantiles), and the percentiles' 95 % intervals come from
+the same two-stage bootstrap as the simulator's claims (trials, then requests within a trial;
+docs/metrics.md). Throughput's interval is a Student t interval over trials.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from repflow.errors import UserError
+from repflow.testbed import netns
+from repflow.testbed.checks import AGENT, sinks
+from repflow.testbed.topology import fat_tree
+from repflow.testbed.workload import REPFLOW
+from repflow.units import format_rate, parse_duration, parse_rate
+
+PROTOCOLS = ("redis", "http")
+#: (via, copies) in the order they run and are shown
+PATHS = (("direct", 0), ("proxy", 1), ("proxy", 2))
+REDIS_PORT = 6379
+NGINX_PORT = 8080
+#: first repflow-net port of the server sidecar, per protocol
+SIDECAR_PORT = {"redis": 7000, "http": 7100}
+#: client sidecar's port on the client's loopback: base + copies
+CLIENT_BASE = {"redis": 6380, "http": 8080}
+LARGE_PORT = 6101
+#: requests a trial's distribution is expanded into, at most (equally spaced quantiles)
+MAX_SAMPLES = 5000
+RESAMPLES = 1000
+#: wrk's Lua hook: one JSON line with the counts and 1,000 quantiles (µs)
+WRK_LUA = """
+done = function(summary, latency, requests)
+  local e = summary.errors
+  local errs = e.connect + e.read + e.write + e.status + e.timeout
+  local q = {}
+  for i = 1, 999 do q[#q + 1] = string.format("%.0f", latency:percentile(i / 10)) end
+  for i = 1, 9 do q[#q + 1] = string.format("%.0f", latency:percentile(99.9 + i / 100)) end
+  q[#q + 1] = string.format("%.0f", latency.max)
+  io.write(string.format('\\nREPFLOW-WRK {"requests": %d, "duration_us": %d, "errors": %d, ' ..
+    '"q_us": [%s]}\\n', summary.requests, summary.duration, errs, table.concat(q, ",")))
+end
+"""
+#: the quantile levels of :data:`WRK_LUA`'s list
+WRK_LEVELS = [i / 1000 for i in range(1, 1000)] + [0.999 + i / 10000 for i in range(1, 10)] + [1.0]
+
+
+@dataclass
+class Measurement:
+    """One load generator run: a protocol over one path, in one trial."""
+
+    protocol: str
+    via: str
+    copies: int
+    background: bool
+    trial: int
+    seed: int
+    requests: int
+    errors: int
+    seconds: float
+    rps: float
+    #: the latency distribution as (seconds, cumulative fraction) points, ascending
+    points: list[tuple[float, float]] = field(default_factory=list)
+    #: the client sidecar's connections after the run: (server port, smoothed RTT in ms) —
+    #: a connection ECMP put behind the large flow has an RTT of milliseconds
+    conns: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """``direct``, ``proxy, 1 copy``, ``proxy, 2 copies``."""
+        return path_label(self.via, self.copies)
+
+
+def path_label(via: str, copies: int) -> str:
+    """How a path is named in tables and figures."""
+    if via == "direct":
+        return "direct"
+    return f"proxy, {copies} cop{'y' if copies == 1 else 'ies'}"
+
+
+# -- the tools' outputs ---------------------------------------------------------------------
+
+_SS_PEER = re.compile(r"(?<=\s)(\d+\.\d+\.\d+\.\d+):(\d+)(?=\s)")
+_SS_PID = re.compile(r"pid=(\d+)")
+_SS_RTT = re.compile(r"\brtt:([\d.]+)/")
+
+
+def parse_ss(text: str, pid: int) -> list[tuple[int, float]]:
+    """(peer port, smoothed RTT in ms) of ``pid``'s connections in ``ss -Htinp`` output
+    (each socket is a line with its addresses and owner, then an indented line of TCP info)."""
+    out: list[tuple[int, float]] = []
+    port: int | None = None
+    for line in text.splitlines():
+        if not line.startswith((" ", "\t")):
+            m = _SS_PEER.findall(" " + line + " ")
+            owner = _SS_PID.search(line)
+            port = int(m[-1][1]) if m and owner and int(owner.group(1)) == pid else None
+        elif port is not None:
+            r = _SS_RTT.search(line)
+            if r:
+                out.append((port, float(r.group(1))))
+            port = None
+    return sorted(out)
+
+
+_RB_LINE = re.compile(r"^\s*([\d.]+)% <= ([\d.]+) milliseconds \(cumulative count (\d+)\)")
+_RB_RPS = re.compile(r"throughput summary: ([\d.]+) requests per second")
+
+
+def parse_redis_benchmark(text: str) -> tuple[int, float, list[tuple[float, float]]]:
+    """(requests, requests per second, distribution points) from redis-benchmark's full
+    output (not ``-q``/``--csv``): its "Latency by percentile distribution" and "Cumulative
+    distribution of latencies" lines, both as (latency in s, cumulative fraction)."""
+    pts: dict[float, int] = {}
+    for line in text.splitlines():
+        m = _RB_LINE.match(line)
+        if m:
+            v, c = float(m.group(2)) / 1000.0, int(m.group(3))
+            pts[v] = max(pts.get(v, 0), c)
+    rps = _RB_RPS.search(text)
+    if not pts or rps is None:
+        tail = " | ".join(text.strip().splitlines()[-3:])
+        raise UserError(f"redis-benchmark printed no latency distribution: {tail[-300:]!r}")
+    total = max(pts.values())
+    vals = sorted(pts)
+    # a cumulative count never falls as the latency grows
+    cum, run = [], 0
+    for v in vals:
+        run = max(run, pts[v])
+        cum.append(run / total)
+    return total, float(rps.group(1)), list(zip(vals, cum, strict=True))
+
+
+def parse_wrk(text: str) -> tuple[int, float, int, list[tuple[float, float]]]:
+    """(requests, seconds, errors, distribution points) from :data:`WRK_LUA`'s line."""
+    for line in text.splitlines():
+        if line.startswith("REPFLOW-WRK "):
+            d = json.loads(line[len("REPFLOW-WRK "):])
+            q = [float(x) / 1e6 for x in d["q_us"]]
+            if len(q) != len(WRK_LEVELS):
+                break
+            pts = list(zip(np.maximum.accumulate(q).tolist(), WRK_LEVELS, strict=True))
+            return int(d["requests"]), d["duration_us"] / 1e6, int(d["errors"]), pts
+    tail = " | ".join(text.strip().splitlines()[-3:])
+    raise UserError(f"wrk printed no latency distribution: {tail[-300:]!r}")
+
+
+def expand(points: Sequence[tuple[float, float]], n: int, cap: int = MAX_SAMPLES) -> np.ndarray:
+    """One latency per request (at most ``cap``, equally spaced in rank): request ``r`` of
+    ``m`` takes the smallest latency whose cumulative fraction reaches ``r / m`` — the upper
+    edge of its histogram bucket."""
+    m = min(n, cap)
+    if m <= 0 or not points:
+        return np.array([])
+    vals = np.array([p[0] for p in points])
+    cum = np.array([p[1] for p in points])
+    ranks = np.arange(1, m + 1) / m
+    idx = np.searchsorted(cum, ranks - 1e-12, side="left")
+    return vals[np.minimum(idx, len(vals) - 1)]
+
+
+# -- processes on the testbed ---------------------------------------------------------------
+
+
+def _wait_listening(tb: netns.Testbed, node: str, port: int, proc: subprocess.Popen,
+                    what: str, timeout: float = 30.0) -> None:  # fmt: skip
+    """Returns once something listens on TCP ``port`` inside ``node``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise UserError(f"{what} on {node} exited ({proc.returncode}) before it listened "
+                            f"on port {port}")  # fmt: skip
+        out = tb.run_in(node, ["ss", "-Hltn", f"sport = :{port}"], timeout=10)
+        if out.strip():
+            return
+        time.sleep(0.1)
+    raise UserError(f"{what} on {node} did not listen on port {port} within {timeout:g} s")
+
+
+@contextlib.contextmanager
+def _started(tb: netns.Testbed, procs: list[subprocess.Popen], node: str, argv: Sequence[str],
+             port: int, what: str, log: Path) -> Iterator[None]:  # fmt: skip
+    fh = log.open("w")
+    with netns.signals_held():
+        p = tb.popen_in(node, argv, stdout=fh, stderr=subprocess.STDOUT)
+        procs.append(p)
+    fh.close()
+    _wait_listening(tb, node, port, p, what)
+    yield
+
+
+def nginx_conf(work: Path, port: int) -> str:
+    """A one-worker nginx serving ``work/www`` on ``port``, everything under ``work``."""
+    return (
+        "user root;\n"
+        f"pid {work}/nginx.pid;\nerror_log {work}/nginx-error.log;\n"
+        "worker_processes 1;\nevents { worker_connections 1024; }\n"
+        f"http {{\n access_log off;\n client_body_temp_path {work}/body;\n"
+        f" proxy_temp_path {work}/proxy;\n fastcgi_temp_path {work}/fcgi;\n"
+        f" uwsgi_temp_path {work}/uwsgi;\n scgi_temp_path {work}/scgi;\n"
+        f" server {{\n  listen 0.0.0.0:{port};\n  root {work}/www;\n }}\n}}\n"
+    )
+
+
+def require_tools(protocols: Sequence[str]) -> None:
+    """The Debian programs the demo runs, with the install line when one is missing."""
+    need = {"redis": ["redis-server", "redis-benchmark"], "http": ["nginx", "wrk"]}
+    missing = [t for p in protocols for t in need[p]
+               if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]  # fmt: skip
+    if missing:
+        pkgs = {"redis-server": "redis-server", "redis-benchmark": "redis-tools",
+                "nginx": "nginx", "wrk": "wrk"}  # fmt: skip
+        raise UserError(
+            f"proxy-demo needs {', '.join(missing)}: apt-get install "
+            f"{' '.join(sorted({pkgs[m] for m in missing}))} (or --protocol without it)"
+        )
+
+
+def _exe(name: str) -> str:
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+@dataclass
+class Hosts:
+    """Who is who on the fat tree."""
+
+    client: str
+    server: str
+    large_src: str
+    large_dst: str
+
+
+def hosts_of(k: int) -> Hosts:
+    """Client h0, server the first host of the last pod; the large flow from h0's neighbour
+    to the server's neighbour."""
+    half = k // 2
+    first_last_pod = (k - 1) * half * half
+    return Hosts("h0", f"h{first_last_pod}", "h1", f"h{first_last_pod + 1}")
+
+
+def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
+              say: Callable[[str], None]) -> list[Measurement]:  # fmt: skip
+    """Every protocol × path × background of one trial on an up fat tree."""
+    h = hosts_of(tb.topo.params["k"])
+    srv = tb.topo.nodes[h.server].addr
+    dst = tb.topo.nodes[h.large_dst].addr
+    procs: list[subprocess.Popen] = []
+    out: list[Measurement] = []
+    sidecars: dict[tuple[str, int], int] = {}
+    try:
+        with contextlib.ExitStack() as stack:
+            for proto in cfg.protocols:
+                if proto == "redis":
+                    argv = [_exe("redis-server"), "--port", str(REDIS_PORT), "--bind", "0.0.0.0",
+                            "--protected-mode", "no", "--save", "", "--appendonly", "no",
+                            "--dir", str(work)]  # fmt: skip
+                    stack.enter_context(_started(tb, procs, h.server, argv, REDIS_PORT,
+                                                 "redis-server", work / "redis.log"))  # fmt: skip
+                    upstream = REDIS_PORT
+                else:
+                    (work / "www").mkdir(exist_ok=True)
+                    (work / "www" / "index.html").write_text("x" * cfg.http_bytes)
+                    conf = work / "nginx.conf"
+                    conf.write_text(nginx_conf(work, NGINX_PORT))
+                    argv = [_exe("nginx"), "-c", str(conf), "-g", "daemon off;"]
+                    stack.enter_context(_started(tb, procs, h.server, argv, NGINX_PORT,
+                                                 "nginx", work / "nginx.log"))  # fmt: skip
+                    upstream = NGINX_PORT
+                sp = SIDECAR_PORT[proto]
+                argv = [*REPFLOW, "proxy", "server", "--listen", f":{sp}",
+                        "--ports", str(max(c for _v, c in PATHS)),
+                        "--upstream", f"127.0.0.1:{upstream}", "--protocol", proto,
+                        "--journal", str(work / f"journal-{proto}")]  # fmt: skip
+                stack.enter_context(_started(tb, procs, h.server, argv, sp,
+                                             "proxy server", work / f"ps-{proto}.log"))  # fmt: skip
+                for _via, copies in PATHS:
+                    if copies:
+                        lp = CLIENT_BASE[proto] + copies
+                        argv = [*REPFLOW, "proxy", "client", "--listen", f"127.0.0.1:{lp}",
+                                "--to", f"{srv}:{sp}", "--protocol", proto,
+                                "--copies", str(copies)]  # fmt: skip
+                        stack.enter_context(_started(
+                            tb, procs, h.client, argv, lp, "proxy client",
+                            work / f"pc-{proto}-{copies}.log"))  # fmt: skip
+                        sidecars[(proto, copies)] = procs[-1].pid
+            stack.enter_context(sinks(tb, [h.large_dst], [LARGE_PORT]))
+            for background in (False, True):
+                large = None
+                try:
+                    if background:
+                        with netns.signals_held():
+                            large = tb.popen_in(
+                                h.large_src,
+                                [*AGENT, "flows", "--dst", dst, "--port", str(LARGE_PORT),
+                                 "--size", str(10**15), "--sports", str(61000 + trial)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            )  # fmt: skip
+                        time.sleep(cfg.warmup)
+                    for proto in cfg.protocols:
+                        for via, copies in PATHS:
+                            say(f"trial {trial + 1}: {proto}, {path_label(via, copies)}, "
+                                f"{'beside the large flow' if background else 'idle'}")
+                            m = _measure(tb, cfg, h, srv, proto, via, copies, background,
+                                         trial, work)  # fmt: skip
+                            if (proto, copies) in sidecars:
+                                ss = tb.run_in(h.client, ["ss", "-Htinp", "dst", srv])
+                                m.conns = parse_ss(ss, sidecars[(proto, copies)])
+                            out.append(m)
+                finally:
+                    if large is not None:
+                        netns.stop_processes([large], timeout=10)
+    finally:
+        netns.stop_processes(procs, timeout=10)
+    return out
+
+
+def _measure(tb: netns.Testbed, cfg: DemoConfig, h: Hosts, srv: str, proto: str, via: str,
+             copies: int, background: bool, trial: int, work: Path) -> Measurement:  # fmt: skip
+    if via == "direct":
+        host, port = srv, REDIS_PORT if proto == "redis" else NGINX_PORT
+    else:
+        host, port = "127.0.0.1", CLIENT_BASE[proto] + copies
+    t0 = time.perf_counter()
+    if proto == "redis":
+        text = tb.run_in(h.client, [_exe("redis-benchmark"), "-h", host, "-p", str(port),
+                                    "-t", "get", "-n", str(cfg.requests),
+                                    "-c", str(cfg.clients), "--precision", "3"],
+                         timeout=cfg.timeout)  # fmt: skip
+        n, rps, pts = parse_redis_benchmark(text)
+        took, errors = time.perf_counter() - t0, 0
+    else:
+        lua = work / "report.lua"
+        lua.write_text(WRK_LUA)
+        text = tb.run_in(h.client, [_exe("wrk"), "-t", "1", "-c", str(cfg.clients),
+                                    "-d", f"{cfg.http_seconds:g}s", "--timeout", "10s",
+                                    "-s", str(lua), f"http://{host}:{port}/index.html"],
+                         timeout=cfg.timeout)  # fmt: skip
+        n, took, errors, pts = parse_wrk(text)
+        rps = n / took if took > 0 else math.nan
+    return Measurement(proto, via, copies, background, trial, cfg.seeds[trial], n, errors,
+                       took, rps, pts)  # fmt: skip
+
+
+# -- the whole demo -------------------------------------------------------------------------
+
+
+@dataclass
+class DemoConfig:
+    """Every parameter of a demo run (recorded beside its results)."""
+
+    k: int = 4
+    rate_bps: int = 50_000_000
+    buffer: int = 50
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
+    requests: int = 5000
+    clients: int = 4
+    http_seconds: float = 3.0
+    http_bytes: int = 512
+    warmup: float = 1.0
+    timeout: float = 300.0
+    prefix: str = "rfpd-"
+
+
+@dataclass
+class Row:
+    """One protocol × path × background over every trial."""
+
+    protocol: str
+    path: str
+    background: bool
+    p50: tuple[float, float, float]
+    p99: tuple[float, float, float]
+    p999: tuple[float, float, float]
+    rps: tuple[float, float, float]
+    requests: int
+    trials: int
+    errors: int
+
+
+def _t_interval(xs: Sequence[float]) -> tuple[float, float, float]:
+    from scipy import stats as sst
+
+    a = np.asarray([x for x in xs if math.isfinite(x)], dtype=float)
+    if not len(a):
+        return (math.nan, math.nan, math.nan)
+    m = float(a.mean())
+    if len(a) < 2:
+        return (m, -math.inf, math.inf)
+    h = float(sst.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
+    return (m, m - h, m + h)
+
+
+def _samples(ms: Sequence[Measurement]):  # noqa: ANN202
+    import pandas as pd
+
+    from repflow.experiments import stats
+
+    s = stats.Sample()
+    for m in sorted(ms, key=lambda m: m.trial):
+        v = expand(m.points, m.requests)
+        df = pd.DataFrame(
+            {"size": np.ones(len(v), dtype=np.int64), "start": np.arange(len(v), dtype=float),
+             "fct": v}
+        )  # fmt: skip
+        s.add(m.trial, df)
+    return s
+
+
+def summarize(ms: Sequence[Measurement], resamples: int = RESAMPLES
+              ) -> tuple[list[Row], list[tuple[str, str, tuple[float, float, float]]]]:  # fmt: skip
+    """Rows with intervals, and the effects on the p99 beside the large flow (reduction in
+    percent, positive = faster, with its interval)."""
+    from repflow.experiments import stats
+
+    boot = stats.Bootstrap(resamples)
+    rows: list[Row] = []
+    samples = {}
+    for proto in dict.fromkeys(m.protocol for m in ms):
+        for background in (False, True):
+            for via, copies in PATHS:
+                sel = [m for m in ms if (m.protocol, m.via, m.copies, m.background)
+                       == (proto, via, copies, background)]  # fmt: skip
+                if not sel:
+                    continue
+                s = _samples(sel)
+                samples[(proto, background, via, copies)] = s
+                group = (proto, background)
+                ivs = [boot.level(s, name, 1, group) for name in
+                       ("short_p50", "short_p99", "short_p999")]  # fmt: skip
+                rows.append(Row(proto, path_label(via, copies), background,
+                                *[(i.estimate, i.lo, i.hi) for i in ivs],
+                                _t_interval([m.rps for m in sel]), sum(m.requests for m in sel),
+                                len(sel), sum(m.errors for m in sel)))  # fmt: skip
+    effects = []
+    for proto in dict.fromkeys(m.protocol for m in ms):
+        for a, b in (((("proxy", 2)), ("proxy", 1)), (("proxy", 2), ("direct", 0)),
+                     (("proxy", 1), ("direct", 0))):  # fmt: skip
+            sa = samples.get((proto, True, *a))
+            sb = samples.get((proto, True, *b))
+            if sa is None or sb is None:
+                continue
+            iv = boot.effect(sa, sb, "short_p99", 1, stats.reduction, (proto, True))
+            effects.append((proto, f"{path_label(*a)} against {path_label(*b)}",
+                            (iv.estimate, iv.lo, iv.hi)))  # fmt: skip
+    return rows, effects
+
+
+def _ms(x: tuple[float, float, float]) -> str:
+    e, lo, hi = (v * 1000 for v in x)
+    return f"{e:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def format_table(rows: Sequence[Row], effects, cfg: DemoConfig) -> str:  # noqa: ANN001
+    """The measured table (latencies in ms, 95 % intervals) and the p99 effects."""
+    lines = [
+        f"proxy-demo: k = {cfg.k} fat tree, {format_rate(cfg.rate_bps)} links, buffer "
+        f"{cfg.buffer} packets, {len(cfg.seeds)} trials (seeds {', '.join(map(str, cfg.seeds))}),"
+        f" {cfg.clients} client connections; latencies in ms with 95 % intervals (bootstrap over "
+        "trials and requests), throughput with a t interval over trials",
+        f"{'protocol':<7}{'path':<18}{'large flow':<11}{'p50':>22}{'p99':>24}{'p99.9':>24}"
+        f"{'req/s':>24}{'requests':>10}",
+    ]
+    for r in rows:
+        rps = (f"{r.rps[0]:.0f} [{r.rps[1]:.0f}, {r.rps[2]:.0f}]" if r.trials > 1
+               else f"{r.rps[0]:.0f} (1 trial)")  # fmt: skip
+        lines.append(
+            f"{r.protocol:<7}{r.path:<18}{'yes' if r.background else 'no':<11}{_ms(r.p50):>22}"
+            f"{_ms(r.p99):>24}{_ms(r.p999):>24}{rps:>24}{r.requests:>10}"
+            + (f"  ({r.errors} errors)" if r.errors else "")
+        )
+    for proto, what, (e, lo, hi) in effects:
+        lines.append(f"{proto}: p99 beside the large flow, {what}: {e:+.0f} % [{lo:+.0f}, "
+                     f"{hi:+.0f}] (positive: lower latency)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def format_trials(ms: Sequence[Measurement]) -> str:
+    """Per trial beside the large flow: each path's p99 and, through the proxy, the smoothed
+    RTT of each of the client sidecar's connections (a few ms: ECMP put it behind the large
+    flow)."""
+    lines = ["per trial, beside the large flow: p99 (ms); proxy: RTT of each sidecar "
+             "connection (ms)"]  # fmt: skip
+    for trial in dict.fromkeys(m.trial for m in ms):
+        for proto in dict.fromkeys(m.protocol for m in ms):
+            parts = []
+            for m in ms:
+                if (m.trial, m.protocol, m.background) != (trial, proto, True):
+                    continue
+                v = expand(m.points, m.requests)
+                p99 = float(np.percentile(v, 99)) * 1000 if len(v) else math.nan
+                rtt = (" (RTT " + ", ".join(f"{r:.1f}" for _p, r in m.conns) + ")"
+                       if m.conns else "")  # fmt: skip
+                parts.append(f"{m.label} {p99:.1f}{rtt}")
+            if parts:
+                seed = next(m.seed for m in ms if m.trial == trial)
+                lines.append(f"  trial {trial + 1} (seed {seed}) {proto}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def plot(rows: Sequence[Row], path: Path) -> None:
+    """Per protocol a panel: p50/p99/p99.9 of each path, idle and beside the large flow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    protos = list(dict.fromkeys(r.protocol for r in rows))
+    fig, axes = plt.subplots(1, len(protos), figsize=(5.6 * len(protos), 4.2), squeeze=False)
+    marks = {"p50": "o", "p99": "s", "p999": "^"}
+    for ax, proto in zip(axes[0], protos, strict=True):
+        sel = [r for r in rows if r.protocol == proto]
+        labels = [f"{r.path}\n{'large flow' if r.background else 'idle'}" for r in sel]
+        x = np.arange(len(sel))
+        for j, (attr, mk) in enumerate(marks.items()):
+            est = np.array([getattr(r, attr)[0] for r in sel]) * 1000
+            lo = np.array([getattr(r, attr)[1] for r in sel]) * 1000
+            hi = np.array([getattr(r, attr)[2] for r in sel]) * 1000
+            lo = np.where(np.isfinite(lo), lo, est)
+            hi = np.where(np.isfinite(hi), hi, est)
+            ax.errorbar(x + (j - 1) * 0.22, est, yerr=[est - lo, hi - est], fmt=mk, capsize=3,
+                        label={"p50": "p50", "p99": "p99", "p999": "p99.9"}[attr])  # fmt: skip
+        ax.set_yscale("log")
+        ax.set_xticks(x, labels, fontsize=7)
+        ax.axvline(len(sel) / 2 - 0.5, color="0.7", lw=0.8)
+        ax.set_ylabel("request latency (ms)")
+        ax.set_title(f"{proto}: latency percentiles (bars: 95 % intervals)", fontsize=9)
+        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(cfg: DemoConfig, say: Callable[[str], None] = lambda _m: None) -> list[Measurement]:
+    """Every trial, each on a fat tree of its own seed (built and removed here)."""
+    netns.require_root()
+    require_tools(cfg.protocols)
+    if netns.read_state(cfg.prefix) is not None:
+        raise UserError(f"a testbed with prefix {cfg.prefix!r} is already up; run "
+                        f"`repflow testbed down --prefix {cfg.prefix}` first")  # fmt: skip
+    out: list[Measurement] = []
+    for i, seed in enumerate(cfg.seeds):
+        t0 = time.perf_counter()
+        tb = netns.up(fat_tree(cfg.k), rate_bps=cfg.rate_bps, buffer=cfg.buffer, seed=seed,
+                      prefix=cfg.prefix, progress=None, host_shaping=False)  # fmt: skip
+        say(f"trial {i + 1}/{len(cfg.seeds)} (seed {seed}): fat tree up in "
+            f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+        try:
+            with tempfile.TemporaryDirectory(prefix="repflow-proxy-demo-") as tmp:
+                out.extend(run_trial(tb, cfg, i, Path(tmp), say))
+        finally:
+            netns.down(cfg.prefix)
+    return out
+
+
+def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
+    """``repflow testbed proxy-demo``."""
+    from repflow.testbed.workload import check_out
+
+    if args.k not in (4, 6, 8):
+        raise UserError(f"--k must be 4, 6 or 8, got {args.k}")
+    if not 1 <= args.trials <= 20:
+        raise UserError(f"--trials must be between 1 and 20, got {args.trials}")
+    if not 100 <= args.requests <= 1_000_000:
+        raise UserError(f"--requests must be between 100 and 1000000, got {args.requests}")
+    if not 1 <= args.clients <= 256:
+        raise UserError(f"--clients must be between 1 and 256, got {args.clients}")
+    if args.buffer < 1:
+        raise UserError(f"--buffer must be at least 1 packet, got {args.buffer}")
+    secs = parse_duration(args.http_duration, "--http-duration")
+    if not 0.5 <= secs <= 600:
+        raise UserError(f"--http-duration must be between 0.5s and 600s, got {args.http_duration}")
+    protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
+    cfg = DemoConfig(k=args.k, rate_bps=parse_rate(args.link_rate), buffer=args.buffer,
+                     seeds=[args.seed + i for i in range(args.trials)], protocols=protocols,
+                     requests=args.requests, clients=args.clients, http_seconds=secs,
+                     prefix=args.prefix)  # fmt: skip
+    out = check_out(args.out) if args.out else None
+    ms = run(cfg, say)
+    rows, effects = summarize(ms)
+    print(format_table(rows, effects, cfg))
+    print(format_trials(ms))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "proxy-demo.json.tmp"
+        tmp.write_text(json.dumps({
+            "config": asdict(cfg),
+            "rows": [asdict(r) for r in rows],
+            "effects": [{"protocol": p, "what": w, "p99_reduction_pct": list(v)}
+                        for p, w, v in effects],
+            "measurements": [asdict(m) for m in ms],
+        }, indent=1))  # fmt: skip
+        tmp.replace(out / "proxy-demo.json")
+        plot(rows, out / "proxy-demo.png")
+        print(f"wrote {out / 'proxy-demo.json'} and {out / 'proxy-demo.png'}")

@@ -1,0 +1,165 @@
+"""``repflow testbed proxy-demo``: the tools' outputs parsed, distributions expanded, intervals
+and effects summarized (anywhere), and one short trial on the real kernel with real Redis,
+nginx, redis-benchmark and wrk (root only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from repflow.errors import UserError
+from repflow.testbed import proxydemo as pd
+
+# redis-benchmark 7.0's full output (trimmed), as it printed on this testbed
+REDIS_BENCHMARK = """\
+====== GET ======
+  5000 requests completed in 0.22 seconds
+  4 parallel clients
+
+Latency by percentile distribution:
+0.000% <= 0.047 milliseconds (cumulative count 1)
+50.000% <= 0.119 milliseconds (cumulative count 2555)
+75.000% <= 0.151 milliseconds (cumulative count 3846)
+93.750% <= 0.199 milliseconds (cumulative count 4719)
+99.219% <= 0.279 milliseconds (cumulative count 4961)
+99.902% <= 0.583 milliseconds (cumulative count 4996)
+99.988% <= 0.847 milliseconds (cumulative count 5000)
+100.000% <= 0.847 milliseconds (cumulative count 5000)
+
+Cumulative distribution of latencies:
+36.540% <= 0.103 milliseconds (cumulative count 1827)
+95.380% <= 0.207 milliseconds (cumulative count 4769)
+99.560% <= 0.303 milliseconds (cumulative count 4978)
+100.000% <= 0.903 milliseconds (cumulative count 5000)
+
+Summary:
+  throughput summary: 22321.43 requests per second
+"""
+
+
+def test_redis_benchmark_output_is_parsed_into_a_distribution() -> None:
+    n, rps, pts = pd.parse_redis_benchmark(REDIS_BENCHMARK)
+    assert (n, rps) == (5000, 22321.43)
+    vals = [v for v, _c in pts]
+    cums = [c for _v, c in pts]
+    assert vals == sorted(vals) and cums == sorted(cums) and cums[-1] == 1.0
+    v = pd.expand(pts, n)
+    assert len(v) == 5000
+    # the median is the bucket holding request 2,500: 0.119 ms; the 4,996th request 0.583 ms
+    assert np.isclose(v[2499], 0.119e-3) and np.isclose(v[4995], 0.583e-3)
+    assert np.isclose(v[0], 0.047e-3) and np.isclose(v[-1], 0.847e-3)
+
+
+def test_tool_failures_name_the_tool() -> None:
+    with pytest.raises(UserError, match="redis-benchmark printed no latency"):
+        pd.parse_redis_benchmark("Could not connect to Redis at 10.3.0.2:6379: refused\n")
+    with pytest.raises(UserError, match="wrk printed no latency"):
+        pd.parse_wrk("unable to connect to 127.0.0.1:8082 Connection refused\n")
+
+
+def test_wrk_line_is_parsed_and_capped() -> None:
+    q_us = [100 + i for i in range(len(pd.WRK_LEVELS))]
+    q_us[500] = 50  # a non-monotone value (rounding) must not make the quantiles fall
+    line = json.dumps({"requests": 20000, "duration_us": 2_000_000, "errors": 3, "q_us": q_us})
+    n, secs, errors, pts = pd.parse_wrk(f"Running 2s test\nREPFLOW-WRK {line}\n")
+    assert (n, secs, errors) == (20000, 2.0, 3)
+    assert [v for v, _c in pts] == sorted(v for v, _c in pts)
+    v = pd.expand(pts, n)
+    assert len(v) == pd.MAX_SAMPLES  # equally spaced quantiles, not 20,000 copies
+    assert np.isclose(np.median(v), (100 + 499) / 1e6, rtol=0.01)
+
+
+def test_ss_output_gives_each_sidecar_connection_its_rtt() -> None:
+    text = (
+        'ESTAB 0 0 10.0.0.2:52364 10.3.0.2:7001 users:(("repflow",pid=41,fd=9))\n'
+        "\t cubic wscale:7,7 rto:204 rtt:11.52/0.8 ato:40 mss:1448\n"
+        'ESTAB 0 0 10.0.0.2:58382 10.3.0.2:7000 users:(("repflow",pid=41,fd=8))\n'
+        "\t cubic wscale:7,7 rto:201 rtt:0.213/0.05 ato:40 mss:1448\n"
+        'ESTAB 0 0 10.0.0.2:40000 10.3.0.2:7000 users:(("repflow",pid=42,fd=8))\n'
+        "\t cubic rto:201 rtt:7.5/0.05 mss:1448\n"
+    )
+    assert pd.parse_ss(text, 41) == [(7000, 0.213), (7001, 11.52)]
+    assert pd.parse_ss(text, 42) == [(7000, 7.5)]
+    assert pd.parse_ss(text, 99) == []
+
+
+def _m(via: str, copies: int, trial: int, scale: float, bg: bool = True) -> pd.Measurement:
+    rng = np.random.default_rng(trial * 10 + copies)
+    v = np.sort(rng.exponential(scale, 2000))
+    pts = [(float(x), (i + 1) / len(v)) for i, x in enumerate(v)]
+    return pd.Measurement("redis", via, copies, bg, trial, trial + 1, len(v), 0, 1.0,
+                          1000.0 + trial, pts)  # fmt: skip
+
+
+def test_summary_intervals_hold_their_estimates_and_effects_have_the_right_sign() -> None:
+    ms = [_m("direct", 0, t, 0.010) for t in range(3)]
+    ms += [_m("proxy", 1, t, 0.010) for t in range(3)]
+    ms += [_m("proxy", 2, t, 0.002) for t in range(3)]
+    rows, effects = pd.summarize(ms, resamples=200)
+    assert [r.path for r in rows] == ["direct", "proxy, 1 copy", "proxy, 2 copies"]
+    for r in rows:
+        for est, lo, hi in (r.p50, r.p99, r.p999, r.rps):
+            assert lo <= est <= hi
+        assert (r.requests, r.trials) == (6000, 3)
+    eff = {what: v for _p, what, v in effects}
+    e, lo, hi = eff["proxy, 2 copies against proxy, 1 copy"]
+    assert 60 < e < 95 and lo > 0  # five times faster: a reduction of ~80 %, clearly positive
+    e, lo, hi = eff["proxy, 1 copy against direct"]
+    assert lo < 0 < hi  # same distribution: the interval holds no effect
+    table = pd.format_table(rows, effects, pd.DemoConfig(seeds=[1, 2, 3]))
+    assert "p99.9" in table and "proxy, 2 copies" in table
+
+
+def test_bad_flags_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "repflow", "testbed", "proxy-demo"]
+    for flags, needle in (
+        (["--k", "5"], "--k must be 4, 6 or 8"),
+        (["--trials", "0"], "--trials must be between 1 and 20"),
+        (["--requests", "10"], "--requests must be between 100"),
+        (["--http-duration", "fast"], "--http-duration"),
+    ):
+        r = subprocess.run([*base, *flags], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and needle in r.stderr, (flags, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
+ROOT = os.geteuid() == 0 and shutil.which("ip") is not None and shutil.which("tc") is not None
+TOOLS = all(shutil.which(t) or Path(f"/usr/sbin/{t}").exists()
+            for t in ("redis-server", "redis-benchmark", "nginx", "wrk"))  # fmt: skip
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not ROOT, reason="needs root (network namespaces, veth, tc)")
+@pytest.mark.skipif(not TOOLS, reason="needs redis-server, redis-tools, nginx and wrk (apt-get)")
+def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
+    """Real Redis and nginx behind the real sidecars on the k = 4 fat tree: every path gives
+    a distribution, the sidecars' connections are found (one per copy), nothing is left up."""
+    out = tmp_path / "demo"
+    r = subprocess.run(
+        [sys.executable, "-m", "repflow", "testbed", "proxy-demo", "--trials", "1",
+         "--requests", "300", "--http-duration", "1s", "--out", str(out),
+         "--prefix", "rfpt-"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "p99 beside the large flow, proxy, 2 copies against proxy, 1 copy" in r.stdout
+    d = json.loads((out / "proxy-demo.json").read_text())
+    assert d["config"]["seeds"] == [1] and d["config"]["k"] == 4
+    ms = d["measurements"]
+    assert len(ms) == 2 * 3 * 2  # protocols × paths × with/without the large flow
+    for m in ms:
+        assert m["requests"] > 0 and m["errors"] == 0, m
+        lat = [v for v, _c in m["points"]]
+        assert 0 < lat[0] <= lat[-1] < 10, m["points"][:3]
+        if m["via"] == "proxy":
+            assert [p for p, _r in m["conns"]] == [7000 + 100 * (m["protocol"] == "http") + i
+                                                 for i in range(m["copies"])], m["conns"]
+    assert (out / "proxy-demo.png").stat().st_size > 10_000
+    assert not [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                          text=True).stdout.split() if n.startswith("rfpt-")]
