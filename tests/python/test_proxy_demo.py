@@ -104,16 +104,31 @@ def test_summary_intervals_hold_their_estimates_and_effects_have_the_right_sign(
     rows, effects = pd.summarize(ms, resamples=200)
     assert [r.path for r in rows] == ["direct", "proxy, 1 copy", "proxy, 2 copies"]
     for r in rows:
-        for est, lo, hi in (r.p50, r.p99, r.p999, r.rps):
+        for est, lo, hi in (r.mean, r.p50, r.p99, r.p999, r.rps):
             assert lo <= est <= hi
         assert (r.requests, r.trials) == (6000, 3)
     eff = {what: v for _p, what, v in effects}
-    e, lo, hi = eff["proxy, 2 copies against proxy, 1 copy"]
-    assert 60 < e < 95 and lo > 0  # five times faster: a reduction of ~80 %, clearly positive
-    e, lo, hi = eff["proxy, 1 copy against direct"]
-    assert lo < 0 < hi  # same distribution: the interval holds no effect
+    for what in ("mean", "p99"):
+        e, lo, hi = eff[f"{what}, proxy, 2 copies against proxy, 1 copy"]
+        assert 60 < e < 95 and lo > 0  # five times faster: a reduction of ~80 %, clearly > 0
+        e, lo, hi = eff[f"{what}, proxy, 1 copy against direct"]
+        assert lo < 0 < hi  # same distribution: the interval holds no effect
     table = pd.format_table(rows, effects, pd.DemoConfig(seeds=[1, 2, 3]))
     assert "p99.9" in table and "proxy, 2 copies" in table
+
+
+def test_trials_count_the_sidecar_connections_behind_the_large_flow() -> None:
+    a = _m("proxy", 2, 0, 0.01)
+    a.conns = [(7000, 8.5), (7001, 0.4)]
+    b = _m("proxy", 2, 1, 0.01)
+    b.conns = [(7000, 15.4), (7001, 15.1)]
+    c = _m("proxy", 1, 0, 0.01)
+    c.conns = [(7000, 10.7)]
+    idle = _m("proxy", 1, 1, 0.01, bg=False)
+    idle.conns = [(7000, 20.0)]  # not beside the large flow: not counted
+    assert pd.behind_counts([a, b, c, idle]) == {("redis", 2): (1, 2), ("redis", 1): (1, 1)}
+    text = pd.format_trials([a, b, c])
+    assert "(RTT 8.5*, 0.4)" in text and "every connection behind the large flow in 1 of 2" in text
 
 
 def test_bad_flags_are_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -148,7 +163,8 @@ def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "p99 beside the large flow, proxy, 2 copies against proxy, 1 copy" in r.stdout
+    assert "beside the large flow, p99, proxy, 2 copies against proxy, 1 copy" in r.stdout
+    assert "every connection behind the large flow in" in r.stdout
     d = json.loads((out / "proxy-demo.json").read_text())
     assert d["config"]["seeds"] == [1] and d["config"]["k"] == 4
     ms = d["measurements"]
