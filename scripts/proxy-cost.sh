@@ -6,6 +6,11 @@
 #
 #   scripts/proxy-cost.sh [N_LATENCY] [N_THROUGHPUT]      (defaults 20000 and 100000)
 #
+# With socat installed it also measures the floor any pair of relays pays on this machine: two
+# chained socat relays (client side, server side) in front of redis-server, the same hops as
+# the sidecars without their work. And one copy with the journal off (--no-journal), to show
+# the journal's share.
+#
 # Needs redis-server and redis-tools, and the repflow package installed. Prints CSV lines:
 # setup,clients,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms, then the CPU lines.
 set -euo pipefail
@@ -29,15 +34,28 @@ bench() { # setup clients n port
 echo "setup,clients,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms"
 bench direct 1 "$N_LAT" $RP
 bench direct 50 "$N_TPUT" $RP
-for copies in 1 2; do
+if command -v socat >/dev/null 2>&1; then
+  socat TCP-LISTEN:$((SP + 10)),bind=127.0.0.1,reuseaddr,fork,nodelay TCP:127.0.0.1:$RP,nodelay &
+  PIDS+=($!)
+  socat TCP-LISTEN:$((CP + 10)),bind=127.0.0.1,reuseaddr,fork,nodelay \
+    TCP:127.0.0.1:$((SP + 10)),nodelay &
+  PIDS+=($!)
+  for _ in $(seq 200); do [ "$(redis-cli -p $((CP + 10)) PING 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+  bench relay-2x-socat 1 "$N_LAT" $((CP + 10))
+  bench relay-2x-socat 50 "$N_TPUT" $((CP + 10))
+fi
+for copies in 1 2 nojournal; do
+  journal=(--journal "$TMP/journal-$copies")
+  if [ "$copies" = nojournal ]; then journal=(--no-journal); fi
   $PY -m repflow proxy server --listen 127.0.0.1:$SP --ports 2 --upstream 127.0.0.1:$RP \
-    --protocol redis --journal "$TMP/journal-$copies" >/dev/null &
+    --protocol redis "${journal[@]}" >/dev/null &
   S=$!; PIDS+=($S)
   $PY -m repflow proxy client --listen 127.0.0.1:$CP --to 127.0.0.1:$SP --protocol redis \
-    --copies $copies >/dev/null &
+    --copies "${copies/nojournal/1}" >/dev/null &
   C=$!; PIDS+=($C)
   for _ in $(seq 200); do [ "$(redis-cli -p $CP PING 2>/dev/null)" = PONG ] && break; sleep 0.1; done
   bench "proxy-$copies" 1 "$N_LAT" $CP
+  if [ "$copies" = nojournal ]; then kill $C $S; wait $C $S 2>/dev/null || true; continue; fi
   c0=$(cpu $C); s0=$(cpu $S); t0=$(date +%s.%N)
   bench "proxy-$copies" 50 "$N_TPUT" $CP
   c1=$(cpu $C); s1=$(cpu $S); t1=$(date +%s.%N)

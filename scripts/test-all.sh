@@ -5,12 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 # The testbed's root tests drive iproute2 (ip, tc, ss): install it when root and it is missing.
-# The proxy's tests run the real Redis (redis-server, redis-tools) and nginx: install them too.
+# The proxy's tests run the real Redis (redis-server, redis-tools) and nginx, and the testbed's
+# proxy demo their load generators redis-benchmark and wrk: install them too.
 missing=""
 command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
+command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
 if [ "$(id -u)" = 0 ] && [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
   # shellcheck disable=SC2086 # one word per package
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing; }; then

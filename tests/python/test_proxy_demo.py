@@ -131,6 +131,36 @@ def test_trials_count_the_sidecar_connections_behind_the_large_flow() -> None:
     assert "(RTT 8.5*, 0.4)" in text and "every connection behind the large flow in 1 of 2" in text
 
 
+def test_paths_are_drawn_apart_and_trials_together() -> None:
+    """Expanded values are sorted quantiles: two paths drawn on the same request indices would
+    be paired by rank, and their effect's interval far too narrow."""
+    from repflow.experiments import stats
+
+    a = pd._samples([_m("proxy", 2, t, 0.01) for t in range(3)], 2)
+    b = pd._samples([_m("proxy", 1, t, 0.01) for t in range(3)], 1)
+    assert a.seeds == b.seeds and not stats.paired(a, b)
+
+
+def test_summarize_a_stored_run_without_running_anything(tmp_path: Path) -> None:
+    ms = [_m(via, c, t, 0.01) for via, c in pd.PATHS for t in range(2)]
+    ms[0].conns = [(7000, 0.3)]
+    cfg = pd.DemoConfig(seeds=[1, 2], protocols=["redis"])
+    pd.save_measurements(tmp_path / "measurements.json", cfg, ms)
+    cfg2, ms2 = pd.load_measurements(tmp_path / "measurements.json")
+    assert cfg2 == cfg and ms2 == ms
+    out = tmp_path / "again"
+    r = subprocess.run([sys.executable, "-m", "repflow", "testbed", "proxy-demo", "--summarize",
+                        str(tmp_path / "measurements.json"), "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "proxy, 2 copies" in r.stdout and (out / "proxy-demo.png").exists()
+    (tmp_path / "bad.json").write_text('{"config": {}}')
+    r = subprocess.run([sys.executable, "-m", "repflow", "testbed", "proxy-demo", "--summarize",
+                        str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "is not a proxy-demo measurements.json" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_bad_flags_are_refused_before_anything_runs(tmp_path: Path) -> None:
     base = [sys.executable, "-m", "repflow", "testbed", "proxy-demo"]
     for flags, needle in (
@@ -165,7 +195,7 @@ def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     assert "beside the large flow, p99, proxy, 2 copies against proxy, 1 copy" in r.stdout
     assert "every connection behind the large flow in" in r.stdout
-    d = json.loads((out / "proxy-demo.json").read_text())
+    d = json.loads((out / "measurements.json").read_text())
     assert d["config"]["seeds"] == [1] and d["config"]["k"] == 4
     ms = d["measurements"]
     assert len(ms) == 2 * 3 * 2  # protocols × paths × with/without the large flow

@@ -384,5 +384,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", help="optional new directory for proxy-demo.json and proxy-demo.png"
     )
+    p.add_argument(
+        "--summarize", metavar="FILE", default=None,
+        help="run nothing: summarize the measurements.json an earlier run wrote (no root)",
+    )  # fmt: skip
     p.add_argument("--prefix", default="rfpd-", help="name prefix (default rfpd-)")
     p.set_defaults(func=_cmd_proxy_demo)

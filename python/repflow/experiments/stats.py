@@ -406,6 +406,11 @@ class Bootstrap:
             self._reps[key] = (est, _replicates(m, sample, short_max, w, c))
         return self._reps[key]
 
+    def forget_flow_draws(self) -> None:
+        """Drops the cached flow counts (B × flows per seed: the bulk of the memory); the
+        replicates already computed stay, so effects between them need no new draws."""
+        self._counts.clear()
+
     def level(self, sample: Sample, name: str, short_max: int, group: object = ()) -> Interval:
         """The metric ``name`` of one series with its interval."""
         est, reps = self.replicates(sample, name, short_max, group)

@@ -422,7 +422,11 @@ def _t_interval(xs: Sequence[float]) -> tuple[float, float, float]:
     return (m, m - h, m + h)
 
 
-def _samples(ms: Sequence[Measurement]):  # noqa: ANN202
+def _samples(ms: Sequence[Measurement], path: int = 0):  # noqa: ANN202
+    """The runs of one path as a bootstrap sample: one seed per trial. ``path`` makes the
+    requests' identity differ between paths, so each path's requests are drawn on their own
+    (their expanded values are sorted quantiles: drawing two paths' requests together would
+    pair them by rank), while the trials, shared by every path, are drawn together."""
     import pandas as pd
 
     from repflow.experiments import stats
@@ -431,8 +435,8 @@ def _samples(ms: Sequence[Measurement]):  # noqa: ANN202
     for m in sorted(ms, key=lambda m: m.trial):
         v = expand(m.points, m.requests)
         df = pd.DataFrame(
-            {"size": np.ones(len(v), dtype=np.int64), "start": np.arange(len(v), dtype=float),
-             "fct": v}
+            {"size": np.ones(len(v), dtype=np.int64),
+             "start": np.arange(len(v), dtype=float) + path * 1e9, "fct": v}
         )  # fmt: skip
         s.add(m.trial, df)
     return s
@@ -454,11 +458,12 @@ def summarize(ms: Sequence[Measurement], resamples: int = RESAMPLES
                        == (proto, via, copies, background)]  # fmt: skip
                 if not sel:
                     continue
-                s = _samples(sel)
+                s = _samples(sel, PATHS.index((via, copies)))
                 samples[(proto, background, via, copies)] = s
                 group = (proto, background)
                 ivs = [boot.level(s, name, 1, group) for name in
                        ("short_mean", "short_p50", "short_p99", "short_p999")]  # fmt: skip
+                boot.forget_flow_draws()  # every replicate the effects need is cached
                 rows.append(Row(proto, path_label(via, copies), background,
                                 *[(i.estimate, i.lo, i.hi) for i in ivs],
                                 _t_interval([m.rps for m in sel]), sum(m.requests for m in sel),
@@ -634,12 +639,19 @@ def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
                      requests=args.requests, clients=args.clients, http_seconds=secs,
                      prefix=args.prefix)  # fmt: skip
     out = check_out(args.out) if args.out else None
-    ms = run(cfg, say)
+    if args.summarize:
+        cfg, ms = load_measurements(Path(args.summarize))
+    else:
+        ms = run(cfg, say)
+    if out is not None:
+        # the measurements first: a failure while summarizing loses nothing
+        out.mkdir(parents=True, exist_ok=True)
+        save_measurements(out / "measurements.json", cfg, ms)
+    say("bootstrap intervals")
     rows, effects = summarize(ms)
     print(format_table(rows, effects, cfg))
     print(format_trials(ms))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         tmp = out / "proxy-demo.json.tmp"
         tmp.write_text(json.dumps({
             "config": asdict(cfg),
@@ -648,8 +660,36 @@ def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
                         for p, w, v in effects],
             "behind": [{"protocol": p, "copies": c, "trials_all_behind": k, "trials": n}
                        for (p, c), (k, n) in behind_counts(ms).items()],
-            "measurements": [asdict(m) for m in ms],
         }, indent=1))  # fmt: skip
         tmp.replace(out / "proxy-demo.json")
         plot(rows, out / "proxy-demo.png")
-        print(f"wrote {out / 'proxy-demo.json'} and {out / 'proxy-demo.png'}")
+        print(f"wrote {out / 'measurements.json'}, {out / 'proxy-demo.json'} and "
+              f"{out / 'proxy-demo.png'}")  # fmt: skip
+
+
+def save_measurements(path: Path, cfg: DemoConfig, ms: Sequence[Measurement]) -> None:
+    """Every run's distribution and counts, with the configuration (atomically)."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"config": asdict(cfg), "measurements": [asdict(m) for m in ms]},
+                              indent=1))  # fmt: skip
+    tmp.replace(path)
+
+
+def load_measurements(path: Path) -> tuple[DemoConfig, list[Measurement]]:
+    """What :func:`save_measurements` wrote, for ``--summarize``."""
+    try:
+        d = json.loads(path.read_text())
+        cfg = DemoConfig(**d["config"])
+        ms = []
+        for m in d["measurements"]:
+            m["points"] = [tuple(p) for p in m["points"]]
+            m["conns"] = [tuple(c) for c in m["conns"]]
+            ms.append(Measurement(**m))
+    except OSError as exc:
+        raise UserError(f"--summarize: cannot read '{path}': {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"--summarize: '{path}' is not a proxy-demo measurements.json "
+                        f"({type(exc).__name__}: {exc})") from None  # fmt: skip
+    if not ms:
+        raise UserError(f"--summarize: '{path}' holds no measurements")
+    return cfg, ms
