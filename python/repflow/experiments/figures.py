@@ -167,7 +167,8 @@ def _fit_width(fig: plt.Figure) -> None:
             sup.set_text("\n".join(lines))
             fig.tight_layout()
     for _ in range(8):
-        fig.canvas.draw()
+        # layout only (text extents, ticks): the pixels are drawn once per file by savefig
+        fig.draw_without_rendering()
         width = fig.get_tightbbox(fig.canvas.get_renderer()).width * DPI
         # the saved PNG adds savefig's padding and renders text a little wider: keep a margin
         if width <= MAX_WIDTH_PX - 60 or not fig.legends:
@@ -186,9 +187,18 @@ def _fit_width(fig: plt.Figure) -> None:
 def _save(fig: plt.Figure, out: Path, name: str) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     _fit_width(fig)
+    # Lay out once at the PNG's resolution and take the tight bounding box (what
+    # bbox_inches="tight" computes) for both files: "tight" would lay the figure out again
+    # (text extents, every tick) before each file, and so would the placeholder layout engine
+    # that tight_layout() leaves behind.
+    fig.set_dpi(DPI)
+    fig.draw_without_rendering()
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(
+        plt.rcParams["savefig.pad_inches"])
+    fig.set_layout_engine(None)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    fig.savefig(svg, bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(png, dpi=DPI, bbox_inches=bbox)
+    fig.savefig(svg, bbox_inches=bbox, metadata={"Date": None})
     plt.close(fig)
     return png, svg
 
@@ -588,22 +598,28 @@ def _bulk_xlim(ax, arrays) -> str:  # noqa: ANN001
     return f"{n} flow{'s' if n != 1 else ''} beyond the axis, up to {biggest:,.0f} ms"
 
 
-def make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:
+def make_figures(
+    loaded: Loaded, out: Path, progress=None, agg: pd.DataFrame | None = None,
+) -> list[Figure]:  # fmt: skip
     """Every figure of a loaded sweep, written under ``out``; ``progress(msg)`` hears of each
-    workload as its figures start."""
+    workload as its figures start. ``agg``: ``aggregate(loaded.points, loaded)`` when the
+    caller has it already (it is not recomputed)."""
     if loaded.points.empty:
         return []
     with plt.rc_context(_STYLE):
-        return _make_figures(loaded, out, progress)
+        return _make_figures(loaded, out, progress, agg)
 
 
-def _make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:  # noqa: ANN001
+def _make_figures(
+    loaded: Loaded, out: Path, progress=None, agg: pd.DataFrame | None = None,  # noqa: ANN001
+) -> list[Figure]:  # fmt: skip
     figs_cfg: dict[str, Any] = loaded.sweep.get("spec", {}).get("figures", {})
     baseline = str(figs_cfg.get("baseline", "tcp"))
     labels = figs_cfg.get("workload_labels", {}) or {}
     cdf_loads = [float(x) for x in figs_cfg.get("cdf_loads", []) or []]
     short_max = int(figs_cfg.get("short_max_bytes", 100_000))
-    agg = aggregate(loaded.points, loaded)
+    if agg is None:
+        agg = aggregate(loaded.points, loaded)
     order = series_order(loaded.points, baseline)
     base_series = next((s for s in order if s == baseline), None)
     figures: list[Figure] = []
