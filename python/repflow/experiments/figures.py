@@ -25,6 +25,7 @@ whose values span more than :data:`LOG_SPAN` × is logarithmic.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,29 +156,42 @@ def _legend_below(fig: plt.Figure, axes, ncol_max: int = 6) -> None:  # noqa: AN
                    ncol=min(ncol_max, len(labels)), frameon=False)  # fmt: skip
 
 
+def _wrap_title(text: str) -> str:
+    """``text`` with every line wrapped at :data:`TITLE_CHARS` characters."""
+    import textwrap
+
+    return "\n".join(w for ln in text.split("\n") for w in textwrap.wrap(ln, TITLE_CHARS))
+
+
+def _suptitle(fig: plt.Figure, text: str) -> None:
+    """The figure's title, wrapped before the layout is computed (wrapping it afterwards
+    would cost a second tight_layout)."""
+    fig.suptitle(_wrap_title(text))
+
+
 def _fit_width(fig: plt.Figure) -> None:
     """Fewer legend columns until the saved figure is at most :data:`MAX_WIDTH_PX` wide (a
     legend of long labels would otherwise widen it past the report's column)."""
     sup = fig._suptitle  # noqa: SLF001 - matplotlib keeps no public getter
     if sup is not None:
-        import textwrap
-
-        lines = [w for ln in sup.get_text().split("\n") for w in textwrap.wrap(ln, TITLE_CHARS)]
-        if "\n".join(lines) != sup.get_text():
-            sup.set_text("\n".join(lines))
+        wrapped = _wrap_title(sup.get_text())
+        if wrapped != sup.get_text():
+            sup.set_text(wrapped)
             fig.tight_layout()
     for _ in range(8):
-        # layout only (text extents, ticks): the pixels are drawn once per file by savefig
-        fig.draw_without_rendering()
-        width = fig.get_tightbbox(fig.canvas.get_renderer()).width * DPI
-        # the saved PNG adds savefig's padding and renders text a little wider: keep a margin
-        if width <= MAX_WIDTH_PX - 60 or not fig.legends:
+        if not fig.legends:
             return
         lg = fig.legends[0]
         ncol = lg._ncols  # noqa: SLF001 - matplotlib keeps no public getter
         legend_px = lg.get_window_extent(fig.canvas.get_renderer()).width * DPI / fig.dpi
         if ncol <= 1 or legend_px <= MAX_WIDTH_PX - 60:
             return  # the legend is not what makes the figure wide
+        # Only now the whole figure's width: a layout pass (text extents, every tick), no pixels
+        fig.draw_without_rendering()
+        width = fig.get_tightbbox(fig.canvas.get_renderer()).width * DPI
+        # the saved PNG adds savefig's padding and renders text a little wider: keep a margin
+        if width <= MAX_WIDTH_PX - 60:
+            return
         handles, labels = lg.legend_handles, [t.get_text() for t in lg.get_texts()]
         lg.remove()
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
@@ -386,7 +400,7 @@ def plot_workload(
     else:
         bars = "; bars: 95 % intervals (means: across seeds; p99s: order statistics)"
     note = _hidden_note(hidden)
-    fig.suptitle(f"{title}: {kind} {against}{bars}" + (f"\n{note}" if note else ""))
+    _suptitle(fig, f"{title}: {kind} {against}{bars}" + (f"\n{note}" if note else ""))
     fig.tight_layout()
     _legend_below(fig, axes)
     name = f"{workload}_{'slowdown' if normalized else 'fct'}"
@@ -468,7 +482,7 @@ def plot_gain(
     sup = f"{title}: short-flow FCT reduction against {baseline}"
     if notes:
         sup += "\n" + "; ".join(notes)
-    fig.suptitle(sup)
+    _suptitle(fig, sup)
     fig.tight_layout()
     _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_gain")
@@ -503,7 +517,7 @@ def plot_pairs(
     extra = notes + ([_hidden_note(hidden)] if hidden else [])
     if extra:
         sup += "\n" + "; ".join(extra)
-    fig.suptitle(sup)
+    _suptitle(fig, sup)
     fig.tight_layout()
     _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_pairs")
@@ -569,7 +583,7 @@ def plot_cdfs(
             ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
         ax.grid(True, which="both", alpha=0.25)
     kind = "CCDF" if complementary else "CDF"
-    fig.suptitle(f"{title}: {kind} of short-flow FCT (seeds pooled)")
+    _suptitle(fig, f"{title}: {kind} of short-flow FCT (seeds pooled)")
     fig.tight_layout()
     _legend_below(fig, axes)
     name = f"{workload}_{kind.lower()}"
@@ -598,6 +612,44 @@ def _bulk_xlim(ax, arrays) -> str:  # noqa: ANN001
     return f"{n} flow{'s' if n != 1 else ''} beyond the axis, up to {biggest:,.0f} ms"
 
 
+@contextlib.contextmanager
+def _ticks_once_per_layout():
+    """Within the block, an axis recomputes its ticks (locator, formatter, one Tick per
+    location) only when something they depend on changed: its view interval, scale, locators,
+    formatters or the axes' size in pixels. Matplotlib recomputes them on every query instead:
+    several times per axis in each layout pass (each spine, the axis' own box, its label's
+    position) — most of the cost of drawing a figure of log axes with minor ticks. The result
+    is the same: between two queries with the same key, the ticks are those already set."""
+    from matplotlib.axis import Axis
+
+    original = getattr(Axis, "_update_ticks", None)
+    if original is None:  # another matplotlib: draw as it does
+        yield
+        return
+
+    def _update_ticks(self):  # noqa: ANN001, ANN202
+        major, minor = self.major, self.minor
+        key = (
+            tuple(self.get_view_interval()), self.axes.bbox.bounds,
+            self.get_figure(root=True).dpi, id(self._scale), id(self.get_transform()),
+            id(major.locator), id(major.formatter), id(minor.locator), id(minor.formatter),
+            len(self.majorTicks), len(self.minorTicks),
+        )  # fmt: skip
+        cached = self.__dict__.get("_repflow_ticks")
+        if cached is not None and cached[0] == key:
+            return list(cached[1])
+        ticks = original(self)
+        self.__dict__["_repflow_ticks"] = (
+            key[:-2] + (len(self.majorTicks), len(self.minorTicks)), list(ticks))
+        return ticks
+
+    Axis._update_ticks = _update_ticks
+    try:
+        yield
+    finally:
+        Axis._update_ticks = original
+
+
 def make_figures(
     loaded: Loaded, out: Path, progress=None, agg: pd.DataFrame | None = None,
 ) -> list[Figure]:  # fmt: skip
@@ -606,7 +658,7 @@ def make_figures(
     caller has it already (it is not recomputed)."""
     if loaded.points.empty:
         return []
-    with plt.rc_context(_STYLE):
+    with plt.rc_context(_STYLE), _ticks_once_per_layout():
         return _make_figures(loaded, out, progress, agg)
 
 
@@ -704,7 +756,7 @@ def plot_retransmissions(
     ax.set_ylabel("retransmissions per 100 data segments")
     ax.margins(y=0.35)
     ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"{title}: retransmissions by cause (bars left to right: {', '.join(series)})")
+    _suptitle(fig, f"{title}: retransmissions by cause (bars left to right: {', '.join(series)})")
     fig.tight_layout()
     _legend_below(fig, [ax])
     png, svg = _save(fig, out, f"{workload}_retx")
