@@ -201,12 +201,12 @@ def _fit_width(fig: plt.Figure) -> None:
 def _save(fig: plt.Figure, out: Path, name: str) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     _fit_width(fig)
-    # Lay out once at the PNG's resolution and take the tight bounding box (what
-    # bbox_inches="tight" computes) for both files: "tight" would lay the figure out again
-    # (text extents, every tick) before each file, and so would the placeholder layout engine
-    # that tight_layout() leaves behind.
+    # The tight bounding box (what bbox_inches="tight" computes), once, at the PNG's
+    # resolution, for both files: "tight" would lay the figure out again (text extents, every
+    # tick) in a pass without pixels before each file, and so would the placeholder layout
+    # engine that tight_layout() leaves behind. That pass changes nothing here (no layout
+    # engine, no aspect-constrained axes): get_tightbbox measures the same artists.
     fig.set_dpi(DPI)
-    fig.draw_without_rendering()
     bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(
         plt.rcParams["savefig.pad_inches"])
     fig.set_layout_engine(None)
