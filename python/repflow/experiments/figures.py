@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -612,42 +613,57 @@ def _bulk_xlim(ax, arrays) -> str:  # noqa: ANN001
     return f"{n} flow{'s' if n != 1 else ''} beyond the axis, up to {biggest:,.0f} ms"
 
 
+_TICKS = threading.local()
+
+
 @contextlib.contextmanager
 def _ticks_once_per_layout():
-    """Within the block, an axis recomputes its ticks (locator, formatter, one Tick per
-    location) only when something they depend on changed: its view interval, scale, locators,
-    formatters or the axes' size in pixels. Matplotlib recomputes them on every query instead:
-    several times per axis in each layout pass (each spine, the axis' own box, its label's
-    position) — most of the cost of drawing a figure of log axes with minor ticks. The result
-    is the same: between two queries with the same key, the ticks are those already set."""
+    """Within the block (in this thread), an axis recomputes its ticks (locator, formatter,
+    one Tick per location) only when something they depend on changed: its view interval,
+    scale, locators, formatters or the axes' size in pixels. Matplotlib recomputes them on
+    every query instead: several times per axis in each layout pass (each spine, the axis' own
+    box, its label's position) — much of the cost of drawing a figure of log axes with minor
+    ticks. The result is the same: between two queries with the same key, the ticks are those
+    already set. Outside the block (or in another thread) matplotlib behaves as it always
+    does."""
     from matplotlib.axis import Axis
 
     original = getattr(Axis, "_update_ticks", None)
     if original is None:  # another matplotlib: draw as it does
         yield
         return
+    if not getattr(original, "_repflow_memo", False):
+        Axis._update_ticks = _memo_update_ticks(original)
+    depth = getattr(_TICKS, "depth", 0)
+    _TICKS.depth = depth + 1
+    try:
+        yield
+    finally:
+        _TICKS.depth = depth
 
+
+def _memo_update_ticks(original):  # noqa: ANN001, ANN202
     def _update_ticks(self):  # noqa: ANN001, ANN202
+        if not getattr(_TICKS, "depth", 0):
+            self.__dict__.pop("_repflow_ticks", None)
+            return original(self)
         major, minor = self.major, self.minor
         key = (
             tuple(self.get_view_interval()), self.axes.bbox.bounds,
             self.get_figure(root=True).dpi, id(self._scale), id(self.get_transform()),
             id(major.locator), id(major.formatter), id(minor.locator), id(minor.formatter),
-            len(self.majorTicks), len(self.minorTicks),
         )  # fmt: skip
+        counts = (len(self.majorTicks), len(self.minorTicks))
         cached = self.__dict__.get("_repflow_ticks")
-        if cached is not None and cached[0] == key:
-            return list(cached[1])
+        if cached is not None and cached[0] == key and cached[1] == counts:
+            return list(cached[2])
         ticks = original(self)
         self.__dict__["_repflow_ticks"] = (
-            key[:-2] + (len(self.majorTicks), len(self.minorTicks)), list(ticks))
+            key, (len(self.majorTicks), len(self.minorTicks)), list(ticks))
         return ticks
 
-    Axis._update_ticks = _update_ticks
-    try:
-        yield
-    finally:
-        Axis._update_ticks = original
+    _update_ticks._repflow_memo = True
+    return _update_ticks
 
 
 def make_figures(
