@@ -25,7 +25,9 @@ whose values span more than :data:`LOG_SPAN` × is logarithmic.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,28 +157,42 @@ def _legend_below(fig: plt.Figure, axes, ncol_max: int = 6) -> None:  # noqa: AN
                    ncol=min(ncol_max, len(labels)), frameon=False)  # fmt: skip
 
 
+def _wrap_title(text: str) -> str:
+    """``text`` with every line wrapped at :data:`TITLE_CHARS` characters."""
+    import textwrap
+
+    return "\n".join(w for ln in text.split("\n") for w in textwrap.wrap(ln, TITLE_CHARS))
+
+
+def _suptitle(fig: plt.Figure, text: str) -> None:
+    """The figure's title, wrapped before the layout is computed (wrapping it afterwards
+    would cost a second tight_layout)."""
+    fig.suptitle(_wrap_title(text))
+
+
 def _fit_width(fig: plt.Figure) -> None:
     """Fewer legend columns until the saved figure is at most :data:`MAX_WIDTH_PX` wide (a
     legend of long labels would otherwise widen it past the report's column)."""
     sup = fig._suptitle  # noqa: SLF001 - matplotlib keeps no public getter
     if sup is not None:
-        import textwrap
-
-        lines = [w for ln in sup.get_text().split("\n") for w in textwrap.wrap(ln, TITLE_CHARS)]
-        if "\n".join(lines) != sup.get_text():
-            sup.set_text("\n".join(lines))
+        wrapped = _wrap_title(sup.get_text())
+        if wrapped != sup.get_text():
+            sup.set_text(wrapped)
             fig.tight_layout()
     for _ in range(8):
-        fig.canvas.draw()
-        width = fig.get_tightbbox(fig.canvas.get_renderer()).width * DPI
-        # the saved PNG adds savefig's padding and renders text a little wider: keep a margin
-        if width <= MAX_WIDTH_PX - 60 or not fig.legends:
+        if not fig.legends:
             return
         lg = fig.legends[0]
         ncol = lg._ncols  # noqa: SLF001 - matplotlib keeps no public getter
         legend_px = lg.get_window_extent(fig.canvas.get_renderer()).width * DPI / fig.dpi
         if ncol <= 1 or legend_px <= MAX_WIDTH_PX - 60:
             return  # the legend is not what makes the figure wide
+        # Only now the whole figure's width: a layout pass (text extents, every tick), no pixels
+        fig.draw_without_rendering()
+        width = fig.get_tightbbox(fig.canvas.get_renderer()).width * DPI
+        # the saved PNG adds savefig's padding and renders text a little wider: keep a margin
+        if width <= MAX_WIDTH_PX - 60:
+            return
         handles, labels = lg.legend_handles, [t.get_text() for t in lg.get_texts()]
         lg.remove()
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
@@ -186,9 +202,18 @@ def _fit_width(fig: plt.Figure) -> None:
 def _save(fig: plt.Figure, out: Path, name: str) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     _fit_width(fig)
+    # The tight bounding box (what bbox_inches="tight" computes), once, at the PNG's
+    # resolution, for both files: "tight" would lay the figure out again (text extents, every
+    # tick) in a pass without pixels before each file, and so would the placeholder layout
+    # engine that tight_layout() leaves behind. That pass changes nothing here (no layout
+    # engine, no aspect-constrained axes): get_tightbbox measures the same artists.
+    fig.set_dpi(DPI)
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(
+        plt.rcParams["savefig.pad_inches"])
+    fig.set_layout_engine(None)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    fig.savefig(svg, bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(png, dpi=DPI, bbox_inches=bbox)
+    fig.savefig(svg, bbox_inches=bbox, metadata={"Date": None})
     plt.close(fig)
     return png, svg
 
@@ -376,7 +401,7 @@ def plot_workload(
     else:
         bars = "; bars: 95 % intervals (means: across seeds; p99s: order statistics)"
     note = _hidden_note(hidden)
-    fig.suptitle(f"{title}: {kind} {against}{bars}" + (f"\n{note}" if note else ""))
+    _suptitle(fig, f"{title}: {kind} {against}{bars}" + (f"\n{note}" if note else ""))
     fig.tight_layout()
     _legend_below(fig, axes)
     name = f"{workload}_{'slowdown' if normalized else 'fct'}"
@@ -458,7 +483,7 @@ def plot_gain(
     sup = f"{title}: short-flow FCT reduction against {baseline}"
     if notes:
         sup += "\n" + "; ".join(notes)
-    fig.suptitle(sup)
+    _suptitle(fig, sup)
     fig.tight_layout()
     _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_gain")
@@ -493,7 +518,7 @@ def plot_pairs(
     extra = notes + ([_hidden_note(hidden)] if hidden else [])
     if extra:
         sup += "\n" + "; ".join(extra)
-    fig.suptitle(sup)
+    _suptitle(fig, sup)
     fig.tight_layout()
     _legend_below(fig, axes)
     png, svg = _save(fig, out, f"{workload}_pairs")
@@ -559,7 +584,7 @@ def plot_cdfs(
             ax.axhline(0.99, color="gray", linestyle=":", linewidth=0.8)
         ax.grid(True, which="both", alpha=0.25)
     kind = "CCDF" if complementary else "CDF"
-    fig.suptitle(f"{title}: {kind} of short-flow FCT (seeds pooled)")
+    _suptitle(fig, f"{title}: {kind} of short-flow FCT (seeds pooled)")
     fig.tight_layout()
     _legend_below(fig, axes)
     name = f"{workload}_{kind.lower()}"
@@ -588,22 +613,81 @@ def _bulk_xlim(ax, arrays) -> str:  # noqa: ANN001
     return f"{n} flow{'s' if n != 1 else ''} beyond the axis, up to {biggest:,.0f} ms"
 
 
-def make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:
+_TICKS = threading.local()
+
+
+@contextlib.contextmanager
+def _ticks_once_per_layout():
+    """Within the block (in this thread), an axis recomputes its ticks (locator, formatter,
+    one Tick per location) only when something they depend on changed: its view interval,
+    scale, locators, formatters or the axes' size in pixels. Matplotlib recomputes them on
+    every query instead: several times per axis in each layout pass (each spine, the axis' own
+    box, its label's position) — much of the cost of drawing a figure of log axes with minor
+    ticks. The result is the same: between two queries with the same key, the ticks are those
+    already set. Outside the block (or in another thread) matplotlib behaves as it always
+    does."""
+    from matplotlib.axis import Axis
+
+    original = getattr(Axis, "_update_ticks", None)
+    if original is None:  # another matplotlib: draw as it does
+        yield
+        return
+    if not getattr(original, "_repflow_memo", False):
+        Axis._update_ticks = _memo_update_ticks(original)
+    depth = getattr(_TICKS, "depth", 0)
+    _TICKS.depth = depth + 1
+    try:
+        yield
+    finally:
+        _TICKS.depth = depth
+
+
+def _memo_update_ticks(original):  # noqa: ANN001, ANN202
+    def _update_ticks(self):  # noqa: ANN001, ANN202
+        if not getattr(_TICKS, "depth", 0):
+            self.__dict__.pop("_repflow_ticks", None)
+            return original(self)
+        major, minor = self.major, self.minor
+        key = (
+            tuple(self.get_view_interval()), self.axes.bbox.bounds,
+            self.get_figure(root=True).dpi, id(self._scale), id(self.get_transform()),
+            id(major.locator), id(major.formatter), id(minor.locator), id(minor.formatter),
+        )  # fmt: skip
+        counts = (len(self.majorTicks), len(self.minorTicks))
+        cached = self.__dict__.get("_repflow_ticks")
+        if cached is not None and cached[0] == key and cached[1] == counts:
+            return list(cached[2])
+        ticks = original(self)
+        self.__dict__["_repflow_ticks"] = (
+            key, (len(self.majorTicks), len(self.minorTicks)), list(ticks))
+        return ticks
+
+    _update_ticks._repflow_memo = True
+    return _update_ticks
+
+
+def make_figures(
+    loaded: Loaded, out: Path, progress=None, agg: pd.DataFrame | None = None,
+) -> list[Figure]:  # fmt: skip
     """Every figure of a loaded sweep, written under ``out``; ``progress(msg)`` hears of each
-    workload as its figures start."""
+    workload as its figures start. ``agg``: ``aggregate(loaded.points, loaded)`` when the
+    caller has it already (it is not recomputed)."""
     if loaded.points.empty:
         return []
-    with plt.rc_context(_STYLE):
-        return _make_figures(loaded, out, progress)
+    with plt.rc_context(_STYLE), _ticks_once_per_layout():
+        return _make_figures(loaded, out, progress, agg)
 
 
-def _make_figures(loaded: Loaded, out: Path, progress=None) -> list[Figure]:  # noqa: ANN001
+def _make_figures(
+    loaded: Loaded, out: Path, progress=None, agg: pd.DataFrame | None = None,  # noqa: ANN001
+) -> list[Figure]:  # fmt: skip
     figs_cfg: dict[str, Any] = loaded.sweep.get("spec", {}).get("figures", {})
     baseline = str(figs_cfg.get("baseline", "tcp"))
     labels = figs_cfg.get("workload_labels", {}) or {}
     cdf_loads = [float(x) for x in figs_cfg.get("cdf_loads", []) or []]
     short_max = int(figs_cfg.get("short_max_bytes", 100_000))
-    agg = aggregate(loaded.points, loaded)
+    if agg is None:
+        agg = aggregate(loaded.points, loaded)
     order = series_order(loaded.points, baseline)
     base_series = next((s for s in order if s == baseline), None)
     figures: list[Figure] = []
@@ -688,7 +772,7 @@ def plot_retransmissions(
     ax.set_ylabel("retransmissions per 100 data segments")
     ax.margins(y=0.35)
     ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"{title}: retransmissions by cause (bars left to right: {', '.join(series)})")
+    _suptitle(fig, f"{title}: retransmissions by cause (bars left to right: {', '.join(series)})")
     fig.tight_layout()
     _legend_below(fig, [ax])
     png, svg = _save(fig, out, f"{workload}_retx")

@@ -221,7 +221,7 @@ def build_report(root: str | Path, progress=None) -> Report:
 
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=store.root))
     try:
-        figures = make_figures(loaded, tmp / "figures", progress=say)
+        figures = make_figures(loaded, tmp / "figures", progress=say, agg=agg)
         say(f"{len(figures)} figures drawn; writing the report")
         agg.to_csv(tmp / "summary.csv", index=False)
         html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep,
