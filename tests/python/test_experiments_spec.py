@@ -57,6 +57,30 @@ def test_grid_expands_every_combination_with_dotted_paths_and_scheme_labels():
     assert all(p.config["workload"]["duration"] == "2ms" for p in pts)
 
 
+def test_exclude_skips_exactly_the_points_of_a_rule():
+    spec = parse_spec(SPEC + '[[exclude]]\nscheme = "rep3"\n"workload.load" = 0.4\n', "t.toml")
+    pts = spec.points()
+    assert len(pts) == 8 - 2  # rep3 at 0.4, both seeds
+    assert not [p for p in pts if (p.labels["scheme"], p.labels["workload.load"]) == ("rep3", 0.4)]
+    assert len([p for p in pts if p.labels["scheme"] == "rep3"]) == 2
+    assert spec.to_dict()["exclude"] == [{"scheme": "rep3", "workload.load": 0.4}]
+
+
+@pytest.mark.parametrize(
+    "rule, needle",
+    [
+        ('scheme = "tcpp"', "scheme = 'tcpp' is not in the grid's values"),
+        ('"workload.cdf" = "websearch"', "`workload.cdf` is not a grid axis"),
+        ("seed = 1", "seeds cannot be excluded"),
+    ],
+)
+def test_bad_exclude_rules_are_named(rule, needle):
+    with pytest.raises(UserError) as e:
+        parse_spec(SPEC + f"[[exclude]]\n{rule}\n", "bad.toml")
+    assert "bad.toml" in str(e.value) and "[[exclude]] #1" in str(e.value)
+    assert needle in str(e.value)
+
+
 @pytest.mark.parametrize(
     "text, needle",
     [

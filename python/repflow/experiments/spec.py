@@ -21,6 +21,10 @@ A spec file looks like::
     "scheme.name" = "repflow"            # (default: scheme.name = <label>)
     "scheme.copies" = 2
 
+    [[exclude]]                          # optional: grid points not to run
+    scheme = "repflow"                   # every point with all of these values is skipped
+    "workload.cdf" = "datamining"
+
     [figures]                            # optional presentation settings
     baseline = "tcp"
     cdf_loads = [0.2, 0.8]
@@ -55,7 +59,7 @@ LOAD_AXIS = "workload.load"
 SEED_AXIS = "seed"
 
 #: The tables of a spec, in the order the docs list them.
-_TOP_ORDER = ("experiment", "base", "grid", "schemes", "workloads", "figures")
+_TOP_ORDER = ("experiment", "base", "grid", "schemes", "workloads", "exclude", "figures")
 _TOP_KEYS = set(_TOP_ORDER)
 #: Keys accepted in ``[experiment]`` (``paper``: the publication; ``claims``: claim scenarios
 #: of :mod:`repflow.experiments.claims` the report checks).
@@ -113,6 +117,14 @@ class Spec:
     #: ``workload.cdf`` is that name, after the grid (e.g. a longer duration where flows are
     #: large and few, so that every workload's percentiles rest on enough flows).
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Grid points not to run (``[[exclude]]``): a point is skipped when its labels hold every
+    #: axis = value of one rule.
+    exclude: list[dict[str, Any]] = field(default_factory=list)
+
+    def excluded(self, labels: Mapping[str, Any]) -> bool:
+        """Whether a point with these grid labels matches an ``[[exclude]]`` rule."""
+        return any(all(k in labels and labels[k] == v for k, v in rule.items())
+                   for rule in self.exclude)  # fmt: skip
 
     def scheme_overrides(self, label: str) -> dict[str, Any]:
         """Dotted-path overrides that a scheme label stands for."""
@@ -121,7 +133,8 @@ class Spec:
         return {"scheme.name": label}
 
     def points(self) -> list[Point]:
-        """Every combination of the grid's values, in a stable order."""
+        """Every combination of the grid's values but those ``[[exclude]]`` skips, in a stable
+        order."""
         axes = list(self.grid)
         out = []
         for values in itertools.product(*(self.grid[a] for a in axes)):
@@ -129,6 +142,9 @@ class Spec:
             labels: dict[str, Any] = {}
             for axis, value in zip(axes, values, strict=True):
                 labels[axis] = value
+            if self.excluded(labels):
+                continue
+            for axis, value in labels.items():
                 if axis == SCHEME_AXIS:
                     for path, v in self.scheme_overrides(value).items():
                         set_path(cfg, path, v)
@@ -150,6 +166,7 @@ class Spec:
             "grid": self.grid,
             "schemes": self.schemes,
             "workloads": self.workloads,
+            "exclude": self.exclude,
             "figures": self.figures.__dict__,
             "extra": self.extra,
             "path": self.path,
@@ -267,6 +284,8 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
                              f"the spec's workloads: {', '.join(sorted(cdfs)) or 'none'}")
         workloads[wname] = flatten(overrides)
 
+    exclude = _parse_exclude(data.get("exclude", []), grid, path)
+
     fig_raw = data.get("figures", {})
     if not isinstance(fig_raw, dict):
         raise _err_at(path, "figures", None, "must be a table of presentation settings")
@@ -291,7 +310,31 @@ def parse_spec(text: str, path: str = "<spec>") -> Spec:
         path=path,
         extra=extra,
         workloads=workloads,
+        exclude=exclude,
     )
+
+
+def _parse_exclude(raw: Any, grid: Mapping[str, list[Any]], path: str) -> list[dict[str, Any]]:
+    """``[[exclude]]`` rules: each a table of grid axis = one of that axis's values."""
+    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+        raise _err(path, "[[exclude]] must be an array of tables of axis = value")
+    rules = []
+    for i, rule in enumerate(raw):
+        flat = flatten(rule)
+        if not flat:
+            raise _err(path, f"[[exclude]] #{i + 1} is empty: it would skip every point")
+        for axis, value in flat.items():
+            if axis == SEED_AXIS:
+                raise _err(path, f"[[exclude]] #{i + 1}: seeds cannot be excluded (a run's "
+                                 "seeds move with --seed-offset); list fewer seeds instead")
+            if axis not in grid:
+                raise _err(path, f"[[exclude]] #{i + 1}: `{axis}` is not a grid axis; the "
+                                 f"grid's axes: {', '.join(grid) or 'none'}")
+            if value not in grid[axis]:
+                raise _err(path, f"[[exclude]] #{i + 1}: {axis} = {value!r} is not in the "
+                                 f"grid's values {grid[axis]!r}")
+        rules.append(flat)
+    return rules
 
 
 def check_grid_keys(spec: Spec) -> None:

@@ -586,7 +586,8 @@ def plot(rows: Sequence[Row], path: Path) -> None:
         ax.set_xticks(x, labels, fontsize=7)
         ax.axvline(len(sel) / 2 - 0.5, color="0.7", lw=0.8)
         ax.set_ylabel("request latency (ms)")
-        ax.set_title(f"{proto}: latency percentiles (bars: 95 % intervals)", fontsize=9)
+        ax.set_title(f"{proto}: mean and percentiles (bars: 95 % intervals, trials and requests)",
+                     fontsize=9)
         ax.grid(axis="y", which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
