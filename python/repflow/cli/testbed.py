@@ -382,7 +382,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="connections of the load generator (redis-benchmark -c, wrk -c; default 4)",
     )  # fmt: skip
     p.add_argument(
-        "--out", help="optional new directory for proxy-demo.json and proxy-demo.png"
+        "--out",
+        help="optional new directory for measurements.json (written first), proxy-demo.json "
+        "and proxy-demo.png",
     )
     p.add_argument(
         "--summarize", metavar="FILE", default=None,
