@@ -24,7 +24,6 @@ docs/metrics.md). Throughput's interval is a Student t interval over trials.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
@@ -32,7 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.checks import AGENT, sinks
 from repflow.testbed.topology import fat_tree
-from repflow.testbed.workload import REPFLOW
+from repflow.testbed.workload import REPFLOW, socket_owners
 from repflow.units import format_rate, parse_duration, parse_rate
 
 PROTOCOLS = ("redis", "http")
@@ -192,31 +191,28 @@ def expand(points: Sequence[tuple[float, float]], n: int, cap: int = MAX_SAMPLES
 # -- processes on the testbed ---------------------------------------------------------------
 
 
-def _wait_listening(tb: netns.Testbed, node: str, port: int, proc: subprocess.Popen,
-                    what: str, timeout: float = 30.0) -> None:  # fmt: skip
-    """Returns once something listens on TCP ``port`` inside ``node``."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            raise UserError(f"{what} on {node} exited ({proc.returncode}) before it listened "
-                            f"on port {port}")  # fmt: skip
-        out = tb.run_in(node, ["ss", "-Hltn", f"sport = :{port}"], timeout=10)
-        if out.strip():
-            return
-        time.sleep(0.1)
-    raise UserError(f"{what} on {node} did not listen on port {port} within {timeout:g} s")
-
-
-@contextlib.contextmanager
-def _started(tb: netns.Testbed, procs: list[subprocess.Popen], node: str, argv: Sequence[str],
-             port: int, what: str, log: Path) -> Iterator[None]:  # fmt: skip
+def _start(tb: netns.Testbed, procs: list[subprocess.Popen], node: str, argv: Sequence[str],
+           port: int, what: str, log: Path, timeout: float = 30.0) -> int:  # fmt: skip
+    """Starts ``argv`` inside ``node`` (recorded in ``procs``, stopped by the caller) and
+    returns its pid once the kernel says that process listens on TCP ``port``."""
     fh = log.open("w")
     with netns.signals_held():
         p = tb.popen_in(node, argv, stdout=fh, stderr=subprocess.STDOUT)
         procs.append(p)
     fh.close()
-    _wait_listening(tb, node, port, p, what)
-    yield
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if p.poll() is not None:
+            raise UserError(f"{what} on {node} exited ({p.returncode}) before it listened "
+                            f"on port {port}")  # fmt: skip
+        owners = socket_owners(tb, node, [port])[port]
+        if p.pid in owners:
+            return p.pid
+        if owners:
+            raise UserError(f"port {port} on {node} is held by another process (pid "
+                            f"{', '.join(map(str, sorted(owners)))}), not by {what}")  # fmt: skip
+        time.sleep(0.1)
+    raise UserError(f"{what} on {node} did not listen on port {port} within {timeout:g} s")
 
 
 def nginx_conf(work: Path, port: int) -> str:
@@ -278,42 +274,38 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
     out: list[Measurement] = []
     sidecars: dict[tuple[str, int], int] = {}
     try:
-        with contextlib.ExitStack() as stack:
-            for proto in cfg.protocols:
-                if proto == "redis":
-                    argv = [_exe("redis-server"), "--port", str(REDIS_PORT), "--bind", "0.0.0.0",
-                            "--protected-mode", "no", "--save", "", "--appendonly", "no",
-                            "--dir", str(work)]  # fmt: skip
-                    stack.enter_context(_started(tb, procs, h.server, argv, REDIS_PORT,
-                                                 "redis-server", work / "redis.log"))  # fmt: skip
-                    upstream = REDIS_PORT
-                else:
-                    (work / "www").mkdir(exist_ok=True)
-                    (work / "www" / "index.html").write_text("x" * cfg.http_bytes)
-                    conf = work / "nginx.conf"
-                    conf.write_text(nginx_conf(work, NGINX_PORT))
-                    argv = [_exe("nginx"), "-c", str(conf), "-g", "daemon off;"]
-                    stack.enter_context(_started(tb, procs, h.server, argv, NGINX_PORT,
-                                                 "nginx", work / "nginx.log"))  # fmt: skip
-                    upstream = NGINX_PORT
-                sp = SIDECAR_PORT[proto]
-                argv = [*REPFLOW, "proxy", "server", "--listen", f":{sp}",
-                        "--ports", str(max(c for _v, c in PATHS)),
-                        "--upstream", f"127.0.0.1:{upstream}", "--protocol", proto,
-                        "--journal", str(work / f"journal-{proto}")]  # fmt: skip
-                stack.enter_context(_started(tb, procs, h.server, argv, sp,
-                                             "proxy server", work / f"ps-{proto}.log"))  # fmt: skip
-                for _via, copies in PATHS:
-                    if copies:
-                        lp = CLIENT_BASE[proto] + copies
-                        argv = [*REPFLOW, "proxy", "client", "--listen", f"127.0.0.1:{lp}",
-                                "--to", f"{srv}:{sp}", "--protocol", proto,
-                                "--copies", str(copies)]  # fmt: skip
-                        stack.enter_context(_started(
-                            tb, procs, h.client, argv, lp, "proxy client",
-                            work / f"pc-{proto}-{copies}.log"))  # fmt: skip
-                        sidecars[(proto, copies)] = procs[-1].pid
-            stack.enter_context(sinks(tb, [h.large_dst], [LARGE_PORT]))
+        for proto in cfg.protocols:
+            if proto == "redis":
+                argv = [_exe("redis-server"), "--port", str(REDIS_PORT), "--bind", "0.0.0.0",
+                        "--protected-mode", "no", "--save", "", "--appendonly", "no",
+                        "--dir", str(work)]  # fmt: skip
+                _start(tb, procs, h.server, argv, REDIS_PORT, "redis-server", work / "redis.log")
+                upstream = REDIS_PORT
+            else:
+                (work / "www").mkdir(exist_ok=True)
+                (work / "www" / "index.html").write_text("x" * cfg.http_bytes)
+                (work / "report.lua").write_text(WRK_LUA)
+                conf = work / "nginx.conf"
+                conf.write_text(nginx_conf(work, NGINX_PORT))
+                argv = [_exe("nginx"), "-c", str(conf), "-g", "daemon off;"]
+                _start(tb, procs, h.server, argv, NGINX_PORT, "nginx", work / "nginx.log")
+                upstream = NGINX_PORT
+            sp = SIDECAR_PORT[proto]
+            argv = [*REPFLOW, "proxy", "server", "--listen", f":{sp}",
+                    "--ports", str(max(c for _v, c in PATHS)),
+                    "--upstream", f"127.0.0.1:{upstream}", "--protocol", proto,
+                    "--journal", str(work / f"journal-{proto}")]  # fmt: skip
+            _start(tb, procs, h.server, argv, sp, "proxy server", work / f"ps-{proto}.log")
+            for _via, copies in PATHS:
+                if copies:
+                    lp = CLIENT_BASE[proto] + copies
+                    argv = [*REPFLOW, "proxy", "client", "--listen", f"127.0.0.1:{lp}",
+                            "--to", f"{srv}:{sp}", "--protocol", proto,
+                            "--copies", str(copies)]  # fmt: skip
+                    sidecars[(proto, copies)] = _start(tb, procs, h.client, argv, lp,
+                                                       "proxy client",
+                                                       work / f"pc-{proto}-{copies}.log")
+        with sinks(tb, [h.large_dst], [LARGE_PORT]):
             for background in (False, True):
                 large = None
                 try:
@@ -359,8 +351,7 @@ def _measure(tb: netns.Testbed, cfg: DemoConfig, h: Hosts, srv: str, proto: str,
         n, rps, pts = parse_redis_benchmark(text)
         took, errors = time.perf_counter() - t0, 0
     else:
-        lua = work / "report.lua"
-        lua.write_text(WRK_LUA)
+        lua = work / "report.lua"  # written once per trial (run_trial)
         text = tb.run_in(h.client, [_exe("wrk"), "-t", "1", "-c", str(cfg.clients),
                                     "-d", f"{cfg.http_seconds:g}s", "--timeout", "10s",
                                     "-s", str(lua), f"http://{host}:{port}/index.html"],
@@ -410,7 +401,9 @@ class Row:
 
 
 def _t_interval(xs: Sequence[float]) -> tuple[float, float, float]:
-    from scipy import stats as sst
+    """(mean, lower, upper): the mean across trials with its Student t interval (unbounded
+    with one trial)."""
+    from repflow.experiments.analysis import mean_ci95
 
     a = np.asarray([x for x in xs if math.isfinite(x)], dtype=float)
     if not len(a):
@@ -418,7 +411,7 @@ def _t_interval(xs: Sequence[float]) -> tuple[float, float, float]:
     m = float(a.mean())
     if len(a) < 2:
         return (m, -math.inf, math.inf)
-    h = float(sst.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
+    h = mean_ci95(float(a.std(ddof=1)), len(a))
     return (m, m - h, m + h)
 
 
