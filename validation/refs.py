@@ -11,6 +11,7 @@ the figures compared (docs/validation.md).
     python3 validation/refs.py htsim-repflow --bin DIR     # htsim's schemes on those traces
     python3 validation/refs.py study-ours mptcp-l-quick    # the same for the MPTCP-L study
     python3 validation/refs.py htsim-study mptcp-l-quick --bin DIR
+    python3 validation/refs.py ns3-study --binary PATH     # ns-3 (per-flow ECMP) on those traces
     python3 validation/refs.py compare-repflow             # the effects in both
 
 The reference simulators are built from their public sources outside this repository
@@ -70,15 +71,15 @@ def _permutation() -> list[tuple[int, int, int, int]]:
     return [(i, int(perm[i]), 5_000_000, int(starts[i])) for i in range(16)]
 
 
-def _websearch() -> list[tuple[int, int, int, int]]:
+def _websearch(duration: str = "10ms") -> list[tuple[int, int, int, int]]:
     """k = 8, 10 Gb/s: the flows this simulator draws for web search at load 0.5 over 10 ms
-    (seed 1), as a fixed trace."""
+    (seed 1), as a fixed trace (``duration``: another span of arrivals)."""
     from repflow import api
 
     r = api.simulate({
         "seed": 1, "topology": {"kind": "fat-tree", "k": 8, "link_rate": "10Gbps",
                                 "link_delay": "1us"},
-        "workload": {"cdf": "websearch", "load": 0.5, "duration": "10ms", "drain": "1ms"},
+        "workload": {"cdf": "websearch", "load": 0.5, "duration": duration, "drain": "1ms"},
     })  # fmt: skip
     f = r.flows.sort_values("id")
     return [(int(a), int(b), int(s), round(t * 1e12))
@@ -489,6 +490,150 @@ def cmd_compare(_: argparse.Namespace) -> None:
                             "ours max": me.max()}).to_string())  # fmt: skip
 
 
+# --- websearch-k8 under ns-3 with per-flow ECMP (docs/validation.md, "websearch-k8 under
+# ns-3"): the htsim scenario's trace replayed by validation/ns3/trace-fattree.cc, the third
+# simulator on the same flows, in two settings.
+
+WS_NS3 = "websearch-k8"
+_RTO10_FLAGS = {"mss": 1460, "iw": 10, "ssthreshPkts": 0, "maxWindow": 131_072,
+                "windowScaling": 1, "minRtoMs": 10, "connTimeoutMs": 10, "delAckCount": 1,
+                "queuePkts": 100}  # fmt: skip
+_RTO10_OURS = {"queue": {"limit_packets": 100, "host_limit_packets": 0},
+               "tcp": {**TCP, "init_cwnd": 10, "initial_ssthresh": None, "min_rto": "10ms",
+                       "initial_rto": "10ms", "max_window": "131072B"}}  # fmt: skip
+#: variant → the driver's flags, our configuration's changes from :func:`our_config`, the
+#: trace (under tests/fixtures/refs/websearch-k8/), ns-3's seeds (hash salts; a 10 ms run
+#: takes 1.5–3 minutes of a core) and ours.
+#: ``matched``: the TCP of the htsim comparison (IW 10, ssthresh 100, 250 ms minimum RTO, 3 s
+#: SYN timer, no window cap, an ACK per segment) and 150,000-byte switch queues.
+#: ``rto10``: an independent ns-3 setting reported on the issue: IW 10, unlimited ssthresh,
+#: 10 ms minimum RTO and SYN timer, 128 KiB socket buffers (the window cap), an ACK per segment,
+#: 100-packet switch queues (ACKs take a slot).
+WS_NS3_VARIANTS: dict[str, dict[str, Any]] = {
+    "matched": {"flags": {"mss": 1460, "iw": 10, "ssthreshPkts": 100, "maxWindow": 1 << 30,
+                          "windowScaling": 1, "minRtoMs": 250, "connTimeoutMs": 3000,
+                          "delAckCount": 1, "queueBytes": 150_000},
+                "ours": {}, "trace": "trace.txt", "seeds": (1, 2, 3, 4), "our_seeds": OUR_SEEDS},
+    "rto10": {"flags": _RTO10_FLAGS, "ours": _RTO10_OURS, "trace": "trace.txt",
+              "seeds": (1, 2, 3, 4), "our_seeds": OUR_SEEDS},
+}  # fmt: skip
+
+
+def _ws_trace(variant: str) -> list[tuple[int, int, int, int]]:
+    """The variant's flows in start order (ours replays them so)."""
+    return sorted(read_trace(WS_NS3, WS_NS3_VARIANTS[variant]["trace"]), key=lambda r: r[3])
+
+
+def ws_ns3_config(variant: str, seed: int) -> dict[str, Any]:
+    """Our configuration of websearch-k8 under ``variant`` (the seed salts the hashes)."""
+    cfg = our_config(WS_NS3, seed)
+    rows = _ws_trace(variant)
+    cfg["workload"]["trace"] = [{"src": a, "dst": b, "size": z, "start": f"{t}ps"}
+                                for a, b, z, t in rows]  # fmt: skip
+    cfg.update(WS_NS3_VARIANTS[variant]["ours"])
+    return cfg
+
+
+def ours_ws_ns3(variant: str, seed: int) -> dict:
+    """Our figures for one seed of websearch-k8 under ``variant``; timeouts counted as ns-3
+    counts them (data timeouts: ns-3's entries into its loss state leave SYN retries out)."""
+    from repflow import api
+
+    r = api.simulate(ws_ns3_config(variant, seed))
+    f = r.flows.sort_values("id")
+    return figures(f["size"].to_numpy(), f.fct.to_numpy(), f.data_timeouts.to_numpy(),
+                   r.metadata["counters"]["drops"])  # fmt: skip
+
+
+def ns3_ws_figures(variant: str) -> list[dict]:
+    """ns-3's figures for websearch-k8 under ``variant``, one per stored seed."""
+    out = []
+    for seed in WS_NS3_VARIANTS[variant]["seeds"]:
+        f = pd.read_csv(FIXTURES / WS_NS3 / "ns3" / f"{variant}-seed{seed}.csv.gz")
+        out.append(figures(f["size"].to_numpy(), f.fct.to_numpy(), f.timeouts.to_numpy(),
+                           f.drops.sum()))  # fmt: skip
+    return out
+
+
+def cmd_ns3_websearch(args: argparse.Namespace) -> None:
+    """Runs ns-3's fat-tree driver on websearch-k8's trace, every variant and seed."""
+    import gzip
+    import tempfile
+    import time
+
+    binary = Path(args.binary).resolve()
+    d = FIXTURES / WS_NS3 / "ns3"
+    d.mkdir(exist_ok=True)
+    runs = []
+    for variant in WS_NS3_VARIANTS:
+        text = "".join(f"{a} {b} {z} {t}\n" for a, b, z, t in _ws_trace(variant))
+        flags = WS_NS3_VARIANTS[variant]["flags"]
+        for seed in WS_NS3_VARIANTS[variant]["seeds"]:
+            cmd = [str(binary), "--k=8", "--gbps=10", "--linkUs=1", "--trace=trace.txt",
+                   f"--out={variant}-seed{seed}.csv", "--scheme=tcp", f"--seed={seed}",
+                   "--endS=20", *(f"--{k}={v}" for k, v in flags.items())]  # fmt: skip
+            runs.append(" ".join([binary.name, *cmd[1:]]))  # every run, --variants or not
+            out = d / f"{variant}-seed{seed}.csv.gz"
+            if (args.variants and variant not in args.variants) or (
+                out.is_file() and not args.force
+            ):
+                continue
+            t0 = time.monotonic()
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / "trace.txt").write_text(text)
+                r = subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+                with gzip.GzipFile(out, "wb", mtime=0) as g:
+                    g.write((Path(tmp) / f"{variant}-seed{seed}.csv").read_bytes())
+            print(f"ns-3 {WS_NS3} {variant} seed {seed}: {time.monotonic() - t0:.1f} s; "
+                  f"{r.stderr.strip()}", flush=True)  # fmt: skip
+    prov = {
+        "reference": "ns-3 (github.com/nsnam/ns-3-dev-git)",
+        "commit": args.commit,
+        "build": "bash validation/ns3/build.sh <checkout> (cmake, ninja, release profile)",
+        "driver": "validation/ns3/trace-fattree.cc (built as scratch/repflow-trace-fattree.cc)",
+        "trace": "../trace.txt (the htsim scenario's flows), in start order",
+        "commands (each in a temporary directory holding trace.txt; output gzipped here)": runs,
+        "variants": {k: {"driver flags": v["flags"], "ns-3 seeds": list(v["seeds"]),
+                         "ours (changes to validation/refs.py our_config)": v["ours"]}
+                     for k, v in WS_NS3_VARIANTS.items()},  # fmt: skip
+        "network": "8-pod fat-tree, 10 Gb/s, 1 µs per link; per-flow ECMP (a salted hash of "
+        "the five-tuple per switch, FlowHashRouting in the driver); host queues 100,000 "
+        "packets; traffic-control qdiscs removed; ns-3 adds a 2-byte PPP header per packet",
+        "tcp": "TcpNewReno + TcpClassicRecovery, no SACK, no timestamps, no limited "
+        "transmit, ClockGranularity 1 us; the rest per variant",
+        "timeouts": "entries into CA_LOSS (a SYN retransmission is not counted)",
+    }  # fmt: skip
+    (d / "provenance.json").write_text(json.dumps(prov, indent=2, ensure_ascii=False) + "\n")
+
+
+def cmd_compare_ns3_websearch(_: argparse.Namespace) -> None:
+    """ns-3's figures beside ours and htsim's on websearch-k8 (Markdown)."""
+    rows = []
+    hs = pd.DataFrame(htsim_figures(WS_NS3))
+    for variant in WS_NS3_VARIANTS:
+        n3 = pd.DataFrame(ns3_ws_figures(variant))
+        me = pd.DataFrame([ours_ws_ns3(variant, s)
+                           for s in WS_NS3_VARIANTS[variant]["our_seeds"]])  # fmt: skip
+        for m in ("short_mean", "short_p99", "large_mean", "drops", "flows_with_timeout"):
+            scale = 1e3 if "mean" in m or "p99" in m else 1
+
+            def fmt(x: pd.Series, scale: float = scale) -> str:
+                return (f"{scale * x.mean():.4g} ({scale * x.min():.4g}–"
+                        f"{scale * x.max():.4g})")  # fmt: skip
+
+            rows.append({"variant": variant, "figure": m,
+                         "ns-3 (seeds)": f"{fmt(n3[m])} [{len(n3)}]",
+                         "ours (seeds)": f"{fmt(me[m])} [{len(me)}]",
+                         "htsim (8 seeds)": fmt(hs[m]) if variant == "matched" else "—",
+                         "ours / ns-3": f"{me[m].mean() / n3[m].mean():.2f}"})  # fmt: skip
+    df = pd.DataFrame(rows)
+    print("| " + " | ".join(df.columns) + " |")
+    print("|" + "---|" * len(df.columns))
+    for r in df.itertuples(index=False):
+        print("| " + " | ".join(str(x) for x in r) + " |")
+
+
 # --- The RepFlow study's quick scenario under htsim (docs/validation.md, "The RepFlow study
 # under htsim"). Our runs of experiments/repflow-paper-quick.toml's points (TCP, RepFlow, DCTCP,
 # RepFlow-DCTCP; both workloads, the three loads, both seeds) under the `ns3-2014` and `dc`
@@ -548,7 +693,7 @@ def rq_points(profile: str) -> list[Any]:
 
 def rq_htsim_args(tcp: dict[str, Any]) -> dict[str, Any]:
     """htsim driver settings from our resolved TCP configuration (run.json's ``tcp``)."""
-    from repflow.experiments.units import seconds, size_bytes
+    from repflow.units import seconds, size_bytes
 
     mw = tcp.get("max_window")
     return {
@@ -675,7 +820,7 @@ def _driver_cmd(study: str, scheme: str, name: str, seed: int, h: dict[str, Any]
         return [str(bindir / "trace_mptcp"), *common, "-subflows", str(sch["subflows"]),
                 "-cc", sch.get("coupling", "lia"), "-queue", "droptail",
                 "-rto_rtts", f"{sch['rto_rtts']:g}", "-fct_at", "rx"]  # fmt: skip
-    from repflow.experiments.units import size_bytes
+    from repflow.units import size_bytes
 
     rep = int(size_bytes(sch.get("threshold", "100KB"))) if "repflow" in scheme else 100_000
     return [str(bindir / "trace_schemes"), *common, "-scheme", scheme, "-min_rto_us",
@@ -877,40 +1022,252 @@ def rq_provenance(profile: str, tcp: dict[str, Any], h: dict[str, Any], commit: 
     }
 
 
+# --- The RepFlow study's quick scenario under ns-3 with per-flow ECMP (docs/validation.md,
+# "The RepFlow study under ns-3"): the same traces as htsim's, TCP and RepFlow, replayed by
+# validation/ns3/trace-fattree.cc on the same 8-pod fat-tree.
+
+#: Where a study's ns-3 records live, beside htsim's: <study>/<profile>/ns3/.
+NS3_DIR = "ns3"
+NS3_SCHEMES = ("tcp", "repflow")
+
+
+def ns3_args(tcp: dict[str, Any]) -> dict[str, Any]:
+    """trace-fattree's TCP flags from our resolved TCP configuration."""
+    from repflow.units import seconds, size_bytes
+
+    mw = tcp.get("max_window")
+    if mw in (None, "none"):
+        raise SystemExit("trace-fattree runs without window scaling: a max_window is needed")
+    return {
+        "mss": int(tcp["mss"]), "iw": int(tcp["init_cwnd"]),
+        "ssthreshPkts": int(tcp["initial_ssthresh"] or 0),
+        "maxWindow": int(size_bytes(mw)),
+        "minRtoMs": seconds(tcp["min_rto"]) * 1e3,
+        "connTimeoutMs": seconds(tcp["initial_rto"]) * 1e3,
+        "delAckCount": 2 if tcp.get("delayed_ack") else 1,
+        "delAckTimeoutMs": seconds(tcp.get("delayed_ack_timeout") or "200ms") * 1e3,
+    }  # fmt: skip
+
+
+def cmd_ns3_study(args: argparse.Namespace) -> None:
+    """Runs ns-3's fat-tree driver on every trace of the RepFlow quick study, TCP and RepFlow,
+    under each profile (resumable), and writes the provenance."""
+    import gzip
+    import tempfile
+    import time
+
+    from repflow.units import size_bytes
+
+    st = STUDY_RUNS[RQ]
+    binary = Path(args.binary).resolve()
+    base = FIXTURES / RQ
+    for profile in args.profiles or ["ns3-2014"]:
+        d = base / profile / NS3_DIR
+        d.mkdir(parents=True, exist_ok=True)
+        runs: list[str] = []
+        flags: dict[str, Any] = {}
+        for tf in sorted((base / "traces").glob("*.csv.gz")):
+            name = tf.name.removesuffix(".csv.gz")
+            skip = bool(args.only) and not any(name.startswith(o) for o in args.only)
+            seed = int(name.rsplit("seed", 1)[1])
+            tr = pd.read_csv(tf)
+            start = np.round(tr["start"].to_numpy() * 1e12).astype(np.int64)
+            text = "".join(f"{a} {b} {z} {t}\n" for a, b, z, t in
+                           zip(tr.src, tr.dst, tr["size"], start, strict=True))  # fmt: skip
+            for scheme in args.schemes or NS3_SCHEMES:
+                ours = json.loads((base / profile / f"ours-{scheme}.json").read_text())
+                flags = ns3_args(ours["tcp"])
+                rep = int(size_bytes(ours["scheme"].get("threshold", "100KB")))
+                cmd = [str(binary), "--k=8", "--gbps=1", "--linkUs=2", "--queuePkts=100",
+                       f"--trace={name}.txt", f"--out={scheme}-{name}.csv",
+                       f"--scheme={scheme}", f"--repMax={rep}", f"--seed={seed}",
+                       f"--endS={st['end_ms'] / 1000:g}",
+                       *(f"--{k}={v:g}" for k, v in flags.items())]  # fmt: skip
+                runs.append(" ".join([binary.name, *cmd[1:]]))  # every run, --only or not
+                out = d / f"{scheme}-{name}.csv.gz"
+                if skip or (out.is_file() and not args.force):
+                    continue
+                t0 = time.monotonic()
+                with tempfile.TemporaryDirectory() as tmp:
+                    (Path(tmp) / f"{name}.txt").write_text(text)
+                    r = subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, text=True)  # fmt: skip
+                    res = (Path(tmp) / f"{scheme}-{name}.csv").read_text()
+                    with gzip.GzipFile(out, "wb", mtime=0) as g:
+                        g.write(res.encode())
+                print(f"ns-3 {profile} {scheme} {name}: {time.monotonic() - t0:.1f} s; "
+                      f"{r.stderr.strip()}", flush=True)  # fmt: skip
+        tcp = json.loads((base / profile / "ours-tcp.json").read_text())["tcp"]
+        prov = {
+            "reference": "ns-3 (github.com/nsnam/ns-3-dev-git)",
+            "commit": args.commit,
+            "build": "bash validation/ns3/build.sh <checkout> (cmake, ninja, release profile)",
+            "driver": "validation/ns3/trace-fattree.cc (built as scratch/repflow-trace-fattree.cc)",
+            "study": RQ,
+            "subset": "the first 100 ms of arrivals (the htsim subset's traces); TCP and RepFlow",
+            "traces": "../../traces/<workload>-<load>-seed<N>.csv.gz, written for the driver as "
+            "'src dst size_bytes start_ps'",
+            "commands (each in a temporary directory holding <point>.txt; output gzipped here)":
+                runs,
+            "ours": {"spec": "experiments/repflow-paper-quick.toml", "tcp.profile": profile,
+                     "resolved tcp": tcp},
+            "settings": {
+                "driver flags": flags,
+                "matched": {
+                    "topology": "8-pod fat-tree (128 hosts), every link 1 Gb/s, 2 µs; host h "
+                    "under edge h / 4 as in ours",
+                    "routing": "per-flow ECMP: each switch picks among its shortest-path next "
+                    "hops by a 64-bit mix of (source, destination, protocol, ports) salted per "
+                    "switch from the seed (FlowHashRouting in the driver); ours hashes the same "
+                    "five-tuple with SplitMix64 and its own salt, so the two draw different but "
+                    "equally distributed paths",
+                    "switch queues": "DropTailQueue of 100 packets per port, ACKs counted as "
+                    "packets (as queue.limit_packets); traffic-control qdiscs removed",
+                    "host queues": "100,000 packets (ours unlimited)",
+                    "tcp": "TcpNewReno + TcpClassicRecovery (RFC 6582), no SACK, no "
+                    "timestamps, no window scaling (receive buffer = max_window, the window "
+                    "cap), no limited transmit; segment size, initial window, initial "
+                    "ssthresh, minimum RTO, SYN timeout (ConnTimeout), delayed ACK (DelAckCount, "
+                    "DelAckTimeout) from the profile (driver flags)",
+                    "replication": "flows <= repMax bytes as two connections with their own "
+                    "ports (so their own five-tuples and hashes); the first copy whose receiver "
+                    "holds all bytes completes the flow",
+                    "flows": "the exact bytes of each flow (the last segment partial), as ours",
+                },
+                "not matched": {
+                    "max RTO": f"ns-3 caps the backed-off RTO at 60 s; ours at {tcp['max_rto']}",
+                    "RTO timer": "ns-3's clock granularity 1 µs, RTO = max(min RTO, srtt + "
+                    "max(G, 4 rttvar)); ours RFC 6298 with the profile's floor",
+                    "timeouts": "ns-3 counts entries into CA_LOSS (data timeouts; a SYN "
+                    "retransmission is not counted); ours counts every RTO",
+                    "delayed ACK": "ns-3 acknowledges every DelAckCount-th segment or at the "
+                    "timer, and at once on out-of-order data; ours the same rule (RFC 1122)",
+                },
+            },
+        }  # fmt: skip
+        (d / "provenance.json").write_text(json.dumps(prov, indent=2, ensure_ascii=False) + "\n")
+
+
 def cmd_compare_repflow(_: argparse.Namespace) -> None:
-    """Our effects beside htsim's (RepFlow vs TCP, RepFlow-DCTCP vs DCTCP), per profile, and
-    the RF claims' verdicts on both."""
-    pd.set_option("display.width", 250)
-    pd.set_option("display.max_colwidth", 120)
-    e = rq_intervals()
-    t = e.pivot_table(index=["profile", "pair", "metric", "workload", "load"], columns="sim",
-                      values=["estimate", "lo", "hi"])  # fmt: skip
-    print("reduction 1 − a/b (%), 95 % bootstrap intervals (seeds, flows within seeds)")
-    print(t.to_string(float_format=lambda x: f"{x:.1f}"))
+    """Our effects beside htsim's (RepFlow vs TCP, RepFlow-DCTCP vs DCTCP) and ns-3's (RepFlow
+    vs TCP), per profile, as the Markdown tables of docs/validation.md, and the RF claims'
+    verdicts on each."""
+    from repflow.experiments.references import available_references
+
+    def cell(r: pd.Series) -> str:
+        return f"{r.estimate:+.0f} [{r.lo:+.0f}, {r.hi:+.0f}]"
+
+    frames = [rq_intervals(ref=ref) for ref in REF_PAIRS]
+    e = pd.concat([f for f in frames if not f.empty], ignore_index=True)
+    print("reduction 1 − a/b (%), 95 % bootstrap intervals (seeds, flows within seeds); "
+          "≠: the difference's interval excludes 0")  # fmt: skip
     for profile in RQ_PROFILES:
-        print(f"== claims, {profile}")
-        print(rq_claims(RQ, profile).to_string(index=False))
+        sims = [x for x in ("htsim", "ns3") if ((e.profile == profile) & (e.sim == x)).any()]
+        print(f"\n**{profile}**\n")
+        head = ["pair", "workload", "load", "metric", "ours", *sims,
+                *(f"ours − {x} (pp)" for x in sims)]  # fmt: skip
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        g = e[e.profile == profile]
+        for (pair, w, load, m), x in g.groupby(["pair", "workload", "load", "metric"],
+                                               sort=False):  # fmt: skip
+            by = {r.sim: r for r in x.itertuples()}
+            cells = [pair, w, f"{load:g}", m.removeprefix("short_"), cell(pd.Series(
+                by["ours"]._asdict()))]  # fmt: skip
+            for sim in sims:
+                cells.append(cell(pd.Series(by[sim]._asdict())) if sim in by else "—")
+            for sim in sims:
+                d = by.get(f"ours - {sim}")
+                if d is None:
+                    cells.append("—")
+                    continue
+                mark = " **≠**" if d.lo > 0 or d.hi < 0 else ""
+                cells.append(cell(pd.Series(d._asdict())) + mark)
+            print("| " + " | ".join(cells) + " |")
+        print(f"\n== claims, {profile} ({', '.join(available_references(RQ, profile))})")
+        c = rq_claims(RQ, profile)
+        print(c[[x for x in c.columns if not x.endswith(" measured")]].to_string(index=False))
+
+
+def cmd_compare_ns3(args: argparse.Namespace) -> None:
+    """Per point and scheme: the short-flow mean and p99, the large-flow mean, flows with a
+    timeout and drops in our runs, htsim's and ns-3's on the same flows, and the median of the
+    per-flow FCT ratio ns-3 / ours (Markdown)."""
+    from repflow.experiments.references import point_name, read_point_trace, reference_records
+
+    def point_metrics(f: pd.DataFrame, short_max: int) -> dict[str, float]:
+        fct = f["fct"].to_numpy(float)
+        short = (f["size"].to_numpy() <= short_max) & np.isfinite(fct)
+        large = (f["size"].to_numpy() > short_max) & np.isfinite(fct)
+        lm = float(fct[large].mean()) if large.any() else float("nan")
+        return {"short_mean": float(fct[short].mean()),
+                "short_p99": float(np.percentile(fct[short], 99)), "large_mean": lm}  # fmt: skip
+
+    for profile in args.profiles or ["ns3-2014"]:
+        d = FIXTURES / RQ / profile
+        n3 = reference_records(RQ, profile, ref="ns3")
+        ht = reference_records(RQ, profile)
+        print(f"\n**{profile}** (short ≤ 100 KB; FCTs in ms; ours / htsim / ns-3)\n")
+        print("| scheme | point | short mean | short p99 | large mean | flows with a timeout "
+              "| drops | per-flow ns-3 / ours, median [p10, p90] |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
+        ours_pts = pd.read_csv(d / "ours-points.csv")
+        for scheme in NS3_SCHEMES:
+            for w in ("websearch", "datamining"):
+                for load in (0.2, 0.5, 0.8):
+                    for seed in (1, 2):
+                        name = point_name(w, load, seed)
+                        tr = read_point_trace(RQ, w, load, seed)
+                        o = pd.read_csv(d / f"ours-{scheme}-{name}.csv.gz")
+                        of = tr[["id", "size", "start"]].assign(fct=o["fct"].to_numpy(float))
+                        h, n = (r[(r.scheme == scheme) & (r.workload == w)
+                                  & np.isclose(r.load, load) & (r.seed == seed)]
+                                for r in (ht, n3))  # fmt: skip
+                        ms = [point_metrics(x[["size", "start", "fct"]].reset_index(drop=True),
+                                            SHORT_MAX) for x in (of, h, n)]  # fmt: skip
+                        op = ours_pts[(ours_pts.scheme == scheme) & (ours_pts.point == name)]
+                        ft = [int(op["flows_with_timeout"].iloc[0]),
+                              int((h["timeouts"] > 0).sum()), int((n["timeouts"] > 0).sum())]
+                        dr = [int(op["drops"].iloc[0]), int(h["drops"].sum()),
+                              int(n["drops"].sum())]  # fmt: skip
+                        ratio = n["fct"].to_numpy(float) / of["fct"].to_numpy(float)
+                        ratio = ratio[np.isfinite(ratio)]
+                        q = np.percentile(ratio, [50, 10, 90])
+
+                        def f3(key: str, ms=ms) -> str:
+                            return " / ".join(f"{1e3 * m[key]:.3g}" for m in ms)
+
+                        print(f"| {scheme} | {name} | {f3('short_mean')} | {f3('short_p99')} | "
+                              f"{f3('large_mean')} | {' / '.join(map(str, ft))} | "
+                              f"{' / '.join(map(str, dr))} | {q[0]:.3f} [{q[1]:.3f}, "
+                              f"{q[2]:.3f}] |")  # fmt: skip
 
 
 def rq_claims(study: str, profile: str) -> pd.DataFrame:
-    """Every claim of the study's scenario on our points and on htsim's (means over seeds;
-    the p99 is the mean of the seeds' p99s on both sides, as our side keeps no flows)."""
+    """Every claim of the study's scenario on our points and on each reference's (means over
+    seeds; the p99 is the mean of the seeds' p99s on all sides, as our side keeps no flows)."""
     sys.path.insert(0, str(REPO / "python"))
     from repflow.experiments import analysis, claims
-    from repflow.experiments.references import reference_points
+    from repflow.experiments.references import available_references, reference_points
 
     ours = pd.read_csv(FIXTURES / study / profile / "ours-points.csv")
     ours["series"] = ours["scheme"]
-    ref, _ = reference_points(study, profile)
     scen = {RQ: [claims.NS3], "mptcp-l-quick": ["mptcp-l"]}[study]
     a = claims.evaluate_claims(analysis.aggregate(ours.drop(columns=["point"])), scen)
-    b = claims.evaluate_claims(analysis.aggregate(ref), scen)
+    cols = {"ours": a}
+    for ref in available_references(study, profile):
+        pts, _ = reference_points(study, profile, ref=ref)
+        cols[ref] = claims.evaluate_claims(analysis.aggregate(pts), scen)
     rows = []
-    for x, y in zip(a, b, strict=True):
+    for i, x in enumerate(a):
         if x.claim.scenario not in scen:
             continue
-        rows.append({"claim": x.claim.id, "ours": x.verdict, "htsim": y.verdict,
-                     "ours measured": x.measured, "htsim measured": y.measured})  # fmt: skip
+        row = {"claim": x.claim.id}
+        for name, res in cols.items():
+            row[name] = res[i].verdict
+        for name, res in cols.items():
+            row[f"{name} measured"] = res[i].measured
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -945,32 +1302,45 @@ def rq_effects(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def rq_intervals(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.DataFrame:
+#: The scheme pairs each reference can compare (ns-3 ran TCP and RepFlow only).
+REF_PAIRS = {"htsim": (("repflow", "tcp"), ("repflow-dctcp", "dctcp")),
+             "ns3": (("repflow", "tcp"),)}  # fmt: skip
+
+
+def rq_intervals(metrics: tuple[str, ...] = ("short_mean", "short_p99"),
+                 ref: str = "htsim") -> pd.DataFrame:  # fmt: skip
     """Per profile, pair, workload, load and metric: the reduction 1 − a/b (%) in our runs and
-    in htsim's (``sim`` = ``ours``, ``htsim``), each with its 95 % interval from the verdicts'
-    two-stage bootstrap (seeds, then flows within seeds) over each simulator's per-flow
-    records, and their difference (``sim`` = ``ours - htsim``, percentage points) with its
-    interval. Both simulators replayed the same flows, so every replicate draws the same flows
-    for all four series: the difference's interval is about how the simulators treat the same
-    flows, not about which flows were drawn."""
+    in the reference's (``sim`` = ``ours``, ``htsim`` or ``ns3``), each with its 95 % interval
+    from the verdicts' two-stage bootstrap (seeds, then flows within seeds) over each
+    simulator's per-flow records, and their difference (``sim`` = ``ours - <ref>``, percentage
+    points) with its interval. Both simulators replayed the same flows, so every replicate
+    draws the same flows for all four series: the difference's interval is about how the
+    simulators treat the same flows, not about which flows were drawn."""
     sys.path.insert(0, str(REPO / "python"))
     from repflow.experiments import stats
-    from repflow.experiments.references import point_name, read_point_trace, reference_records
+    from repflow.experiments.references import (
+        REFERENCE_DIRS,
+        point_name,
+        read_point_trace,
+        reference_records,
+    )
 
     spec_short = SHORT_MAX
+    pairs = REF_PAIRS[ref]
+    schemes = list(dict.fromkeys(s for pair in pairs for s in pair))
     rows = []
     for profile in RQ_PROFILES:
         d = FIXTURES / RQ / profile
-        if not (d / "provenance.json").is_file():
-            continue  # htsim not run for this profile
-        href = reference_records(RQ, profile)
+        if not (d / REFERENCE_DIRS[ref] / "provenance.json").is_file():
+            continue  # the reference not run for this profile
+        href = reference_records(RQ, profile, ref=ref)
         boot = stats.Bootstrap()
         for w in sorted(set(href["workload"])):
             for load in sorted(set(href["load"])):
                 samples: dict[tuple[str, str], stats.Sample] = {}
                 for seed in sorted(set(href["seed"])):
                     trace = read_point_trace(RQ, w, load, seed)
-                    for scheme in ("tcp", "repflow", "dctcp", "repflow-dctcp"):
+                    for scheme in schemes:
                         f = d / f"ours-{scheme}-{point_name(w, load, seed)}.csv.gz"
                         ours = pd.read_csv(f)
                         if len(ours) != len(trace) or (ours["id"] != trace["id"]).any():
@@ -979,15 +1349,15 @@ def rq_intervals(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.D
                         h = href[(href.scheme == scheme) & (href.workload == w)
                                  & np.isclose(href.load, load) & (href.seed == seed)]  # fmt: skip
                         h = h[["size", "start", "fct"]].reset_index(drop=True)
-                        for sim, flows in (("ours", o), ("htsim", h)):
+                        for sim, flows in (("ours", o), (ref, h)):
                             samples.setdefault((sim, scheme), stats.Sample()).add(seed, flows)
-                for a, b in (("repflow", "tcp"), ("repflow-dctcp", "dctcp")):
+                for a, b in pairs:
                     for m in metrics:
                         # one group for both simulators: they ran the same flows, so the
                         # bootstrap draws the same flows for all four series (paired)
                         group = (profile, w, load)
                         eff: dict[str, np.ndarray] = {}
-                        for sim in ("ours", "htsim"):
+                        for sim in ("ours", ref):
                             iv = boot.effect(samples[(sim, a)], samples[(sim, b)], m,
                                              spec_short, stats.reduction, group)  # fmt: skip
                             _, ra = boot.replicates(samples[(sim, a)], m, spec_short, group)
@@ -1000,9 +1370,9 @@ def rq_intervals(metrics: tuple[str, ...] = ("short_mean", "short_p99")) -> pd.D
                                          "paired": iv.paired,
                                          "tail_flows": iv.tail_flows})  # fmt: skip
                         est = rows[-2]["estimate"] - rows[-1]["estimate"]
-                        lo, hi = stats._bounds(eff["ours"] - eff["htsim"])  # noqa: SLF001
+                        lo, hi = stats._bounds(eff["ours"] - eff[ref])  # noqa: SLF001
                         rows.append({"profile": profile, "pair": f"{a} vs {b}", "workload": w,
-                                     "load": float(load), "metric": m, "sim": "ours - htsim",
+                                     "load": float(load), "metric": m, "sim": f"ours - {ref}",
                                      "estimate": est, "lo": lo, "hi": hi,
                                      "flows": rows[-1]["flows"], "seeds": rows[-1]["seeds"],
                                      "paired": True,
@@ -1055,6 +1425,24 @@ def main() -> None:
     r.add_argument("--force", action="store_true")
     r.set_defaults(func=cmd_htsim_repflow)
     sub.add_parser("compare-repflow").set_defaults(func=cmd_compare_repflow)
+    r = sub.add_parser("ns3-websearch")
+    r.add_argument("--binary", required=True, help="ns-3's scratch program repflow-trace-fattree")
+    r.add_argument("--commit", default="unknown")
+    r.add_argument("--variants", nargs="*", choices=list(WS_NS3_VARIANTS))
+    r.add_argument("--force", action="store_true")
+    r.set_defaults(func=cmd_ns3_websearch)
+    sub.add_parser("compare-ns3-websearch").set_defaults(func=cmd_compare_ns3_websearch)
+    r = sub.add_parser("compare-ns3")
+    r.add_argument("--profiles", nargs="*")
+    r.set_defaults(func=cmd_compare_ns3)
+    r = sub.add_parser("ns3-study")
+    r.add_argument("--binary", required=True, help="ns-3's scratch program repflow-trace-fattree")
+    r.add_argument("--commit", default="unknown")
+    r.add_argument("--profiles", nargs="*")
+    r.add_argument("--schemes", nargs="*")
+    r.add_argument("--only", nargs="*", help="point-name prefixes, e.g. websearch-0.2")
+    r.add_argument("--force", action="store_true")
+    r.set_defaults(func=cmd_ns3_study)
     args = p.parse_args()
     args.func(args)
 

@@ -36,10 +36,11 @@ STUDY = "repflow-quick"
 SPEC = references.STUDIES[STUDY]
 
 _NS3_DM = (
-    "about 10 µs on a 0.12–0.14 ms mean, both seeds, no timeout that delays a flow; not the "
-    "queue accounting (byte-counted: −9.6 %), not ns3-2014's delayed ACKs (an ACK per "
-    "segment: −10.8 %; both: −13.7 %); not isolated (left: htsim's 1-byte SYN, its random "
-    "path per connection)"
+    "htsim's path draw: over 16 path draws on the same flows (validation/path_draws.py) "
+    "the effect's median is −10.3 % in htsim (quartiles −14.4 to −1.5) and −10.6 % here "
+    "(−11.5 to −8.0); the committed htsim draw (+0.7 %) is its third-highest of 17. The "
+    "bootstrap resamples seeds and flows, not paths. Not the queue accounting (byte-counted: "
+    "−9.6 %), not ns3-2014's delayed ACKs (an ACK per segment: −10.8 %)"
 )
 #: (profile, pair, workload, load, metric) → the measured cause of the disagreement
 #: (docs/validation.md, "The RepFlow study under htsim"). A listed point that comes to agree
@@ -143,3 +144,97 @@ def test_the_mptcp_l_fixtures_load_and_htsim_runs_no_mptcp_l():
     got = {r.claim.id: r for r in claims.evaluate_claims(agg, ["mptcp-l"])}
     assert got["ML-1"].verdict == claims.NOT_MEASURED
     assert got["ML-2"].verdict == claims.NOT_MEASURED
+
+
+# --- ns-3 with per-flow ECMP (docs/validation.md, "The RepFlow study under ns-3"): TCP and
+# RepFlow on the same traces, by validation/ns3/trace-fattree.cc.
+
+NS3_PROFILES = tuple(p for p in SPEC["profiles"]
+                     if "ns3" in references.available_references(STUDY, p))  # fmt: skip
+
+#: (profile, pair, workload, load, metric) → the measured cause of a disagreement between our
+#: effect and ns-3's (docs/validation.md, "The RepFlow study under ns-3").
+_PATH_DRAW = (
+    "ns-3's hash salts: replayed with 8 other salts (validation/path_draws.py --sim ns3) "
+    "ns-3's effect has its median within a few points of ours (16 salts), and the committed "
+    "draw is among its lowest two; one or two short flows that ns-3's TCP routes clear of a large "
+    "flow and RepFlow does not decide it (docs/validation.md, 'The RepFlow study under ns-3')"
+)
+KNOWN_NS3_DISAGREEMENTS: dict[tuple[str, str, str, float, str], str] = {
+    ("ns3-2014", "repflow vs tcp", "datamining", 0.2, "short_p99"): _PATH_DRAW,
+    ("ns3-2014", "repflow vs tcp", "datamining", 0.5, "short_mean"): _PATH_DRAW,
+    ("ns3-2014", "repflow vs tcp", "datamining", 0.5, "short_p99"): _PATH_DRAW,
+    ("dc", "repflow vs tcp", "datamining", 0.2, "short_p99"): _PATH_DRAW,
+}
+
+
+@pytest.fixture(scope="module")
+def ns3_effects() -> pd.DataFrame:
+    return refs.rq_intervals(ref="ns3")
+
+
+def test_ns3_ran_the_paper_profile():
+    assert "ns3-2014" in NS3_PROFILES, "the ns-3 fixtures of the paper's profile are missing"
+
+
+@pytest.mark.parametrize("profile", NS3_PROFILES)
+def test_the_ns3_fixtures_load_as_flow_records(profile):
+    recs = references.reference_records(STUDY, profile, ref="ns3")
+    assert set(recs["scheme"]) == {"tcp", "repflow"}
+    n = 2 * len(SPEC["workloads"]) * len(SPEC["loads"]) * len(SPEC["seeds"])
+    assert recs.groupby(["scheme", "workload", "load", "seed"]).ngroups == n
+    assert (recs["reference"] == "ns-3 1406464").all()
+    done = recs[np.isfinite(recs["fct"])]
+    assert len(done) >= 0.99 * len(recs), "ns-3 left more than 1 % of the flows unfinished"
+    # ns-3 adds a 2-byte PPP header to every packet: its FCTs sit a little above our ideal,
+    # never well below it
+    assert (done["slowdown"] > 0.95).mean() > 0.999
+    rep = recs[recs["scheme"] == "repflow"]
+    assert ((rep["copies"] == 2) == (rep["size"] <= 100_000)).all()
+    assert (recs[recs["scheme"] == "tcp"]["copies"] == 1).all()
+    prov = references.provenance(STUDY, profile, ref="ns3")
+    assert "trace-fattree" in prov["driver"] and prov["commit"].startswith("1406464")
+    assert "per-flow ECMP" in prov["settings"]["matched"]["routing"]
+    assert len(prov["commands (each in a temporary directory holding <point>.txt; output "
+                    "gzipped here)"]) == n  # fmt: skip
+
+
+@pytest.mark.parametrize("profile", NS3_PROFILES)
+def test_the_claim_functions_run_unchanged_on_ns3s_records(profile):
+    agg = references.reference_aggregate(STUDY, profile, ref="ns3")
+    got = {r.claim.id: r for r in claims.evaluate_claims(agg, [claims.NS3])}
+    # the claims on TCP and RepFlow are measured; those that need DCTCP or pFabric are not
+    for cid in ("RF-1", "RF-2", "RF-3", "RF-4"):
+        assert got[cid].verdict != claims.NOT_MEASURED, (cid, got[cid].measured)
+    for cid in ("RF-9", "RF-10", "RF-11"):
+        assert got[cid].verdict == claims.NOT_MEASURED, (cid, got[cid].measured)
+
+
+def _ns3_cases() -> list[tuple[str, str, str, float, str]]:
+    return [(p, "repflow vs tcp", w, load, m) for p in NS3_PROFILES
+            for w in SPEC["workloads"] for load in SPEC["loads"]
+            for m in ("short_mean", "short_p99")]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", _ns3_cases(), ids=lambda c: "-".join(str(x) for x in c))
+def test_our_effect_agrees_with_ns3s_within_their_intervals(ns3_effects, case):
+    profile, pair, w, load, m = case
+    e = ns3_effects
+    sel = e[(e.profile == profile) & (e.pair == pair) & (e.workload == w)
+            & np.isclose(e.load, load) & (e.metric == m)]  # fmt: skip
+    ours = sel[sel.sim == "ours"].iloc[0]
+    ref = sel[sel.sim == "ns3"].iloc[0]
+    diff = sel[sel.sim == "ours - ns3"].iloc[0]
+    assert ours["paired"] and ref["paired"] and ours["seeds"] == ref["seeds"] == 2
+    assert np.isfinite([diff["lo"], diff["hi"]]).all(), f"{case}: the interval runs away"
+    agree = bool(diff["lo"] <= 0 <= diff["hi"])
+    text = (
+        f"{case}: ours {ours['estimate']:+.1f} % [{ours['lo']:+.1f}, {ours['hi']:+.1f}], "
+        f"ns-3 {ref['estimate']:+.1f} % [{ref['lo']:+.1f}, {ref['hi']:+.1f}], difference "
+        f"{diff['estimate']:+.1f} pp [{diff['lo']:+.1f}, {diff['hi']:+.1f}] "
+        f"({ours['flows']} flows, 2 seeds)"
+    )
+    if case in KNOWN_NS3_DISAGREEMENTS:
+        assert not agree, f"listed as a known disagreement but agrees now: {text}"
+    else:
+        assert agree, text

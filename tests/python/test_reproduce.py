@@ -132,12 +132,51 @@ def test_claims_are_computed_on_the_reference_fixtures(tmp_path):
     runs = [r for r in plan_runs([find_paper("repflow")], True, "dc", tmp_path)
             if r.spec_name == "repflow-paper-quick"]  # fmt: skip
     refs = reference_results(runs)
-    rf1 = refs[("RF-1", "dc")]
+    rf1, rf1_ns3 = refs[("RF-1", "dc")]
     assert rf1.label.startswith("htsim ") and len(rf1.label) == len("htsim 841d9e7")
     assert rf1.result.verdict != "not measured" and rf1.result.points
     assert "seeds 1, 2" in rf1.scope and "100 ms" in rf1.scope
-    # htsim has no pFabric: RF-10 cannot be run there, and says so
-    assert refs[("RF-10", "dc")].result.verdict == "not measured"
+    assert rf1_ns3.label == "ns-3 1406464" and rf1_ns3.result.verdict != "not measured"
+    # neither htsim nor ns-3 has pFabric: RF-10 cannot be run there, and says so
+    assert [x.result.verdict for x in refs[("RF-10", "dc")]] == ["not measured"] * 2
+
+
+def test_the_paper_profile_has_htsim_and_ns3_beside_ours(tmp_path):
+    """Under ns3-2014 the RepFlow study has two references: htsim (every scheme but pFabric)
+    and ns-3 with per-flow ECMP (TCP and RepFlow only). claims.csv joins them in that order;
+    a claim a reference cannot run (RF-9: DCTCP) is left out of its columns, not guessed."""
+    from repflow.experiments.papers import find_paper
+    from repflow.experiments.reproduce import (
+        Row,
+        _claim_csv_row,
+        _reference_note,
+        plan_runs,
+        reference_results,
+    )
+
+    runs = [r for r in plan_runs([find_paper("repflow")], True, "paper", tmp_path)
+            if r.spec_name == "repflow-paper-quick" and r.profile == "ns3-2014"]  # fmt: skip
+    assert runs
+    refs = reference_results(runs)
+    rf1 = refs[("RF-1", "ns3-2014")]
+    assert [x.label.split()[0] for x in rf1] == ["htsim", "ns-3"]
+    assert rf1[1].label == "ns-3 1406464"
+    assert all(x.result.verdict != "not measured" for x in rf1)
+    assert "schemes tcp, repflow" in rf1[1].scope
+    rf9 = refs[("RF-9", "ns3-2014")]
+    assert [x.result.verdict == "not measured" for x in rf9] == [False, True]
+    note = _reference_note(rf1, None)
+    assert note.count(" says: ") == 2 and "ns-3 1406464 says:" in note
+    from repflow.experiments.claims import CLAIMS
+
+    claim = next(c for c in CLAIMS if c.id == "RF-1")
+    paper = find_paper("repflow")
+    row = Row(paper, claim, "ns3-2014", rf1[0].result, None)
+    csv = _claim_csv_row(row, "ns3-2014", rf1[0].result, rf1)
+    assert csv[-3] == f"{rf1[0].label}; ns-3 1406464"
+    assert csv[-2] == f"{rf1[0].result.verdict}; {rf1[1].result.verdict}"
+    csv9 = _claim_csv_row(row, "ns3-2014", rf9[0].result, rf9)
+    assert csv9[-3] == rf9[0].label  # ns-3 did not measure RF-9
 
 
 def test_a_report_failing_in_the_background_fails_its_study_only(tmp_path):

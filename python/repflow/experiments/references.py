@@ -1,11 +1,17 @@
-"""Per-flow records of a reference simulator (htsim) replaying a study's own flows, read from the
-committed fixtures (``tests/fixtures/refs/<study>/``; docs/validation.md, "The RepFlow study
-under htsim"), in the shape of a sweep's flow records so that the functions of
+"""Per-flow records of a reference simulator (htsim, ns-3) replaying a study's own flows, read from
+the committed fixtures (``tests/fixtures/refs/<study>/``; docs/validation.md, "The RepFlow study
+under htsim" and "... under ns-3"), in the shape of a sweep's flow records so that the functions of
 :mod:`repflow.experiments.analysis` and :mod:`repflow.experiments.claims` run on them unchanged.
 
 >>> recs = reference_records("repflow-quick", "dc")  # doctest: +SKIP
 >>> agg = reference_aggregate("repflow-quick", "dc")  # doctest: +SKIP
 >>> claims.evaluate_claims(agg, ["repflow-ns3"])  # doctest: +SKIP
+>>> ns3 = reference_records("repflow-quick", "ns3-2014", ref="ns3")  # doctest: +SKIP
+
+htsim's records of a profile sit in ``<study>/<profile>/``, ns-3's in ``<study>/<profile>/ns3/``
+(:data:`REFERENCE_DIRS`); each directory has its ``provenance.json``. ns-3 ran TCP and RepFlow
+only (no DCTCP module on its side of the comparison); a claim that needs another scheme is "not
+measured" on its records.
 
 Columns of :func:`reference_records` (one row per application flow and scheme):
 
@@ -21,22 +27,24 @@ column             unit   meaning
 ``src``, ``dst``          hosts
 ``size``           bytes  application bytes (RepFlow's size of the flow)
 ``start``          s      arrival time
-``fct``            s      htsim's FCT (first copy to finish for replicated flows); NaN if
+``fct``            s      the reference's FCT (first copy to finish for replicated flows); NaN if
                           the flow did not finish before htsim's run ended
 ``finish``         s      ``start + fct``
 ``ideal_fct``      s      *our* ideal FCT of the same flow under the same profile and transport
                           (docs/metrics.md), so that slowdowns compare like with like
 ``slowdown``              ``fct / ideal_fct``
-``copies``                connections htsim opened for the flow (2 for replicated flows,
+``copies``                connections the reference opened for the flow (2 for replicated flows,
                           the subflows for MPTCP)
 ``winner``                the copy that finished first (−1: unfinished)
-``timeouts``              retransmission timeouts, all copies (SYNs included)
+``timeouts``              retransmission timeouts, all copies (htsim: SYNs included; ns-3:
+                          entries into its loss state, SYN retransmissions not counted)
 ``fast_retransmits``      entries into fast recovery, all copies
-``drops``                 the flow's packets (data and ACKs, all copies) dropped at a queue
+``drops``                 htsim: the flow's packets (data and ACKs, all copies) dropped at a
+                          queue; ns-3: the run's drops on the first flow's row, 0 elsewhere
 ``bytes_sent``     bytes  data packets htsim sent (retransmissions and losing copies included)
                           × their wire size; ACKs and SYNs not counted; NaN for MPTCP (the
-                          driver does not count them)
-``reference``             e.g. ``htsim 841d9e7``
+                          driver does not count them) and for ns-3
+``reference``             e.g. ``htsim 841d9e7``, ``ns-3 1406464``
 =================  =====  ==================================================================
 
 The retransmission columns of our records that htsim does not count (``retransmissions``,
@@ -79,6 +87,10 @@ STUDIES: dict[str, dict] = {
     },
 }
 
+#: The reference simulators, and the subdirectory of ``<study>/<profile>/`` holding each one's
+#: records and provenance.
+REFERENCE_DIRS = {"htsim": "", "ns3": "ns3"}
+
 #: Schemes whose ideal FCT is that of another's transport (replication does not change the
 #: ideal: it is one connection alone on the idle network).
 IDEAL_OF = {"tcp": "tcp", "repflow": "tcp", "dctcp": "dctcp", "repflow-dctcp": "dctcp",
@@ -98,31 +110,43 @@ def read_point_trace(study: str, workload: str, load: float, seed: int,
     return pd.read_csv(d / f"{point_name(workload, load, seed)}.csv.gz")
 
 
-def provenance(study: str, profile: str, root: Path | None = None) -> dict:
-    """The provenance of the htsim fixtures of one study and profile."""
-    return json.loads(((root or FIXTURES) / study / profile / "provenance.json").read_text())
+def provenance(study: str, profile: str, root: Path | None = None, ref: str = "htsim") -> dict:
+    """The provenance of a reference's fixtures of one study and profile."""
+    d = (root or FIXTURES) / study / profile / REFERENCE_DIRS[ref]
+    return json.loads((d / "provenance.json").read_text())
 
 
-def reference_label(study: str, profile: str, root: Path | None = None) -> str:
-    """``htsim <commit>`` of the fixtures."""
-    p = provenance(study, profile, root)
-    return f"htsim {p.get('commit', 'unknown')}"
+def reference_label(study: str, profile: str, root: Path | None = None,
+                    ref: str = "htsim") -> str:  # fmt: skip
+    """``htsim <commit>`` / ``ns-3 <commit>`` of the fixtures (commit to 7 characters)."""
+    p = provenance(study, profile, root, ref)
+    name = "ns-3" if ref == "ns3" else "htsim"
+    return f"{name} {str(p.get('commit', 'unknown'))[:7]}"
 
 
-def reference_records(study: str, profile: str, root: Path | None = None) -> pd.DataFrame:
-    """htsim's per-flow records of ``study`` under the ``profile``-like TCP settings (every
-    scheme, workload, load and seed stored), with the columns of the module's table."""
+def available_references(study: str, profile: str, root: Path | None = None) -> list[str]:
+    """The references (keys of :data:`REFERENCE_DIRS`) with fixtures for ``study`` under
+    ``profile``, htsim first."""
+    base = (root or FIXTURES) / study / profile
+    return [r for r, sub in REFERENCE_DIRS.items() if (base / sub / "provenance.json").is_file()]
+
+
+def reference_records(study: str, profile: str, root: Path | None = None,
+                      ref: str = "htsim") -> pd.DataFrame:  # fmt: skip
+    """A reference's per-flow records of ``study`` under the ``profile``-like TCP settings
+    (every scheme, workload, load and seed stored), with the columns of the module's table."""
     spec = STUDIES[study]
     base = (root or FIXTURES) / study
-    label = reference_label(study, profile, root)
-    pkt = _wire_packet(study, profile, root)
+    label = reference_label(study, profile, root, ref)
+    pkt = _wire_packet(study, profile, root) if ref == "htsim" else 0
+    sub = REFERENCE_DIRS[ref]
     frames = []
     for w in spec["workloads"]:
         for load in spec["loads"]:
             for seed in spec["seeds"]:
                 trace = read_point_trace(study, w, load, seed, root)
                 for scheme in spec["schemes"]:
-                    f = base / profile / f"{scheme}-{point_name(w, load, seed)}.csv.gz"
+                    f = base / profile / sub / f"{scheme}-{point_name(w, load, seed)}.csv.gz"
                     if not f.is_file():
                         continue
                     h = pd.read_csv(f)
@@ -130,6 +154,8 @@ def reference_records(study: str, profile: str, root: Path | None = None) -> pd.
                         raise ValueError(f"{f}: {len(h)} flows, its trace {len(trace)}")
                     fct = h["fct"].to_numpy(dtype=float, copy=True)
                     fct[fct < 0] = np.nan
+                    sent = (h["sent_packets"].where(h["sent_packets"] >= 0) * pkt
+                            if "sent_packets" in h else np.nan)  # fmt: skip
                     ideal = trace[f"ideal_{profile}_{IDEAL_OF[scheme]}"].to_numpy(dtype=float)
                     frames.append(pd.DataFrame({
                         "scheme": scheme, "series": scheme, "workload": w, "load": load,
@@ -139,7 +165,7 @@ def reference_records(study: str, profile: str, root: Path | None = None) -> pd.
                         "ideal_fct": ideal, "slowdown": fct / ideal, "copies": h["copies"],
                         "winner": h["winner"], "timeouts": h["timeouts"],
                         "fast_retransmits": h["fast_recoveries"], "drops": h["drops"],
-                        "bytes_sent": h["sent_packets"].where(h["sent_packets"] >= 0) * pkt,
+                        "bytes_sent": sent,
                         "reference": label,
                     }))  # fmt: skip
     if not frames:
@@ -152,12 +178,13 @@ def _wire_packet(study: str, profile: str, root: Path | None) -> int:
 
 
 def reference_points(study: str, profile: str, short_max: int | None = None,
-                     root: Path | None = None) -> tuple[pd.DataFrame, analysis.Loaded]:  # fmt: skip
+                     root: Path | None = None, ref: str = "htsim"
+                     ) -> tuple[pd.DataFrame, analysis.Loaded]:  # fmt: skip
     """One row per (scheme, workload, load, seed) with :func:`analysis.point_metrics` of
-    htsim's records (``overhead`` = Σ size·(copies − 1) / Σ size, as our summaries), and a
+    the reference's records (``overhead`` = Σ size·(copies − 1) / Σ size, as our summaries), and a
     :class:`analysis.Loaded` holding the pooled short-flow FCTs for :func:`analysis.aggregate`."""
     short_max = short_max or STUDIES[study]["short_max"]
-    recs = reference_records(study, profile, root)
+    recs = reference_records(study, profile, root, ref)
     loaded = analysis.Loaded(sweep={}, points=pd.DataFrame())
     rows = []
     if recs.empty:
@@ -182,8 +209,8 @@ def reference_points(study: str, profile: str, short_max: int | None = None,
 
 
 def reference_aggregate(study: str, profile: str, short_max: int | None = None,
-                        root: Path | None = None) -> pd.DataFrame:  # fmt: skip
-    """The aggregated table of htsim's records (:func:`analysis.aggregate`: means across
+                        root: Path | None = None, ref: str = "htsim") -> pd.DataFrame:  # fmt: skip
+    """The aggregated table of a reference's records (:func:`analysis.aggregate`: means across
     seeds, pooled p99), the input of :func:`claims.evaluate_claims`."""
-    points, loaded = reference_points(study, profile, short_max, root)
+    points, loaded = reference_points(study, profile, short_max, root, ref)
     return analysis.aggregate(points, loaded)

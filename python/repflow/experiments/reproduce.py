@@ -361,7 +361,7 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     def esc(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
-    def md_cell(r: ClaimResult | None, ref: Reference | None = None) -> str:
+    def md_cell(r: ClaimResult | None, ref: list[Reference] | None = None) -> str:
         if r is None:
             return "—"
         out = f"**{r.verdict}**: {esc(r.measured)}"
@@ -428,15 +428,14 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
         "<th>dc: verdict, measured [95 % interval]</th></tr>"
     )
 
-    def hcell(r: ClaimResult | None, same: str = "", ref: Reference | None = None) -> str:
+    def hcell(r: ClaimResult | None, same: str = "", ref: list[Reference] | None = None) -> str:
         if same:
             return f"<td class='nm'>{html.escape(same.replace('`', ''))}</td>"
         v, m = _cell(r)
         cls = _VCLASS.get(v, "nm")
         why = f"<div class='why'>{html.escape(r.reason)}</div>" if r and r.reason else ""
-        note = _reference_note(ref, r)
-        if note:
-            why += f"<div class='ref'>{html.escape(note)}</div>"
+        for one in _measured_refs(ref):
+            why += f"<div class='ref'>{html.escape(_reference_note([one], r))}</div>"
         return (f"<td class='{cls}'>{html.escape(v)}<div class='m'>{html.escape(m)}</div>"
                 f"{why}</td>")  # fmt: skip
 
@@ -538,10 +537,11 @@ class Reference:
     scope: str
 
 
-def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], Reference]:
-    """(claim id, profile) → the verdict of the claim functions run unchanged on a reference
-    simulator's records of the same flows (read from the committed fixtures; no reference
-    binary is needed). Empty where no fixture exists or the references module is absent."""
+def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], list[Reference]]:
+    """(claim id, profile) → what each reference simulator with fixtures says (htsim first,
+    then ns-3): the verdict of the claim functions run unchanged on its records of the same
+    flows (read from the committed fixtures; no reference binary is needed). Empty where no
+    fixture exists or the references module is absent."""
     try:
         from repflow.experiments import references
     except ImportError:
@@ -549,7 +549,7 @@ def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], Reference]:
     from repflow.experiments.claims import Evidence, evaluate_claims
     from repflow.experiments.stats import Sample
 
-    out: dict[tuple[str, str], Reference] = {}
+    out: dict[tuple[str, str], list[Reference]] = {}
     for r in runs:
         study = REFERENCE_STUDIES.get(r.spec_name)
         if study is None or study not in references.STUDIES:
@@ -563,28 +563,34 @@ def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], Reference]:
         root = next((x for x in roots if (x / study).is_dir()), None)
         if root is None:
             continue
-        try:
-            recs = references.reference_records(study, r.profile, root)
-            agg = references.reference_aggregate(study, r.profile, root=root)
-            prov = references.provenance(study, r.profile, root)
-        except (OSError, ValueError, KeyError):
-            continue
-        label = f"htsim {str(prov.get('commit', 'unknown'))[:7]}"
-        subset = str(prov.get("subset", "")).split(";")[0]
-        if recs.empty or agg.empty:
-            continue
-        samples: dict[tuple[str, str, float], Sample] = {}
-        for (w, series, load, seed), g in recs.groupby(["workload", "series", "load", "seed"]):
-            samples.setdefault((str(w), str(series), float(load)), Sample()).add(seed, g)
-        for smp in samples.values():
-            smp.sort()
-        ev = Evidence(agg, samples, int(spec.get("short_max", 100_000)))
-        seeds = ", ".join(str(x) for x in spec["seeds"])
-        scope = (f"{label} on our flows: seeds {seeds}" + (f", {subset}" if subset else "")
-                 + f"; schemes {', '.join(spec['schemes'])}")  # fmt: skip
-        for res in evaluate_claims(ev, [r.scenario]):
-            if res.claim.scenario == r.scenario:
-                out[(res.claim.id, r.profile)] = Reference(label, res, scope)
+        for ref in references.available_references(study, r.profile, root):
+            try:
+                recs = references.reference_records(study, r.profile, root, ref)
+                agg = references.reference_aggregate(study, r.profile, root=root, ref=ref)
+                prov = references.provenance(study, r.profile, root, ref)
+                label = references.reference_label(study, r.profile, root, ref)
+            except (OSError, ValueError, KeyError):
+                continue
+            subset = str(prov.get("subset", "")).split(";")[0]
+            if recs.empty or agg.empty:
+                continue
+            samples: dict[tuple[str, str, float], Sample] = {}
+            for (w, series, load, seed), g in recs.groupby(
+                ["workload", "series", "load", "seed"]
+            ):
+                samples.setdefault((str(w), str(series), float(load)), Sample()).add(seed, g)
+            for smp in samples.values():
+                smp.sort()
+            ev = Evidence(agg, samples, int(spec.get("short_max", 100_000)))
+            seeds = ", ".join(str(x) for x in sorted(set(recs["seed"])))
+            schemes = ", ".join(dict.fromkeys(recs["scheme"]))
+            scope = (f"{label} on our flows: seeds {seeds}" + (f", {subset}" if subset else "")
+                     + f"; schemes {schemes}")  # fmt: skip
+            for res in evaluate_claims(ev, [r.scenario]):
+                if res.claim.scenario == r.scenario:
+                    out.setdefault((res.claim.id, r.profile), []).append(
+                        Reference(label, res, scope)
+                    )
     return out
 
 
@@ -602,27 +608,34 @@ def _profile_results(row: Row) -> list[tuple[str, ClaimResult]]:
     return [(p, r) for p, r in pairs if r is not None]
 
 
-def _claim_csv_row(row: Row, prof: str, res: ClaimResult, ref: Reference | None = None
-                   ) -> list[Any]:  # fmt: skip
+def _measured_refs(refs: Sequence[Reference] | None) -> list[Reference]:
+    return [x for x in refs or () if x.result.verdict != NOT_MEASURED]
+
+
+def _claim_csv_row(row: Row, prof: str, res: ClaimResult,
+                   refs: Sequence[Reference] | None = None) -> list[Any]:  # fmt: skip
+    """One ``claims.csv`` row; with several references that measured the claim, their labels,
+    verdicts and measurements are joined by "; " in the same order (htsim, then ns-3)."""
     pts = res.points
     flows = [sum(p.interval.flows) for p in pts if p.interval.flows]
-    measured_ref = ref is not None and ref.result.verdict != NOT_MEASURED
+    m = _measured_refs(refs)
     return [row.paper.id, row.claim.id, prof, row.paper_profile, res.verdict, res.reason,
             row.claim.text, row.claim.criterion, res.measured, len(pts),
             sum(1 for p in pts if len(p.admits) == 1), min(flows) if flows else "",
             max((p.interval.seeds for p in pts), default=""),
-            ref.label if measured_ref else "", ref.result.verdict if measured_ref else "",
-            ref.result.measured if measured_ref else ""]  # fmt: skip
+            "; ".join(x.label for x in m), "; ".join(x.result.verdict for x in m),
+            "; ".join(x.result.measured for x in m)]  # fmt: skip
 
 
-def _reference_note(ref: Reference | None, ours: ClaimResult | None) -> str:
-    """One sentence on what the reference says, and whether it agrees."""
-    if ref is None or ref.result.verdict == NOT_MEASURED:
-        return ""
-    note = f"{ref.label} says: {ref.result.verdict}"
-    if ours is not None and ours.verdict != ref.result.verdict:
-        note += f" — differs from ours ({ours.verdict})"
-    return note + f" [{ref.scope}]"
+def _reference_note(refs: Sequence[Reference] | None, ours: ClaimResult | None) -> str:
+    """One sentence per reference on what it says, and whether it agrees with ours."""
+    notes = []
+    for ref in _measured_refs(refs):
+        note = f"{ref.label} says: {ref.result.verdict}"
+        if ours is not None and ours.verdict != ref.result.verdict:
+            note += f" — differs from ours ({ours.verdict})"
+        notes.append(note + f" [{ref.scope}]")
+    return ". ".join(notes)
 
 
 def _csv_value(v: Any) -> Any:
