@@ -95,27 +95,35 @@ def _cases() -> list[tuple[str, str, str, float, str]]:
             for m in ("short_mean", "short_p99")]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: "-".join(str(x) for x in c))
-def test_our_effect_agrees_with_htsims_within_their_intervals(effects, case):
+def _check_agreement(effects: pd.DataFrame, case: tuple, ref: str,
+                     known: dict[tuple[str, str, str, float, str], str]) -> None:  # fmt: skip
+    """Our effect and the reference's agree when the interval of their difference holds 0; a
+    case listed in ``known`` must still disagree (the list says what is true)."""
     profile, pair, w, load, m = case
-    sel = effects[(effects.profile == profile) & (effects.pair == pair) & (effects.workload == w)
-                  & np.isclose(effects.load, load) & (effects.metric == m)]  # fmt: skip
+    e = effects
+    sel = e[(e.profile == profile) & (e.pair == pair) & (e.workload == w)
+            & np.isclose(e.load, load) & (e.metric == m)]  # fmt: skip
     ours = sel[sel.sim == "ours"].iloc[0]
-    ref = sel[sel.sim == "htsim"].iloc[0]
-    diff = sel[sel.sim == "ours - htsim"].iloc[0]
-    assert ours["paired"] and ref["paired"] and ours["seeds"] == ref["seeds"] == 2
+    other = sel[sel.sim == ref].iloc[0]
+    diff = sel[sel.sim == f"ours - {ref}"].iloc[0]
+    assert ours["paired"] and other["paired"] and ours["seeds"] == other["seeds"] == 2
     assert np.isfinite([diff["lo"], diff["hi"]]).all(), f"{case}: the interval runs away"
     agree = bool(diff["lo"] <= 0 <= diff["hi"])
     text = (
         f"{case}: ours {ours['estimate']:+.1f} % [{ours['lo']:+.1f}, {ours['hi']:+.1f}], "
-        f"htsim {ref['estimate']:+.1f} % [{ref['lo']:+.1f}, {ref['hi']:+.1f}], difference "
-        f"{diff['estimate']:+.1f} pp [{diff['lo']:+.1f}, {diff['hi']:+.1f}] "
+        f"{ref} {other['estimate']:+.1f} % [{other['lo']:+.1f}, {other['hi']:+.1f}], "
+        f"difference {diff['estimate']:+.1f} pp [{diff['lo']:+.1f}, {diff['hi']:+.1f}] "
         f"({ours['flows']} flows, 2 seeds)"
     )
-    if case in KNOWN_DISAGREEMENTS:
+    if case in known:
         assert not agree, f"listed as a known disagreement but agrees now: {text}"
     else:
         assert agree, text
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: "-".join(str(x) for x in c))
+def test_our_effect_agrees_with_htsims_within_their_intervals(effects, case):
+    _check_agreement(effects, case, "htsim", KNOWN_DISAGREEMENTS)
 
 
 def test_our_per_flow_fixtures_are_the_runs_behind_our_points(effects):
@@ -218,23 +226,4 @@ def _ns3_cases() -> list[tuple[str, str, str, float, str]]:
 
 @pytest.mark.parametrize("case", _ns3_cases(), ids=lambda c: "-".join(str(x) for x in c))
 def test_our_effect_agrees_with_ns3s_within_their_intervals(ns3_effects, case):
-    profile, pair, w, load, m = case
-    e = ns3_effects
-    sel = e[(e.profile == profile) & (e.pair == pair) & (e.workload == w)
-            & np.isclose(e.load, load) & (e.metric == m)]  # fmt: skip
-    ours = sel[sel.sim == "ours"].iloc[0]
-    ref = sel[sel.sim == "ns3"].iloc[0]
-    diff = sel[sel.sim == "ours - ns3"].iloc[0]
-    assert ours["paired"] and ref["paired"] and ours["seeds"] == ref["seeds"] == 2
-    assert np.isfinite([diff["lo"], diff["hi"]]).all(), f"{case}: the interval runs away"
-    agree = bool(diff["lo"] <= 0 <= diff["hi"])
-    text = (
-        f"{case}: ours {ours['estimate']:+.1f} % [{ours['lo']:+.1f}, {ours['hi']:+.1f}], "
-        f"ns-3 {ref['estimate']:+.1f} % [{ref['lo']:+.1f}, {ref['hi']:+.1f}], difference "
-        f"{diff['estimate']:+.1f} pp [{diff['lo']:+.1f}, {diff['hi']:+.1f}] "
-        f"({ours['flows']} flows, 2 seeds)"
-    )
-    if case in KNOWN_NS3_DISAGREEMENTS:
-        assert not agree, f"listed as a known disagreement but agrees now: {text}"
-    else:
-        assert agree, text
+    _check_agreement(ns3_effects, case, "ns3", KNOWN_NS3_DISAGREEMENTS)
