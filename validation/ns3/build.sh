@@ -9,6 +9,7 @@ ns3=${1:?usage: build.sh NS3_CHECKOUT}
 here=$(cd "$(dirname "$0")" && pwd)
 cp "$here/trace-tcp.cc" "$ns3/scratch/repflow-trace-tcp.cc"
 cp "$here/trace-fattree.cc" "$ns3/scratch/repflow-trace-fattree.cc"
+cp "$here/repflow-ns3.h" "$ns3/scratch/repflow-ns3.h"
 cmake -S "$ns3" -B "$ns3/build" -G Ninja -DCMAKE_BUILD_TYPE=release -DNS3_EXAMPLES=OFF \
     -DNS3_TESTS=OFF -DNS3_PYTHON_BINDINGS=OFF \
     -DNS3_ENABLED_MODULES="core;network;internet;point-to-point;applications;flow-monitor"

@@ -34,6 +34,8 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include "repflow-ns3.h"
+
 #include <algorithm>
 #include <deque>
 #include <fstream>
@@ -295,8 +297,6 @@ struct Conn
 static std::vector<Flow> g_flows;
 static std::vector<Conn> g_conns;
 static uint64_t g_queueDrops = 0;
-static uint64_t g_tcDrops = 0;
-static uint64_t g_ipDrops = 0;
 
 static void
 OnRx(uint32_t c, Ptr<const Packet> p, const Address&)
@@ -316,46 +316,9 @@ OnRx(uint32_t c, Ptr<const Packet> p, const Address&)
 }
 
 static void
-OnCongState(uint32_t c, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now)
-{
-    if (now == TcpSocketState::CA_LOSS)
-    {
-        g_conns[c].timeouts++;
-    }
-    else if (now == TcpSocketState::CA_RECOVERY)
-    {
-        g_conns[c].fastRecoveries++;
-    }
-}
-
-static void
 OnQueueDrop(Ptr<const Packet>)
 {
     g_queueDrops++;
-}
-
-// Without a queue disc, a full device queue stops the device's transmit queue and the traffic
-// control layer drops what arrives meanwhile: that is where a full switch port drops.
-static void
-OnTcDrop(Ptr<const Packet>)
-{
-    g_tcDrops++;
-}
-
-static void
-OnIpDrop(const Ipv4Header&, Ptr<const Packet>, Ipv4L3Protocol::DropReason, Ptr<Ipv4>, uint32_t)
-{
-    g_ipDrops++;
-}
-
-static void
-HookSocket(uint32_t c, Ptr<BulkSendApplication> app)
-{
-    Ptr<Socket> s = app->GetSocket();
-    if (s)
-    {
-        s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnCongState, c));
-    }
 }
 
 struct Link
@@ -436,25 +399,18 @@ main(int argc, char* argv[])
     }
     RngSeedManager::SetRun(seed);
 
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType",
-                       TypeIdValue(abc ? TcpNewRenoAbc::GetTypeId() : TcpNewReno::GetTypeId()));
-    Config::SetDefault("ns3::TcpL4Protocol::RecoveryType",
-                       TypeIdValue(TcpClassicRecovery::GetTypeId()));
-    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(mss));
-    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(iw));
-    Config::SetDefault("ns3::TcpSocket::InitialSlowStartThreshold",
-                       UintegerValue(ssthreshPkts ? ssthreshPkts * mss : 0x7fffffff));
-    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
-    Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(MilliSeconds(delAckTimeoutMs)));
-    Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(MilliSeconds(connTimeoutMs)));
-    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(1 << 30));
-    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(maxWindow));
-    Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(windowScaling));
-    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(false));
-    Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(false));
-    Config::SetDefault("ns3::TcpSocketBase::LimitedTransmit", BooleanValue(false));
-    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(minRtoMs)));
-    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(1)));
+    repflow::TcpSettings tcp;
+    tcp.congestion = abc ? TcpNewRenoAbc::GetTypeId() : TcpNewReno::GetTypeId();
+    tcp.mss = mss;
+    tcp.iw = iw;
+    tcp.ssthreshBytes = ssthreshPkts ? ssthreshPkts * mss : 0x7fffffff;
+    tcp.delAckCount = delAckCount;
+    tcp.delAckTimeout = MilliSeconds(delAckTimeoutMs);
+    tcp.connTimeout = MilliSeconds(connTimeoutMs);
+    tcp.rcvBuf = maxWindow;
+    tcp.windowScaling = windowScaling;
+    tcp.minRto = MilliSeconds(minRtoMs);
+    repflow::SetTcpDefaults(tcp);
 
     {
         std::ifstream f(trace);
@@ -613,9 +569,7 @@ main(int argc, char* argv[])
             }
         }
     }
-    Config::ConnectWithoutContext("/NodeList/*/$ns3::Ipv4L3Protocol/Drop", MakeCallback(&OnIpDrop));
-    Config::ConnectWithoutContext("/NodeList/*/$ns3::TrafficControlLayer/TcDrop",
-                                  MakeCallback(&OnTcDrop));
+    repflow::ConnectDropTraces();
 
     std::vector<uint32_t> nextPort(nHosts, 10000);
     for (uint32_t i = 0; i < g_flows.size(); i++)
@@ -645,7 +599,8 @@ main(int argc, char* argv[])
             Time start = PicoSeconds(f.startPs);
             ca.Start(start);
             Simulator::Schedule(start + NanoSeconds(1),
-                                &HookSocket,
+                                &repflow::HookSocket<Conn>,
+                                &g_conns,
                                 ci,
                                 DynamicCast<BulkSendApplication>(ca.Get(0)));
         }
@@ -696,8 +651,9 @@ main(int argc, char* argv[])
         std::cerr << "five-tuples that changed path at a switch: " << changes << "\n";
     }
     std::cerr << "flows " << g_flows.size() << ", connections " << g_conns.size()
-              << ", drops: device queues " << g_queueDrops << ", traffic control " << g_tcDrops
-              << ", ip " << g_ipDrops << "\n";
+              << ", drops: device queues " << g_queueDrops << ", traffic control "
+              << repflow::g_dropCounts.trafficControl << ", ip " << repflow::g_dropCounts.ip
+              << "\n";
     std::ofstream o(out);
     if (!o)
     {
@@ -724,7 +680,10 @@ main(int argc, char* argv[])
         o << i << "," << f.src << "," << f.dst << "," << f.size << "," << start << "," << fct
           << "," << f.copies << "," << f.winner << "," << timeouts << "," << fr << "," << fc[0]
           << "," << fc[1] << ","
-          << (i == 0 ? g_queueDrops + g_tcDrops + g_ipDrops : 0) << "\n";
+          << (i == 0 ? g_queueDrops + repflow::g_dropCounts.trafficControl +
+                           repflow::g_dropCounts.ip
+                     : 0)
+          << "\n";
     }
     Simulator::Destroy();
     return 0;

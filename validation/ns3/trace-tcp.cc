@@ -20,10 +20,13 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include "repflow-ns3.h"
+
 #include <fstream>
 #include <vector>
 
 using namespace ns3;
+using repflow::g_dropCounts;
 
 struct Flow
 {
@@ -53,56 +56,9 @@ OnRx(uint32_t i, Ptr<const Packet> p, const Address&)
 }
 
 static void
-OnCongState(uint32_t i, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now)
-{
-    if (now == TcpSocketState::CA_LOSS)
-    {
-        g_flows[i].timeouts++;
-    }
-    else if (now == TcpSocketState::CA_RECOVERY)
-    {
-        g_flows[i].fastRecoveries++;
-    }
-}
-
-static void
 OnDrop(Ptr<const Packet>)
 {
     g_drops++;
-}
-
-static uint64_t g_ipDrops = 0;
-static uint64_t g_macDrops = 0;
-static uint64_t g_tcDrops = 0;
-
-// Without a queue disc, a full device queue stops the device's transmit queue and the traffic
-// control layer drops what arrives meanwhile: that is where a full switch port drops.
-static void
-OnTcDrop(Ptr<const Packet>)
-{
-    g_tcDrops++;
-}
-
-static void
-OnIpDrop(const Ipv4Header&, Ptr<const Packet>, Ipv4L3Protocol::DropReason, Ptr<Ipv4>, uint32_t)
-{
-    g_ipDrops++;
-}
-
-static void
-OnMacDrop(Ptr<const Packet>)
-{
-    g_macDrops++;
-}
-
-static void
-HookSocket(uint32_t i, Ptr<BulkSendApplication> app)
-{
-    Ptr<Socket> s = app->GetSocket();
-    if (s)
-    {
-        s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnCongState, i));
-    }
 }
 
 int
@@ -128,21 +84,9 @@ main(int argc, char* argv[])
     cmd.Parse(argc, argv);
     RngSeedManager::SetRun(seed);
 
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpNewReno::GetTypeId()));
-    Config::SetDefault("ns3::TcpL4Protocol::RecoveryType",
-                       TypeIdValue(TcpClassicRecovery::GetTypeId()));
-    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1460));
-    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
-    Config::SetDefault("ns3::TcpSocket::InitialSlowStartThreshold", UintegerValue(100 * 1460));
-    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));
-    Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(Seconds(3)));
-    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(1 << 30));
-    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(1 << 30));
-    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(false));
-    Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(false));
-    Config::SetDefault("ns3::TcpSocketBase::LimitedTransmit", BooleanValue(false));
-    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(minRtoMs)));
-    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(1)));
+    repflow::TcpSettings tcp;
+    tcp.minRto = MilliSeconds(minRtoMs);
+    repflow::SetTcpDefaults(tcp);
 
     {
         std::ifstream f(trace);
@@ -195,11 +139,7 @@ main(int argc, char* argv[])
         TrafficControlHelper::Default().Uninstall(d);
     }
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
-    Config::ConnectWithoutContext("/NodeList/*/$ns3::Ipv4L3Protocol/Drop", MakeCallback(&OnIpDrop));
-    Config::ConnectWithoutContext("/NodeList/*/DeviceList/*/$ns3::PointToPointNetDevice/MacTxDrop",
-                                  MakeCallback(&OnMacDrop));
-    Config::ConnectWithoutContext("/NodeList/*/$ns3::TrafficControlLayer/TcDrop",
-                                  MakeCallback(&OnTcDrop));
+    repflow::ConnectDropTraces();
 
     for (uint32_t i = 0; i < g_flows.size(); i++)
     {
@@ -217,7 +157,8 @@ main(int argc, char* argv[])
         Time start = PicoSeconds(f.startPs);
         ca.Start(start);
         Simulator::Schedule(start + NanoSeconds(1),
-                            &HookSocket,
+                            &repflow::HookSocket<Flow>,
+                            &g_flows,
                             i,
                             DynamicCast<BulkSendApplication>(ca.Get(0)));
     }
@@ -251,7 +192,8 @@ main(int argc, char* argv[])
     }
     std::cerr << "drops traced " << g_drops << ", counted by the queues " << counted
               << ", devices with a qdisc " << withQdisc << " (drops " << qdisc << "), ip "
-              << g_ipDrops << ", mac " << g_macDrops << ", traffic control " << g_tcDrops
+              << g_dropCounts.ip << ", mac " << g_dropCounts.mac << ", traffic control "
+              << g_dropCounts.trafficControl
               << "\n";
     std::ofstream o(out);
     if (!o)
@@ -268,7 +210,9 @@ main(int argc, char* argv[])
         double fct = f.finish >= 0 ? f.finish - start : -1;
         o << i << "," << f.src << "," << f.dst << "," << f.size << "," << start << "," << fct
           << "," << f.timeouts << "," << f.fastRecoveries << ","
-          << (i == 0 ? g_drops + g_tcDrops + g_ipDrops + g_macDrops : 0)
+          << (i == 0
+                  ? g_drops + g_dropCounts.trafficControl + g_dropCounts.ip + g_dropCounts.mac
+                  : 0)
           << "\n";
     }
     Simulator::Destroy();
