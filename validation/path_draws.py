@@ -69,18 +69,9 @@ def run_htsim(binary: Path, profile: str, w: str, load: float, trace_seed: int, 
 def run_ns3(binary: Path, profile: str, w: str, load: float, trace_seed: int, scheme: str,
             path_seed: int) -> np.ndarray:  # fmt: skip
     """ns-3's short-flow FCTs with its switches' hashes salted by ``path_seed``."""
-    from repflow.units import size_bytes
-
     name, tr = _trace(w, load, trace_seed)
-    ours = json.loads((refs.FIXTURES / refs.RQ / profile / f"ours-{scheme}.json").read_text())
-    start = np.round(tr["start"].to_numpy() * 1e12).astype(np.int64)
-    text = "".join(f"{a} {b} {z} {t}\n" for a, b, z, t in
-                   zip(tr.src, tr.dst, tr["size"], start, strict=True))  # fmt: skip
-    rep = int(size_bytes(ours["scheme"].get("threshold", "100KB")))
-    cmd = [str(binary), "--k=8", "--gbps=1", "--linkUs=2", "--queuePkts=100",
-           f"--trace={name}.txt", "--out=out.csv", f"--scheme={scheme}", f"--repMax={rep}",
-           f"--seed={path_seed}", f"--endS={refs.RQ_END_MS / 1000:g}",
-           *(f"--{k}={v:g}" for k, v in refs.ns3_args(ours["tcp"]).items())]  # fmt: skip
+    text = refs.ns3_trace_text(tr)
+    cmd = refs.ns3_study_cmd(binary, profile, scheme, name, path_seed, "out.csv")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / f"{name}.txt").write_text(text)
         subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL,

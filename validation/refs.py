@@ -1049,6 +1049,28 @@ def ns3_args(tcp: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def ns3_trace_text(tr: pd.DataFrame) -> str:
+    """A point's flows as trace-fattree reads them: ``src dst size_bytes start_ps``."""
+    start = np.round(tr["start"].to_numpy() * 1e12).astype(np.int64)
+    return "".join(f"{a} {b} {z} {t}\n" for a, b, z, t in
+                   zip(tr.src, tr.dst, tr["size"], start, strict=True))  # fmt: skip
+
+
+def ns3_study_cmd(binary: Path, profile: str, scheme: str, name: str, seed: int, out: str,
+                  extra: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
+    """trace-fattree's command line for one point of the RepFlow quick study (run in a
+    directory holding ``<name>.txt``), the scheme's and profile's settings as ours resolved
+    them; ``seed`` salts the switches' hashes."""
+    from repflow.units import size_bytes
+
+    ours = json.loads((FIXTURES / RQ / profile / f"ours-{scheme}.json").read_text())
+    rep = int(size_bytes(ours["scheme"].get("threshold", "100KB")))
+    return [str(binary), "--k=8", "--gbps=1", "--linkUs=2", "--queuePkts=100",
+            f"--trace={name}.txt", f"--out={out}", f"--scheme={scheme}", f"--repMax={rep}",
+            f"--seed={seed}", f"--endS={STUDY_RUNS[RQ]['end_ms'] / 1000:g}", *extra,
+            *(f"--{k}={v:g}" for k, v in ns3_args(ours["tcp"]).items())]  # fmt: skip
+
+
 def cmd_ns3_study(args: argparse.Namespace) -> None:
     """Runs ns-3's fat-tree driver on every trace of the RepFlow quick study, TCP and RepFlow,
     under each profile (resumable), and writes the provenance."""
@@ -1056,9 +1078,6 @@ def cmd_ns3_study(args: argparse.Namespace) -> None:
     import tempfile
     import time
 
-    from repflow.units import size_bytes
-
-    st = STUDY_RUNS[RQ]
     binary = Path(args.binary).resolve()
     base = FIXTURES / RQ
     for profile in args.profiles or ["ns3-2014"]:
@@ -1070,19 +1089,11 @@ def cmd_ns3_study(args: argparse.Namespace) -> None:
             name = tf.name.removesuffix(".csv.gz")
             skip = bool(args.only) and not any(name.startswith(o) for o in args.only)
             seed = int(name.rsplit("seed", 1)[1])
-            tr = pd.read_csv(tf)
-            start = np.round(tr["start"].to_numpy() * 1e12).astype(np.int64)
-            text = "".join(f"{a} {b} {z} {t}\n" for a, b, z, t in
-                           zip(tr.src, tr.dst, tr["size"], start, strict=True))  # fmt: skip
+            text = ns3_trace_text(pd.read_csv(tf))
             for scheme in args.schemes or NS3_SCHEMES:
                 ours = json.loads((base / profile / f"ours-{scheme}.json").read_text())
                 flags = ns3_args(ours["tcp"])
-                rep = int(size_bytes(ours["scheme"].get("threshold", "100KB")))
-                cmd = [str(binary), "--k=8", "--gbps=1", "--linkUs=2", "--queuePkts=100",
-                       f"--trace={name}.txt", f"--out={scheme}-{name}.csv",
-                       f"--scheme={scheme}", f"--repMax={rep}", f"--seed={seed}",
-                       f"--endS={st['end_ms'] / 1000:g}",
-                       *(f"--{k}={v:g}" for k, v in flags.items())]  # fmt: skip
+                cmd = ns3_study_cmd(binary, profile, scheme, name, seed, f"{scheme}-{name}.csv")
                 runs.append(" ".join([binary.name, *cmd[1:]]))  # every run, --only or not
                 out = d / f"{scheme}-{name}.csv.gz"
                 if skip or (out.is_file() and not args.force):
@@ -1195,14 +1206,6 @@ def cmd_compare_ns3(args: argparse.Namespace) -> None:
     per-flow FCT ratio ns-3 / ours (Markdown)."""
     from repflow.experiments.references import point_name, read_point_trace, reference_records
 
-    def point_metrics(f: pd.DataFrame, short_max: int) -> dict[str, float]:
-        fct = f["fct"].to_numpy(float)
-        short = (f["size"].to_numpy() <= short_max) & np.isfinite(fct)
-        large = (f["size"].to_numpy() > short_max) & np.isfinite(fct)
-        lm = float(fct[large].mean()) if large.any() else float("nan")
-        return {"short_mean": float(fct[short].mean()),
-                "short_p99": float(np.percentile(fct[short], 99)), "large_mean": lm}  # fmt: skip
-
     for profile in args.profiles or ["ns3-2014"]:
         d = FIXTURES / RQ / profile
         n3 = reference_records(RQ, profile, ref="ns3")
@@ -1223,13 +1226,14 @@ def cmd_compare_ns3(args: argparse.Namespace) -> None:
                         h, n = (r[(r.scheme == scheme) & (r.workload == w)
                                   & np.isclose(r.load, load) & (r.seed == seed)]
                                 for r in (ht, n3))  # fmt: skip
-                        ms = [point_metrics(x[["size", "start", "fct"]].reset_index(drop=True),
-                                            SHORT_MAX) for x in (of, h, n)]  # fmt: skip
                         op = ours_pts[(ours_pts.scheme == scheme) & (ours_pts.point == name)]
-                        ft = [int(op["flows_with_timeout"].iloc[0]),
-                              int((h["timeouts"] > 0).sum()), int((n["timeouts"] > 0).sum())]
-                        dr = [int(op["drops"].iloc[0]), int(h["drops"].sum()),
-                              int(n["drops"].sum())]  # fmt: skip
+                        ms = [figures(x["size"].to_numpy(), x["fct"].to_numpy(float),
+                                      t.to_numpy(), dr)
+                              for x, t, dr in ((of, o["timeouts"], op["drops"].iloc[0]),
+                                               (h, h["timeouts"], h["drops"].sum()),
+                                               (n, n["timeouts"], n["drops"].sum()))]  # fmt: skip
+                        ft = [m["flows_with_timeout"] for m in ms]
+                        dr = [int(m["drops"]) for m in ms]
                         ratio = n["fct"].to_numpy(float) / of["fct"].to_numpy(float)
                         ratio = ratio[np.isfinite(ratio)]
                         q = np.percentile(ratio, [50, 10, 90])

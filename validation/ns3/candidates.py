@@ -18,7 +18,6 @@ Variants (ns-3's side; ours unchanged):
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -33,13 +32,11 @@ import refs  # noqa: E402
 
 
 def figures(f: pd.DataFrame, size: np.ndarray, timeouts: np.ndarray, drops: float) -> dict:
-    fct = f["fct"].to_numpy(float).copy()
-    fct[fct < 0] = np.nan
-    short = size <= refs.SHORT_MAX
-    return {"short mean (ms)": 1e3 * np.nanmean(fct[short]),
-            "short p99 (ms)": 1e3 * np.nanpercentile(fct[short], 99),
-            "large mean (ms)": 1e3 * np.nanmean(fct[~short]),
-            "flows with a timeout": int((timeouts > 0).sum()), "drops": float(drops)}  # fmt: skip
+    """refs.figures of one run, FCTs in ms."""
+    m = refs.figures(size, f["fct"].to_numpy(float), np.asarray(timeouts), drops)
+    return {"short mean (ms)": 1e3 * m["short_mean"], "short p99 (ms)": 1e3 * m["short_p99"],
+            "large mean (ms)": 1e3 * m["large_mean"],
+            "flows with a timeout": m["flows_with_timeout"], "drops": m["drops"]}  # fmt: skip
 
 
 def main() -> None:
@@ -49,8 +46,6 @@ def main() -> None:
     p.add_argument("--points", nargs="*", default=["websearch-0.2-seed1", "websearch-0.5-seed1"])
     p.add_argument("--schemes", nargs="*", default=["tcp"])
     a = p.parse_args()
-    from repflow.units import size_bytes
-
     base = refs.FIXTURES / refs.RQ
     rows = []
     for name in a.points:
@@ -58,7 +53,6 @@ def main() -> None:
         size = tr["size"].to_numpy()
         seed = int(name.rsplit("seed", 1)[1])
         for scheme in a.schemes:
-            ours = json.loads((base / a.profile / f"ours-{scheme}.json").read_text())
             o = pd.read_csv(base / a.profile / f"ours-{scheme}-{name}.csv.gz")
             pts = pd.read_csv(base / a.profile / "ours-points.csv")
             drops = pts[(pts.scheme == scheme) & (pts.point == name)]["drops"].iloc[0]
@@ -69,15 +63,9 @@ def main() -> None:
             n = pd.read_csv(base / a.profile / "ns3" / f"{scheme}-{name}.csv.gz")
             nf = figures(n, size, n["timeouts"].to_numpy(), n["drops"].sum())
             rows.append({"point": name, "scheme": scheme, "sim": "ns-3 committed", **nf})
-            start = np.round(tr["start"].to_numpy() * 1e12).astype(np.int64)
-            text = "".join(f"{x} {y} {z} {t}\n" for x, y, z, t in
-                           zip(tr.src, tr.dst, size, start, strict=True))  # fmt: skip
-            rep = int(size_bytes(ours["scheme"].get("threshold", "100KB")))
-            cmd = [str(Path(a.bin).resolve()), "--k=8", "--gbps=1", "--linkUs=2",
-                   "--queuePkts=100", f"--trace={name}.txt", "--out=out.csv",
-                   f"--scheme={scheme}", f"--repMax={rep}", f"--seed={seed}",
-                   f"--endS={refs.RQ_END_MS / 1000:g}", "--abc=1",
-                   *(f"--{k}={v:g}" for k, v in refs.ns3_args(ours["tcp"]).items())]  # fmt: skip
+            text = refs.ns3_trace_text(tr)
+            cmd = refs.ns3_study_cmd(Path(a.bin).resolve(), a.profile, scheme, name, seed,
+                                     "out.csv", ("--abc=1",))  # fmt: skip
             with tempfile.TemporaryDirectory() as tmp:
                 (Path(tmp) / f"{name}.txt").write_text(text)
                 subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL,

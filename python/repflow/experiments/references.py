@@ -178,13 +178,15 @@ def _wire_packet(study: str, profile: str, root: Path | None) -> int:
 
 
 def reference_points(study: str, profile: str, short_max: int | None = None,
-                     root: Path | None = None, ref: str = "htsim"
+                     root: Path | None = None, ref: str = "htsim",
+                     records: pd.DataFrame | None = None
                      ) -> tuple[pd.DataFrame, analysis.Loaded]:  # fmt: skip
     """One row per (scheme, workload, load, seed) with :func:`analysis.point_metrics` of
     the reference's records (``overhead`` = Σ size·(copies − 1) / Σ size, as our summaries), and a
-    :class:`analysis.Loaded` holding the pooled short-flow FCTs for :func:`analysis.aggregate`."""
+    :class:`analysis.Loaded` holding the pooled short-flow FCTs for :func:`analysis.aggregate`.
+    ``records``: :func:`reference_records`' table when the caller already read it."""
     short_max = short_max or STUDIES[study]["short_max"]
-    recs = reference_records(study, profile, root, ref)
+    recs = reference_records(study, profile, root, ref) if records is None else records
     loaded = analysis.Loaded(sweep={}, points=pd.DataFrame())
     rows = []
     if recs.empty:
@@ -209,8 +211,9 @@ def reference_points(study: str, profile: str, short_max: int | None = None,
 
 
 def reference_aggregate(study: str, profile: str, short_max: int | None = None,
-                        root: Path | None = None, ref: str = "htsim") -> pd.DataFrame:  # fmt: skip
+                        root: Path | None = None, ref: str = "htsim",
+                        records: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
     """The aggregated table of a reference's records (:func:`analysis.aggregate`: means across
     seeds, pooled p99), the input of :func:`claims.evaluate_claims`."""
-    points, loaded = reference_points(study, profile, short_max, root, ref)
+    points, loaded = reference_points(study, profile, short_max, root, ref, records)
     return analysis.aggregate(points, loaded)

@@ -566,7 +566,8 @@ def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], list[Referen
         for ref in references.available_references(study, r.profile, root):
             try:
                 recs = references.reference_records(study, r.profile, root, ref)
-                agg = references.reference_aggregate(study, r.profile, root=root, ref=ref)
+                agg = references.reference_aggregate(study, r.profile, root=root, ref=ref,
+                                                     records=recs)
                 prov = references.provenance(study, r.profile, root, ref)
                 label = references.reference_label(study, r.profile, root, ref)
             except (OSError, ValueError, KeyError):
