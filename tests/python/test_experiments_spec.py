@@ -234,18 +234,21 @@ def test_claim_verdicts():
         ("websearch", "tcp", 0.6, 10.0, 0.0), ("websearch", "repflow", 0.6, 3.5, 0.03),
     ])  # fmt: skip
     f = cl.reduction_claim("repflow", "tcp", "short_mean", 50, 70)
-    assert f(holds).verdict == cl.HOLDS
+    assert f(holds).verdict == cl.REPRODUCED
     assert "60 %" in f(holds).measured and "65 %" in f(holds).measured
     small = holds.assign(short_mean=[10.0, 9.0, 10.0, 8.0])
-    assert f(small).verdict == cl.DIRECTION
+    assert f(small).verdict == cl.SMALLER
     worse = holds.assign(short_mean=[10.0, 11.0, 10.0, 8.0])
-    assert f(worse).verdict == cl.FAILS
+    assert f(worse).verdict == cl.OPPOSITE
+    beyond = holds.assign(short_mean=[10.0, 1.0, 10.0, 1.5])
+    assert f(beyond).verdict == cl.LARGER
     ov = cl.overhead_claim("repflow", 1.0, 3.5, 0.5)
-    assert ov(holds).verdict == cl.HOLDS
-    assert ov(holds.assign(overhead=[0, 0.2, 0, 0.03])).verdict == cl.FAILS
+    assert ov(holds).verdict == cl.REPRODUCED
+    assert ov(holds.assign(overhead=[0, 0.2, 0, 0.03])).verdict == cl.EXCEEDS
+    assert ov(holds.assign(overhead=[0, 0.001, 0, 0.03])).verdict == cl.SMALLER
     res = cl.evaluate_claims(holds, ["repflow-ns3"], {"dctcp": "unknown variant"})
     by = {r.claim.id: r for r in res}
-    assert by["RF-1"].verdict == cl.HOLDS
+    assert by["RF-1"].verdict == cl.REPRODUCED
     assert by["RF-9"].verdict == cl.NOT_MEASURED and "not in this build" in by["RF-9"].measured
     assert by["ML-1"].verdict == cl.NOT_MEASURED
     # Without the scenario tag nothing is judged.
@@ -296,7 +299,15 @@ def test_retransmissions_per_segment_by_cause_and_the_deadline_share():
 
 
 def test_mptcp_l_claims_judge_fct_deadline_share_and_retransmissions():
-    from repflow.experiments.claims import CLAIMS, DIRECTION, FAILS, HOLDS, evaluate_claims
+    from repflow.experiments.claims import (
+        CLAIMS,
+        EXCEEDS,
+        OPPOSITE,
+        REGIME,
+        REPRODUCED,
+        SMALLER,
+        evaluate_claims,
+    )
 
     def agg(ml: dict, mp: dict) -> pd.DataFrame:
         return pd.DataFrame([{"series": s, "workload": "fb-hadoop", "load": 0.3, **v}
@@ -309,17 +320,21 @@ def test_mptcp_l_claims_judge_fct_deadline_share_and_retransmissions():
                 "retx_pct": 8.0, "retx_fast_pct": 2.5, "retx_timeout_pct": 5.4,
                 "retx_detect_pct": 0.0, "retx_atimer_pct": 0.0}  # fmt: skip
     by = {r.claim.id: r for r in evaluate_claims(agg(paper_ml, paper_mp), ["mptcp-l"])}
-    assert by["ML-1"].verdict == HOLDS, by["ML-1"].measured
-    assert by["ML-2"].verdict == HOLDS, by["ML-2"].measured
+    assert by["ML-1"].verdict == REPRODUCED, by["ML-1"].measured
+    assert by["ML-2"].verdict == REPRODUCED, by["ML-2"].measured
     assert "fast detection 2.61" in by["ML-2"].measured and "RTO 5.40" in by["ML-2"].measured
-    # smaller gains and more retransmissions, but on the paper's side: direction only
+    # smaller gains and more retransmissions than published
     weak = {**paper_ml, "short_mean": 0.95, "short_within_deadline": 0.5, "retx_pct": 7.0}
     by = {r.claim.id: r for r in evaluate_claims(agg(weak, paper_mp), ["mptcp-l"])}
-    assert by["ML-1"].verdict == DIRECTION and by["ML-2"].verdict == DIRECTION
-    # MPTCP-L slower and retransmitting more: does not hold
+    assert by["ML-1"].verdict == SMALLER and by["ML-2"].verdict == EXCEEDS
+    # MPTCP-L slower: the opposite sign
     worse = {**paper_ml, "short_mean": 1.3, "retx_pct": 9.0}
     by = {r.claim.id: r for r in evaluate_claims(agg(worse, paper_mp), ["mptcp-l"])}
-    assert by["ML-1"].verdict == FAILS and by["ML-2"].verdict == FAILS
+    assert by["ML-1"].verdict == OPPOSITE and by["ML-2"].verdict == EXCEEDS
+    # MPTCP meets the deadline for nearly every short flow: not the regime the claim is about
+    idle = {**paper_mp, "short_within_deadline": 0.99}
+    by = {r.claim.id: r for r in evaluate_claims(agg(paper_ml, idle), ["mptcp-l"])}
+    assert by["ML-1"].verdict == REGIME and "99.0 %" in by["ML-1"].reason
     assert {c.id for c in CLAIMS if c.scenario == "mptcp-l"} == {"ML-1", "ML-2"}
 
 
@@ -343,7 +358,13 @@ def _cc_agg(rows: list[tuple[str, float, float, float]], workload: str) -> pd.Da
 
 
 def test_l2dct_claim_takes_the_weakest_part():
-    from repflow.experiments.claims import CLAIMS, DIRECTION, FAILS, HOLDS, evaluate_claims
+    from repflow.experiments.claims import (
+        CLAIMS,
+        OPPOSITE,
+        REPRODUCED,
+        SMALLER,
+        evaluate_claims,
+    )
 
     claim = next(c for c in CLAIMS if c.id == "L2-1")
     wl = "uniform-2KB-98KB"
@@ -352,30 +373,30 @@ def test_l2dct_claim_takes_the_weakest_part():
         ("l2dct", 0.1, 0.5, 0.63), ("dctcp", 0.1, 1.0, 1.0), ("tcp", 0.1, 10.0, 9.0)
     ], wl)  # fmt: skip
     res = {r.claim.id: r for r in evaluate_claims(agg, ["l2dct"])}
-    assert res["L2-1"].verdict == HOLDS, res["L2-1"].measured
+    assert res["L2-1"].verdict == REPRODUCED, res["L2-1"].measured
     assert claim.evaluate is not None
     # only 10 % below DCTCP: the right sign, not the size
     agg = _cc_agg([
         ("l2dct", 0.1, 0.9, 0.63), ("dctcp", 0.1, 1.0, 1.0), ("tcp", 0.1, 18.0, 9.0)
     ], wl)  # fmt: skip
-    assert claim.evaluate(agg).verdict == DIRECTION
+    assert claim.evaluate(agg).verdict == SMALLER
     # slower than DCTCP at the tail: does not hold
     agg = _cc_agg([
         ("l2dct", 0.1, 0.5, 1.2), ("dctcp", 0.1, 1.0, 1.0), ("tcp", 0.1, 10.0, 9.0)
     ], wl)  # fmt: skip
     out = claim.evaluate(agg)
-    assert out.verdict == FAILS and "99th vs DCTCP" in out.measured
+    assert out.verdict == OPPOSITE and "99th vs DCTCP" in out.measured
 
 
 def test_fa_dctcp_claim_needs_every_size_series():
-    from repflow.experiments.claims import HOLDS, NOT_MEASURED, evaluate_claims
+    from repflow.experiments.claims import NOT_MEASURED, REPRODUCED, evaluate_claims
 
     rows = []
     for size in ("250KB", "500KB", "1MB"):
         rows += [(f"dctcp-{size}", 0.02, 1.0, 1.0), (f"fa-dctcp-{size}", 0.02, 0.745, 0.675)]
     agg = _cc_agg(rows, "short-flows")
     res = {r.claim.id: r for r in evaluate_claims(agg, ["fa-dctcp"])}
-    assert res["FA-1"].verdict == HOLDS, res["FA-1"].measured
+    assert res["FA-1"].verdict == REPRODUCED, res["FA-1"].measured
     res = {r.claim.id: r for r in evaluate_claims(agg[agg["series"] != "dctcp-1MB"], ["fa-dctcp"])}
     assert res["FA-1"].verdict == NOT_MEASURED and "dctcp-1MB" in res["FA-1"].measured
 
@@ -448,12 +469,11 @@ def test_every_summary_csv_column_is_documented_with_its_unit(tmp_path):
 
 
 def test_claim_values_read_well():
-    got = {"websearch": [(0.2, 1.31), (0.2, 1.29)]}
-    assert cl._describe(got, lambda x: f"{x:.1f}×") == "web search: 1.3× (load 0.2)"
-    got = {"websearch": [(0.2, -0.3), (0.5, 0.2)]}
-    assert cl._describe(got, cl._signed_pct) == "web search: 0 % (loads 0.2–0.5)"
-    assert cl._signed_pct(-4.6) == "-5 %" and cl._signed_pct(3.0) == "+3 %"
-    assert cl._pct(-0.4) == "0 %"
+    from repflow.experiments import claimtext as tx
+
+    assert tx.fmt(-0.001) == "0.00 %" and tx.fmt(-4.6) == "−4.60 %" and tx.fmt(63.2) == "63 %"
+    assert tx.fmt(-0.001, boundaries=[0.0]) == "−0.001 %"
+    assert tx.workload_name("datamining") == "data mining"
 
 
 def test_p99_and_mean_intervals_cover_the_truth_about_95_percent_of_the_time():

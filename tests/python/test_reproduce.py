@@ -76,7 +76,8 @@ def test_one_paper_under_both_profiles_then_resumed(tmp_path):
     assert all(float(p["ci_lo"]) <= float(p["measured"]) <= float(p["ci_hi"]) for p in points)
     md = (out / "report.md").read_text()
     assert "paper's profile: verdict" in md and "What decides the difference" in md
-    assert "conclusive" in md and "Sign convention" in md and "(same run)" not in md
+    assert " reproduced, " in md and " open" in md and "Sign convention" in md
+    assert "(same run)" not in md
     assert "`min_rto` 200ms vs 10ms" in md
     # the per-study run recorded its profile
     sweep = json.loads((out / "fa-dctcp" / "linux" / "sweep.json").read_text())
@@ -112,17 +113,20 @@ def test_a_foreign_directory_is_refused(tmp_path):
 def test_verdicts_of_two_runs_side_by_side_flag_only_contradictions(tmp_path):
     from repflow.experiments.reproduce import compare_verdicts, contradicts
 
-    assert contradicts("holds", "does not hold") and contradicts("does not hold", "direction only")
-    assert not contradicts("holds", "direction only") and not contradicts("holds", "inconclusive")
+    rep, larger = "reproduced", "reproduced, larger than published"
+    smaller, opp = "not reproduced — smaller", "not reproduced — opposite sign"
+    assert contradicts(rep, opp) and contradicts(smaller, larger)
+    assert not contradicts(rep, larger) and not contradicts(rep, "open")
+    assert not contradicts(smaller, opp)
     head = "paper,claim,profile,verdict\n"
-    (tmp_path / "a.csv").write_text(head + "repflow,RF-1,dc,holds\nrepflow,RF-2,dc,holds\n"
-                                    "repflow,RF-3,dc,inconclusive\n")
-    (tmp_path / "b.csv").write_text(head + "repflow,RF-1,dc,does not hold\n"
-                                    "repflow,RF-2,dc,direction only\nrepflow,RF-3,dc,holds\n")
+    (tmp_path / "a.csv").write_text(head + f"repflow,RF-1,dc,{rep}\nrepflow,RF-2,dc,{rep}\n"
+                                    "repflow,RF-3,dc,open\n")
+    (tmp_path / "b.csv").write_text(head + f"repflow,RF-1,dc,{opp}\n"
+                                    f"repflow,RF-2,dc,\"{larger}\"\nrepflow,RF-3,dc,{rep}\n")
     table, bad = compare_verdicts(tmp_path / "a.csv", tmp_path / "b.csv")
-    assert bad == ["RF-1 under dc: holds / does not hold"]
+    assert bad == [f"RF-1 under dc: {rep} / {opp}"]
     assert table.count("**contradiction**") == 1
-    assert "| RF-3 | `dc` | inconclusive | holds |" in table
+    assert f"| RF-3 | `dc` | open | {rep} |" in table
 
 
 def test_claims_are_computed_on_the_reference_fixtures(tmp_path):
@@ -172,11 +176,23 @@ def test_the_paper_profile_has_htsim_and_ns3_beside_ours(tmp_path):
     claim = next(c for c in CLAIMS if c.id == "RF-1")
     paper = find_paper("repflow")
     row = Row(paper, claim, "ns3-2014", rf1[0].result, None)
+    from repflow.experiments.reproduce import CLAIM_COLUMNS
+
+    col = {c: i for i, c in enumerate(CLAIM_COLUMNS)}
     csv = _claim_csv_row(row, "ns3-2014", rf1[0].result, rf1)
-    assert csv[-3] == f"{rf1[0].label}; ns-3 1406464"
-    assert csv[-2] == f"{rf1[0].result.verdict}; {rf1[1].result.verdict}"
+    assert csv[col["reference"]] == f"{rf1[0].label}; ns-3 1406464"
+    assert csv[col["reference_verdict"]] == f"{rf1[0].result.verdict}; {rf1[1].result.verdict}"
     csv9 = _claim_csv_row(row, "ns3-2014", rf9[0].result, rf9)
-    assert csv9[-3] == rf9[0].label  # ns-3 did not measure RF-9
+    assert csv9[col["reference"]] == rf9[0].label  # ns-3 did not measure RF-9
+    # like with like: beside each reference, ours on the same flows and seeds, and whether
+    # the effects differ by the intervals of their difference
+    for ref in rf1:
+        assert ref.ours is not None and ref.ours.points
+        assert {(p.workload, p.load) for p in ref.ours.points} == {
+            (p.workload, p.load) for p in ref.result.points}
+        assert ref.differs is not None and ref.difference
+    assert csv[col["ours_on_reference_subset"]].count(";") == 1
+    assert "ours on the same flows:" in note
 
 
 def test_a_report_failing_in_the_background_fails_its_study_only(tmp_path):

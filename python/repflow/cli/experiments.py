@@ -348,7 +348,7 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
 
 def _print_combined(rows) -> None:  # noqa: ANN001
     """The claims table of the combined report, on the terminal."""
-    from repflow.experiments.claims import CONCLUSIVE, INCONCLUSIVE
+    from repflow.experiments import verdicts as vdx
 
     def under_dc(r):  # noqa: ANN001, ANN202
         return r.under_paper if r.paper_profile == "dc" else r.under_dc
@@ -358,14 +358,13 @@ def _print_combined(rows) -> None:  # noqa: ANN001
         if not verdicts:
             print(f"claims under {label}: not run")
             continue
-        print(f"claims under {label}: {sum(v in CONCLUSIVE for v in verdicts)} conclusive, "
-              f"{verdicts.count(INCONCLUSIVE)} inconclusive")
+        print(f"claims under {label}: {vdx.headline_line(vdx.headline(verdicts))}")
     print("claims: verdict under the paper's profile / under dc")
     for row in rows:
         vp = row.under_paper.verdict if row.under_paper else "-"
         vd = (row.under_dc.verdict if row.under_dc
               else "(= paper's, dc)" if row.paper_profile == "dc" else "not run")
-        print(f"  {row.claim.id:6} {row.paper_profile:9} {vp:15} / {vd:15} {row.claim.text}")
+        print(f"  {row.claim.id:6} {row.paper_profile:9} {vp:33} / {vd:33} {row.claim.text}")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -218,7 +218,8 @@ def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loa
         k = (workload, series, load)
         seed = labels.get(SEED_AXIS, run.get("config", {}).get("seed"))
         out.samples.setdefault(k, _stats.Sample()).add(
-            seed, flows, int(mss) if isinstance(mss, int | float) else None
+            seed, flows, int(mss) if isinstance(mss, int | float) else None,
+            _min_rto(run.get("config") or {}),
         )
         sd = flows["slowdown"].to_numpy(dtype=float)[sel]
         prev = out.short_fcts.get(k)
@@ -229,6 +230,17 @@ def load_sweep(store: Store, short_max: int | None = None, progress=None) -> Loa
     for sample in out.samples.values():
         sample.sort()
     return out
+
+
+def _min_rto(cfg: dict[str, Any]) -> float | None:
+    """The run's ``tcp.min_rto`` in seconds (None when absent or unreadable)."""
+    from repflow.units import seconds
+
+    v = (cfg.get("tcp") or {}).get("min_rto")
+    try:
+        return float(seconds(v)) if v is not None else None
+    except (ValueError, TypeError):
+        return None
 
 
 def aggregate(points: pd.DataFrame, loaded: Loaded | None = None) -> pd.DataFrame:

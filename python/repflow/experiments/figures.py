@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,10 +128,16 @@ def _log_if_wide(ax, values) -> bool:  # noqa: ANN001
     return False
 
 
+#: Fewest seeds for which a mean's Student t interval across seeds is drawn.
+T_BARS_MIN_SEEDS = 3
+
+
 def _ci_bars(s: pd.DataFrame, col: str, y: np.ndarray, scale: float) -> np.ndarray | None:
     """Error bars of ``col``: the 95 % interval of a mean across seeds (Student t), or of a
     pooled percentile (order statistics; an unbounded upper end is drawn to the axis edge)."""
     if f"{col}_ci95" in s:
+        if "seeds" in s and float(s["seeds"].min()) < T_BARS_MIN_SEEDS:
+            return None  # a t interval over two seeds (t = 12.7) says nothing but its width
         half = s[f"{col}_ci95"].fillna(0).to_numpy(dtype=float) * scale
         return half if np.any(half > 0) else None
     if f"{col}_ci_lo" in s:
@@ -393,13 +400,15 @@ def plot_workload(
     against = f"per scheme at load {loads[0]:g}" if single else "against load"
     if workload == "trace":
         against = "per scheme"
-    one_seed = "seeds" in sub and float(sub["seeds"].max()) < 2
+    few_seeds = "seeds" in sub and float(sub["seeds"].min()) < T_BARS_MIN_SEEDS
     if not any_bars:
         bars = "; no interval drawn"
-    elif one_seed:
-        bars = "; bars: 95 % intervals of the p99s (order statistics); one seed, none for means"
+    elif few_seeds:
+        bars = (f"; bars: 95 % intervals of the p99s (order statistics of the pooled flows); "
+                f"none for means (fewer than {T_BARS_MIN_SEEDS} seeds)")
     else:
-        bars = "; bars: 95 % intervals (means: across seeds; p99s: order statistics)"
+        bars = ("; bars: 95 % intervals (means: Student t across seeds; p99s: order "
+                "statistics of the pooled flows)")
     note = _hidden_note(hidden)
     _suptitle(fig, f"{title}: {kind} {against}{bars}" + (f"\n{note}" if note else ""))
     fig.tight_layout()
@@ -414,13 +423,21 @@ def plot_workload(
 REDUCTION_FLOOR = -100.0
 
 
+#: ``(a, b, metric, workload, load) -> (lo, hi)``: the verdicts' 95 % interval of a reduction
+#: (:class:`repflow.experiments.claims.Evidence`), drawn as the reduction plots' error bars.
+ReductionIntervals = Callable[[str, str, str, str, float], "tuple[float, float] | None"]
+
+
 def _reduction_panels(
     sub: pd.DataFrame, lines: list[tuple[str, str, str, int]], short_max: int,
-    band: tuple[float, float, str] | None = None,
+    band: tuple[float, float, float, str] | None = None,
+    intervals: ReductionIntervals | None = None,
 ) -> tuple[plt.Figure, np.ndarray, list[str]]:  # fmt: skip
     """Two panels (short-flow mean, p99) of FCT reductions, one line per (label, a, b, index)
-    of ``lines``; with one load, the pairs side by side on a category axis. The axis is scaled
-    to the values above :data:`REDUCTION_FLOOR`; lower ones are listed (returned as notes)."""
+    of ``lines``, each point with the verdicts' 95 % interval where ``intervals`` gives it;
+    with one load, the pairs side by side on a category axis. The axis is scaled to the values
+    above :data:`REDUCTION_FLOOR`; lower ones are listed (returned as notes). ``band``: the
+    published range, its tolerance and its label, drawn as two shades."""
     loads = sorted(sub["load"].unique().tolist())
     single = len(loads) == 1
     fig, axes = plt.subplots(1, 2, figsize=(_W, 4.4))
@@ -444,11 +461,28 @@ def _reduction_panels(
             shown = np.where(off, np.nan, red)
             vals += [v for v in shown if np.isfinite(v)]
             x = [j] if single else common
-            ax.plot(x, shown, marker=_MARKERS[i % len(_MARKERS)], color=_color(a, i),
-                    label=label, linewidth=0 if single else 1.6, markersize=7 if single else 5)
+            err = None
+            if intervals is not None:
+                w = str(sub["workload"].iloc[0]) if len(sub) else ""
+                ivs = [intervals(a, b, metric, w, float(ld)) for ld in common]
+                if any(iv is not None for iv in ivs):
+                    lo_e = [max(0.0, y - max(iv[0], REDUCTION_FLOOR)) if iv and np.isfinite(y)
+                            else 0.0 for y, iv in zip(shown, ivs, strict=True)]
+                    hi_e = [max(0.0, min(iv[1], 100.0) - y) if iv and np.isfinite(y) else 0.0
+                            for y, iv in zip(shown, ivs, strict=True)]
+                    err = np.nan_to_num(np.array([lo_e, hi_e], dtype=float))
+                    vals += [y - lo for y, lo in zip(shown, lo_e, strict=True) if np.isfinite(y)]
+                    vals += [y + hi for y, hi in zip(shown, hi_e, strict=True) if np.isfinite(y)]
+            ax.errorbar(x, shown, yerr=err, marker=_MARKERS[i % len(_MARKERS)],
+                        color=_color(a, i), label=label, linewidth=0 if single else 1.6,
+                        markersize=7 if single else 5, capsize=3, elinewidth=1.2)  # fmt: skip
         if band is not None:
-            ax.axhspan(band[0], band[1], color="#2ca02c", alpha=0.08, label=band[2])
-            vals += [band[0], band[1]]
+            lo_b, hi_b, tol, blabel = band
+            ax.axhspan(lo_b - tol, hi_b + tol, color="#2ca02c", alpha=0.06,
+                       label=f"{blabel} ± {tol:g} (the verdict's range)")
+            ax.axhspan(lo_b, hi_b, color="#2ca02c", alpha=0.14,
+                       label=f"{blabel} {lo_b:g}–{hi_b:g} %")
+            vals += [lo_b - tol, hi_b + tol]
         ax.axhline(0, color="black", linewidth=0.8)
         lo = min(vals + [0.0])
         hi = max(vals + [0.0])
@@ -468,7 +502,7 @@ def _reduction_panels(
 
 def plot_gain(
     agg: pd.DataFrame, workload: str, order: list[str], baseline: str, out: Path, title: str,
-    short_max: int = 100_000,
+    short_max: int = 100_000, intervals: ReductionIntervals | None = None,
 ) -> Figure | None:
     """Reduction of short-flow FCT against the baseline scheme (percent; higher is better)."""
     sub = agg[agg["workload"] == workload]
@@ -477,10 +511,12 @@ def plot_gain(
     if base.empty or not others:
         return None
     lines = [(s, s, baseline, order.index(s)) for s in others]
-    band = (50.0, 70.0, "paper: RepFlow vs TCP") if baseline == "tcp" and "repflow" in others \
-        else None
-    fig, axes, notes = _reduction_panels(sub, lines, short_max, band)
+    band = (50.0, 70.0, 10.0, "paper: RepFlow vs TCP") if baseline == "tcp" and \
+        "repflow" in others else None  # fmt: skip
+    fig, axes, notes = _reduction_panels(sub, lines, short_max, band, intervals)
     sup = f"{title}: short-flow FCT reduction against {baseline}"
+    if intervals is not None:
+        sup += " (bars: the verdicts' 95 % intervals)"
     if notes:
         sup += "\n" + "; ".join(notes)
     _suptitle(fig, sup)
@@ -504,7 +540,7 @@ PAIRS: list[tuple[str, str]] = [
 
 def plot_pairs(
     agg: pd.DataFrame, workload: str, order: list[str], out: Path, title: str,
-    short_max: int = 100_000,
+    short_max: int = 100_000, intervals: ReductionIntervals | None = None,
 ):  # fmt: skip
     """Short-flow FCT reduction of each scheme over its reference (:data:`PAIRS`)."""
     sub = agg[agg["workload"] == workload]
@@ -512,8 +548,10 @@ def plot_pairs(
     if not pairs:
         return None
     lines = [(f"{a} vs {b}", a, b, order.index(a)) for a, b in pairs]
-    fig, axes, notes = _reduction_panels(sub, lines, short_max)
+    fig, axes, notes = _reduction_panels(sub, lines, short_max, intervals=intervals)
     sup = f"{title}: what replication adds to its transport"
+    if intervals is not None:
+        sup += " (bars: the verdicts' 95 % intervals)"
     hidden = identical_series(sub, order, ["short_mean", "short_p99"])
     extra = notes + ([_hidden_note(hidden)] if hidden else [])
     if extra:
@@ -668,18 +706,21 @@ def _memo_update_ticks(original):  # noqa: ANN001, ANN202
 
 def make_figures(
     loaded: Loaded, out: Path, progress=None, agg: pd.DataFrame | None = None,
+    intervals: ReductionIntervals | None = None,
 ) -> list[Figure]:  # fmt: skip
     """Every figure of a loaded sweep, written under ``out``; ``progress(msg)`` hears of each
     workload as its figures start. ``agg``: ``aggregate(loaded.points, loaded)`` when the
-    caller has it already (it is not recomputed)."""
+    caller has it already (it is not recomputed); ``intervals``: the verdicts' intervals of
+    reductions, drawn on the reduction plots."""
     if loaded.points.empty:
         return []
     with plt.rc_context(_STYLE), _ticks_once_per_layout():
-        return _make_figures(loaded, out, progress, agg)
+        return _make_figures(loaded, out, progress, agg, intervals)
 
 
 def _make_figures(
     loaded: Loaded, out: Path, progress=None, agg: pd.DataFrame | None = None,  # noqa: ANN001
+    intervals: ReductionIntervals | None = None,
 ) -> list[Figure]:  # fmt: skip
     figs_cfg: dict[str, Any] = loaded.sweep.get("spec", {}).get("figures", {})
     baseline = str(figs_cfg.get("baseline", "tcp"))
@@ -714,12 +755,12 @@ def _make_figures(
                           short_max=short_max)  # fmt: skip
         )
         if base_series:
-            g = plot_gain(agg, w, order, base_series, out, title, short_max)
+            g = plot_gain(agg, w, order, base_series, out, title, short_max, intervals)
             if g:
                 figures.append(g)
         # With only RepFlow over TCP the pair figure would repeat the gain figure.
         if not (base_series == "tcp" and len(order) == 2):
-            pr = plot_pairs(agg, w, order, out, title, short_max)
+            pr = plot_pairs(agg, w, order, out, title, short_max, intervals)
             if pr:
                 figures.append(pr)
         for complementary in (False, True):

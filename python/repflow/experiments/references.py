@@ -173,6 +173,52 @@ def reference_records(study: str, profile: str, root: Path | None = None,
     return pd.concat(frames, ignore_index=True)
 
 
+def ours_records(study: str, profile: str, root: Path | None = None,
+                 like: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+    """Our own per-flow records of the same subset (``ours-<scheme>-<point>.csv.gz``, stored
+    beside the references' when their fixtures were made): the records a reference verdict is
+    compared with, like with like. ``like``: a reference's records, whose (scheme, point) set
+    is kept."""
+    spec = STUDIES[study]
+    base = (root or FIXTURES) / study / profile
+    keep = None
+    if like is not None and not like.empty:
+        keep = {(s, w, float(ld), int(sd)) for s, w, ld, sd in
+                like[["scheme", "workload", "load", "seed"]].drop_duplicates().itertuples(
+                    index=False)}  # fmt: skip
+    frames = []
+    for w in spec["workloads"]:
+        for load in spec["loads"]:
+            for seed in spec["seeds"]:
+                trace = None
+                for scheme in spec["schemes"]:
+                    if keep is not None and (scheme, w, float(load), int(seed)) not in keep:
+                        continue
+                    f = base / f"ours-{scheme}-{point_name(w, load, seed)}.csv.gz"
+                    if not f.is_file():
+                        continue
+                    if trace is None:
+                        trace = read_point_trace(study, w, load, seed, root)
+                    o = pd.read_csv(f)
+                    if len(o) != len(trace):
+                        raise ValueError(f"{f}: {len(o)} flows, its trace {len(trace)}")
+                    fct = o["fct"].to_numpy(dtype=float, copy=True)
+                    fct[fct < 0] = np.nan
+                    ideal = trace[f"ideal_{profile}_{IDEAL_OF[scheme]}"].to_numpy(dtype=float)
+                    frames.append(pd.DataFrame({
+                        "scheme": scheme, "series": scheme, "workload": w, "load": load,
+                        "seed": seed, "id": trace["id"], "src": trace["src"],
+                        "dst": trace["dst"], "size": trace["size"], "start": trace["start"],
+                        "fct": fct, "finish": trace["start"].to_numpy() + fct,
+                        "ideal_fct": ideal, "slowdown": fct / ideal, "copies": o["copies"],
+                        "winner": 0, "timeouts": o["timeouts"], "fast_retransmits": 0,
+                        "drops": 0, "bytes_sent": np.nan, "reference": "ours",
+                    }))  # fmt: skip
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True)
+
+
 def _wire_packet(study: str, profile: str, root: Path | None) -> int:
     return int(provenance(study, profile, root)["settings"]["htsim"]["packet_bytes"])
 

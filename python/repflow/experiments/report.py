@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from repflow.errors import UserError
+from repflow.experiments import verdicts as vd
 from repflow.experiments.analysis import (
     P99_MIN_FLOWS,
     aggregate,
@@ -28,11 +29,6 @@ from repflow.experiments.analysis import (
     thin_p99_rows,
 )
 from repflow.experiments.claims import (
-    CONCLUSIVE,
-    DIRECTION,
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
     ClaimResult,
     Evidence,
     evaluate_claims,
@@ -153,13 +149,23 @@ def overhead_table(agg: pd.DataFrame, order: list[str], labels: dict[str, str]) 
 def claims_table(results: list[ClaimResult]) -> Table:
     """The claims beside the measured effects, their intervals, verdicts and reasons."""
     rows, classes = [], []
-    cls = {HOLDS: "holds", DIRECTION: "partial", FAILS: "fails", INCONCLUSIVE: "inc"}
     for r in results:
+        why = r.reason or "–"
+        if r.notes:
+            why += " · rare events: " + " · ".join(r.notes)
         rows.append([r.claim.id, r.claim.text, r.claim.source, r.claim.criterion, r.measured,
-                     r.reason or "–", r.verdict])  # fmt: skip
-        classes.append(cls.get(r.verdict, "nm"))
+                     why, r.verdict])  # fmt: skip
+        classes.append(verdict_class(r.verdict))
     return Table(["id", "claim", "source", "criterion", "measured: effect [95 % interval]",
-                  "why (open points, or the deciding point)", "verdict"], rows, classes)
+                  "why (deciding or open points; rare events)", "verdict"], rows, classes)
+
+
+def verdict_class(verdict: str) -> str:
+    """The CSS class of a verdict's cell: reproduced, larger, refuted, open, nm."""
+    if verdict == vd.LARGER:
+        return "larger"
+    return {"reproduced": "holds", "not reproduced": "fails", vd.OPEN: "inc"}.get(
+        vd.family(verdict), "nm")
 
 
 _CSS = """
@@ -170,7 +176,7 @@ h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
 table{border-collapse:collapse;margin:.8em 0;font-size:.86em}
 th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}tr.holds td:last-child{background:#d8f3d8;font-weight:600}
-tr.partial td:last-child{background:#fff2c8;font-weight:600}
+tr.larger td:last-child{background:#c8ecd8;font-weight:600}
 tr.fails td:last-child{background:#f8d0d0;font-weight:600}tr.nm td:last-child{color:#777}
 tr.inc td:last-child{background:#e8e8f4;font-weight:600}.links{font-size:.9em}
 img{max-width:100%;border:1px solid #eee;margin:.5em 0}
@@ -185,6 +191,27 @@ def _img_html(fig: Figure) -> str:
         f'<figure><img alt="{html.escape(fig.title)}" src="data:image/png;base64,{data}">'
         f"<figcaption class=note>{html.escape(fig.title)}</figcaption></figure>"
     )
+
+
+def reduction_intervals(evidence: Evidence):  # noqa: ANN201
+    """The verdicts' 95 % intervals of reductions, for the reduction plots (the bootstrap's
+    replicates are shared with the claims that already asked for them)."""
+    from repflow.experiments import stats
+
+    def get(a: str, b: str, metric: str, workload: str, load: float
+            ) -> tuple[float, float] | None:  # fmt: skip
+        sa = evidence.samples.get((workload, a, load))
+        sb = evidence.samples.get((workload, b, load))
+        if sa is None or sb is None or not sa.flows or not sb.flows:
+            return None
+        try:
+            _, reps = evidence.boot.effect_replicates(sa, sb, metric, evidence.short_max,
+                                                      stats.reduction, (workload, load))
+        except ValueError:
+            return None
+        return stats.bounds(reps)
+
+    return get
 
 
 def build_report(root: str | Path, progress=None) -> Report:
@@ -221,7 +248,8 @@ def build_report(root: str | Path, progress=None) -> Report:
 
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=store.root))
     try:
-        figures = make_figures(loaded, tmp / "figures", progress=say, agg=agg)
+        figures = make_figures(loaded, tmp / "figures", progress=say, agg=agg,
+                               intervals=reduction_intervals(evidence))
         say(f"{len(figures)} figures drawn; writing the report")
         agg.to_csv(tmp / "summary.csv", index=False)
         html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep,
@@ -309,8 +337,7 @@ def _render(
     verdict_counts: dict[str, int] = {}
     for c in claims:
         verdict_counts[c.verdict] = verdict_counts.get(c.verdict, 0) + 1
-    conclusive = sum(verdict_counts.get(v, 0) for v in CONCLUSIVE)
-    verdict_line = f"{conclusive} conclusive, {verdict_counts.get(INCONCLUSIVE, 0)} inconclusive: "
+    verdict_line = vd.headline_line(vd.headline(c.verdict for c in claims)) + ": "
     verdict_line += ", ".join(f"{n} {v}" for v, n in verdict_counts.items())
     if not claims:
         verdict_line = "This spec declares no claim scenario ([experiment] claims)"
@@ -352,8 +379,8 @@ def _render(
     h += ["<h2>Published claims beside measured values</h2>",
           f"<p class=note>{html.escape(verdict_line)}. Effects are reductions of the first "
           "scheme's metric against the second's (positive: faster); each verdict follows from "
-          "the 95 % intervals at every point the claim covers, or the claim is inconclusive "
-          "(docs/metrics.md).</p>", ctab.html()]  # fmt: skip
+          "the intervals at every point the claim covers (family-wise over its points), or the "
+          "claim is open (docs/metrics.md).</p>", ctab.html()]  # fmt: skip
     m += ["## Published claims beside measured values", "", f"{verdict_line}.", "", ctab.md(), ""]
     for w in sorted(pts["workload"].unique()):
         wt = workload_title(w, labels)

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from repflow.errors import UserError
+from repflow.experiments import verdicts as vd
 from repflow.experiments.claims import (
     CLAIMS,
-    CONCLUSIVE,
-    INCONCLUSIVE,
     NOT_MEASURED,
     POINT_COLUMNS,
     Claim,
     ClaimResult,
+    RepEstimate,
     point_rows,
 )
 from repflow.experiments.papers import DC, Paper
@@ -166,6 +166,18 @@ def _resolved_tcp(spec: Spec) -> dict[str, Any]:
     return config_io.validate(spec.base).get("tcp", {})
 
 
+def profile_min_rto(profile: str) -> float | None:
+    """``tcp.min_rto`` of a TCP profile, seconds (None when it cannot be resolved)."""
+    from repflow import config_io
+    from repflow.units import seconds
+
+    try:
+        tcp = config_io.validate({"tcp": {"profile": profile}}).get("tcp", {})
+        return float(seconds(tcp["min_rto"]))
+    except (UserError, KeyError, ValueError, TypeError):
+        return None
+
+
 def profile_differences(paper_spec: Spec, dc_spec: Spec) -> list[tuple[str, Any, Any]]:
     """(field, value under the paper's profile, value under dc) for every resolved TCP field
     that differs between the two runs of a study."""
@@ -234,7 +246,9 @@ def _same_run(row: Row) -> str:
 
 
 def _counts(rows: Sequence[Row], key: str) -> dict[str, int]:
-    out: dict[str, int] = {}
+    """Headline counts (reproduced / not reproduced / open / …) under the papers' profiles
+    (``key`` = ``paper``) or under ``dc``."""
+    verdicts = []
     for row in rows:
         if key == "paper":
             res = row.under_paper
@@ -242,20 +256,12 @@ def _counts(rows: Sequence[Row], key: str) -> dict[str, int]:
             res = row.under_paper if row.paper_profile == DC else row.under_dc
         if res is None:
             continue  # not run under this profile (`--profiles`)
-        out[res.verdict] = out.get(res.verdict, 0) + 1
-    return out
+        verdicts.append(res.verdict)
+    return vd.headline(verdicts)
 
 
 def _count_line(c: dict[str, int]) -> str:
-    if not c:
-        return "not run"
-    conclusive = sum(c.get(v, 0) for v in CONCLUSIVE)
-    parts = [f"{c[v]} {v}" for v in CONCLUSIVE if c.get(v)]
-    line = f"{conclusive} conclusive ({', '.join(parts) or 'none'}), "
-    line += f"{c.get(INCONCLUSIVE, 0)} inconclusive"
-    if c.get(NOT_MEASURED):
-        line += f", {c[NOT_MEASURED]} not measured"
-    return line
+    return vd.headline_line(c)
 
 
 #: The report's statement of its conventions (both formats).
@@ -264,11 +270,17 @@ CONVENTIONS = (
     "a's metric relative to b's, in percent of b's — positive means a is lower (faster); "
     "'10× lower' reads 90 %, '30 % slower' reads −30 %. Levels (overhead, shares, collisions, "
     "retransmissions) are percentages of what they name. Every effect carries its 95 % "
-    "interval (a two-stage bootstrap over seeds and over flows within seeds; docs/metrics.md) "
-    "and the flows and seeds behind it; ⚠ marks a 99th percentile resting on fewer than "
-    "1,000 flows. A verdict is given only where the intervals support it at every point the "
-    "claim covers; otherwise the claim is inconclusive, with the points that keep it open and "
-    "about how many more flows would settle it."
+    "interval (a two-stage bootstrap over seeds and over flows within seeds, with replicates "
+    "added where a bound is near a boundary; docs/metrics.md) and the flows behind it per "
+    "series and the seeds; ⚠ marks a 99th percentile resting on fewer than 1,000 flows, ⧗ a "
+    "percentile on a timeout plateau (decided on the share of flows beyond it), † a mean "
+    "carried mostly by flows that waited for a timeout (the notes give the share and the "
+    "effect without them). Verdicts: reproduced; reproduced, larger than published; not "
+    "reproduced — smaller, opposite sign, larger, or sign open; open (reproduced still "
+    "possible together with something else); regime not reached. A claim over m points is "
+    "reproduced when every point's 95 % interval is, and not reproduced when one point's "
+    "interval at 1 − 0.05/m is not (5 % family-wise); bounds are printed with the digits "
+    "that keep them on their side of the boundary they are tested against."
 )
 
 
@@ -328,15 +340,20 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.8em 0;font-size:.86em}
 th,td{border:1px solid #ccc;padding:.25em .55em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.holds{background:#d8f3d8;font-weight:600}
-td.partial{background:#fff2c8;font-weight:600}td.fails{background:#f8d0d0;font-weight:600}
+td.larger{background:#c8ecd8;font-weight:600}td.fails{background:#f8d0d0;font-weight:600}
+td.regime{background:#f0e6d0;font-weight:600}.v{font-size:1.08em}
 td.nm{color:#777}td.inc{background:#e8e8f4;font-weight:600}
-.m{color:#555;font-size:.92em;font-weight:normal}.why{color:#336;font-size:.88em;
-font-weight:normal;font-style:italic;margin-top:.3em}.conv{color:#444;font-size:.9em}
+.m{color:#555;font-size:.92em;font-weight:normal}.why{color:#124;font-size:.95em;
+font-weight:600;margin-top:.2em}.rare{color:#733;font-size:.86em;font-weight:normal;
+margin-top:.3em}.conv{color:#444;font-size:.9em}
 .ref{color:#630;font-size:.88em;font-weight:600;margin-top:.3em}
 """
 
-_VCLASS = {"holds": "holds", "direction only": "partial", "does not hold": "fails",
-           "inconclusive": "inc"}
+def _vclass(verdict: str) -> str:
+    if verdict == vd.LARGER:
+        return "larger"
+    return {"reproduced": "holds", "not reproduced": "fails", vd.OPEN: "inc",
+            vd.REGIME: "regime"}.get(vd.family(verdict), "nm")  # fmt: skip
 
 
 def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> tuple[Path, Path]:
@@ -364,9 +381,10 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     def md_cell(r: ClaimResult | None, ref: list[Reference] | None = None) -> str:
         if r is None:
             return "—"
-        out = f"**{r.verdict}**: {esc(r.measured)}"
-        if r.reason:
-            out += f" — *{esc(r.reason)}*"
+        out = f"**{r.verdict}**" + (f" — {esc(r.reason)}" if r.reason else "")
+        out += f"<br>{esc(r.measured)}"
+        if r.notes:
+            out += "<br>rare events: " + esc(" · ".join(r.notes))
         note = _reference_note(ref, r)
         if note:
             out += f" — **{esc(note)}**"
@@ -432,12 +450,13 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
         if same:
             return f"<td class='nm'>{html.escape(same.replace('`', ''))}</td>"
         v, m = _cell(r)
-        cls = _VCLASS.get(v, "nm")
+        cls = _vclass(v)
         why = f"<div class='why'>{html.escape(r.reason)}</div>" if r and r.reason else ""
-        for one in _measured_refs(ref):
-            why += f"<div class='ref'>{html.escape(_reference_note([one], r))}</div>"
-        return (f"<td class='{cls}'>{html.escape(v)}<div class='m'>{html.escape(m)}</div>"
-                f"{why}</td>")  # fmt: skip
+        rare = "".join(f"<div class='rare'>{html.escape(n)}</div>" for n in (r.notes if r else []))
+        refs = "".join(f"<div class='ref'>{html.escape(_reference_note([one], r))}</div>"
+                       for one in _measured_refs(ref))  # fmt: skip
+        return (f"<td class='{cls}'><span class='v'>{html.escape(v)}</span>{why}"
+                f"<div class='m'>{html.escape(m)}</div>{rare}{refs}</td>")  # fmt: skip
 
     for row in rows:
         same = _same_run(row) if row.paper_profile == DC else ""
@@ -490,14 +509,10 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     return root / "report.md", root / "report.html"
 
 
-#: Pairs of conclusive verdicts that contradict each other (holds or direction only against
-#: does not hold); holds against direction only is a change of size, not of direction.
-CONTRADICTIONS = {("holds", "does not hold"), ("direction only", "does not hold")}
-
-
 def contradicts(a: str, b: str) -> bool:
-    """Whether verdicts ``a`` and ``b`` of one claim contradict each other."""
-    return (a, b) in CONTRADICTIONS or (b, a) in CONTRADICTIONS
+    """Whether verdicts ``a`` and ``b`` of one claim contradict each other: one says
+    reproduced, the other not reproduced."""
+    return vd.opposite_kinds(a, b)
 
 
 def compare_verdicts(a: Path, b: Path) -> tuple[str, list[str]]:
@@ -535,6 +550,45 @@ class Reference:
     result: ClaimResult
     #: The sample it rests on (e.g. "seeds 1–2 of the quick study, the same flows").
     scope: str
+    #: Our verdict on the same subset of flows and seeds (like with like).
+    ours: ClaimResult | None = None
+    #: Whether the reference's effects differ from ours on those flows: True when one
+    #: point's interval of the difference (family-wise over the claim's points) excludes 0,
+    #: False when none does, None when it cannot be computed.
+    differs: bool | None = None
+    #: The point where they differ most (or the widest agreement), in words.
+    difference: str = ""
+
+
+def effect_difference(ref: ClaimResult, ours: ClaimResult) -> tuple[bool | None, str]:
+    """Whether a reference's effects differ from ours on the same flows: the paired
+    replicates (the same flows are drawn for both: same seeds, sizes and starts) of ref − ours
+    per point, at 1 − 0.05/m over the m points."""
+    from repflow.experiments import stats
+
+    pairs = []
+    for a, b in zip(ref.points, ours.points, strict=False):
+        if (a.workload, a.load, a.part, a.metric) != (b.workload, b.load, b.part, b.metric):
+            continue
+        if isinstance(a.est, RepEstimate) and isinstance(b.est, RepEstimate):
+            n = min(len(a.est.reps), len(b.est.reps))
+            pairs.append((a, a.est.reps[:n] - b.est.reps[:n], b))
+    if not pairs:
+        return None, ""
+    conf = vd.family_confidence(len(pairs))
+    worst = None
+    for a, d, b in pairs:
+        lo, hi = stats.bounds(d, conf)
+        if lo > 0 or hi < 0:
+            gap = min(abs(lo), abs(hi))
+            if worst is None or gap > worst[0]:
+                worst = (gap, a, lo, hi, b)
+    if worst is None:
+        return False, (f"every difference's interval includes 0 ({len(pairs)} points, "
+                       f"{100 * conf:.1f} % each)")  # fmt: skip
+    _, a, lo, hi, b = worst
+    return True, (f"{a.where()}: reference {a.interval.estimate:.1f} % vs ours "
+                  f"{b.interval.estimate:.1f} %, difference [{lo:.1f}, {hi:.1f}] points")
 
 
 def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], list[Reference]]:
@@ -579,26 +633,61 @@ def reference_results(runs: Sequence[Run]) -> dict[tuple[str, str], list[Referen
             for (w, series, load, seed), g in recs.groupby(
                 ["workload", "series", "load", "seed"]
             ):
-                samples.setdefault((str(w), str(series), float(load)), Sample()).add(seed, g)
+                samples.setdefault((str(w), str(series), float(load)), Sample()).add(
+                    seed, g, min_rto=profile_min_rto(r.profile))
             for smp in samples.values():
                 smp.sort()
             ev = Evidence(agg, samples, int(spec.get("short_max", 100_000)))
+            ours_ev = _ours_evidence(references, study, r.profile, root, recs,
+                                     int(spec.get("short_max", 100_000)))  # fmt: skip
+            ours_res = ({c.claim.id: c for c in evaluate_claims(ours_ev, [r.scenario])}
+                        if ours_ev is not None else {})  # fmt: skip
             seeds = ", ".join(str(x) for x in sorted(set(recs["seed"])))
             schemes = ", ".join(dict.fromkeys(recs["scheme"]))
             scope = (f"{label} on our flows: seeds {seeds}" + (f", {subset}" if subset else "")
                      + f"; schemes {schemes}")  # fmt: skip
             for res in evaluate_claims(ev, [r.scenario]):
                 if res.claim.scenario == r.scenario:
+                    mine = ours_res.get(res.claim.id)
+                    differs, diff = (effect_difference(res, mine) if mine is not None
+                                     else (None, ""))  # fmt: skip
                     out.setdefault((res.claim.id, r.profile), []).append(
-                        Reference(label, res, scope)
+                        Reference(label, res, scope, mine, differs, diff)
                     )
     return out
 
 
+def _ours_evidence(references: Any, study: str, profile: str, root: Path, recs: Any,
+                   short_max: int) -> Any:  # fmt: skip
+    """Evidence of our own records on a reference's subset (its schemes, points and seeds),
+    or None when they are not stored."""
+    from repflow.experiments import analysis
+    from repflow.experiments.claims import Evidence
+    from repflow.experiments.stats import Sample
+
+    try:
+        ours = references.ours_records(study, profile, root, like=recs)
+    except (OSError, ValueError, KeyError):
+        return None
+    if ours.empty:
+        return None
+    pts, loaded = references.reference_points(study, profile, short_max, root, records=ours)
+    agg = analysis.aggregate(pts, loaded)
+    samples: dict[tuple[str, str, float], Sample] = {}
+    for (w, series, load, seed), g in ours.groupby(["workload", "series", "load", "seed"]):
+        samples.setdefault((str(w), str(series), float(load)), Sample()).add(
+            seed, g, min_rto=profile_min_rto(profile))
+    for smp in samples.values():
+        smp.sort()
+    return Evidence(agg, samples, short_max)
+
+
 #: Columns of ``claims.csv`` (docs/metrics.md).
-CLAIM_COLUMNS = ("paper", "claim", "profile", "paper_profile", "verdict", "reason", "published",
-                 "criterion", "measured", "points", "points_conclusive", "min_flows",
-                 "seeds", "reference", "reference_verdict", "reference_measured")  # fmt: skip
+CLAIM_COLUMNS = ("paper", "claim", "profile", "paper_profile", "verdict", "family", "reason",
+                 "published", "criterion", "measured", "rare_events", "points",
+                 "points_decided", "family_level", "min_flows", "seeds", "reference",
+                 "reference_verdict", "reference_measured", "ours_on_reference_subset",
+                 "reference_differs")  # fmt: skip
 
 
 def _profile_results(row: Row) -> list[tuple[str, ClaimResult]]:
@@ -618,14 +707,19 @@ def _claim_csv_row(row: Row, prof: str, res: ClaimResult,
     """One ``claims.csv`` row; with several references that measured the claim, their labels,
     verdicts and measurements are joined by "; " in the same order (htsim, then ns-3)."""
     pts = res.points
-    flows = [sum(p.interval.flows) for p in pts if p.interval.flows]
+    flows = [min(p.interval.flows) for p in pts if p.interval.flows]
     m = _measured_refs(refs)
-    return [row.paper.id, row.claim.id, prof, row.paper_profile, res.verdict, res.reason,
-            row.claim.text, row.claim.criterion, res.measured, len(pts),
-            sum(1 for p in pts if len(p.admits) == 1), min(flows) if flows else "",
-            max((p.interval.seeds for p in pts), default=""),
+    return [row.paper.id, row.claim.id, prof, row.paper_profile, res.verdict,
+            vd.family(res.verdict), res.reason, row.claim.text, row.claim.criterion,
+            res.measured, " · ".join(res.notes), len(pts),
+            sum(1 for p in pts if p.verdict != vd.OPEN),
+            f"{vd.family_confidence(len(pts)):.4g}" if pts else "",
+            min(flows) if flows else "", max((p.interval.seeds for p in pts), default=""),
             "; ".join(x.label for x in m), "; ".join(x.result.verdict for x in m),
-            "; ".join(x.result.measured for x in m)]  # fmt: skip
+            "; ".join(x.result.measured for x in m),
+            "; ".join(x.ours.verdict if x.ours else "" for x in m),
+            "; ".join("" if x.differs is None else ("yes" if x.differs else "no")
+                      for x in m)]  # fmt: skip
 
 
 def _reference_note(refs: Sequence[Reference] | None, ours: ClaimResult | None) -> str:
@@ -633,8 +727,12 @@ def _reference_note(refs: Sequence[Reference] | None, ours: ClaimResult | None) 
     notes = []
     for ref in _measured_refs(refs):
         note = f"{ref.label} says: {ref.result.verdict}"
-        if ours is not None and ours.verdict != ref.result.verdict:
-            note += f" — differs from ours ({ours.verdict})"
+        if ref.ours is not None:
+            note += f"; ours on the same flows: {ref.ours.verdict}"
+        if ref.differs is True:
+            note += f" — the effects differ ({ref.difference})"
+        elif ref.differs is False:
+            note += f" — no difference shown ({ref.difference})"
         notes.append(note + f" [{ref.scope}]")
     return ". ".join(notes)
 

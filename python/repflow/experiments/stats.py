@@ -46,7 +46,7 @@ P99_MIN_FLOWS = 1000
 SHORT_DEADLINE_S = 0.050
 #: Columns a sample keeps from the per-flow records (the others are not needed here).
 SAMPLE_COLUMNS = (
-    "size", "start", "fct", "bytes_sent", "copies",
+    "size", "start", "fct", "bytes_sent", "copies", "timeouts",
     "retransmissions", "fast_retransmits", "timeout_retransmits", "detect_retransmits",
     "atimer_retransmits",
 )  # fmt: skip
@@ -60,14 +60,20 @@ class Sample:
     flows: list[pd.DataFrame] = field(default_factory=list)
     #: Maximum segment size of the runs (for retransmissions per data segment).
     mss: int | None = None
+    #: The runs' minimum retransmission timeout, seconds: a flow *waited for a timeout* when
+    #: it had one and took at least this long (None: any flow with a timeout).
+    min_rto: float | None = None
 
-    def add(self, seed: object, flows: pd.DataFrame, mss: int | None = None) -> None:
+    def add(self, seed: object, flows: pd.DataFrame, mss: int | None = None,
+            min_rto: float | None = None) -> None:  # fmt: skip
         """Adds one seed's per-flow records (only :data:`SAMPLE_COLUMNS` are kept)."""
         keep = [c for c in SAMPLE_COLUMNS if c in flows.columns]
         self.seeds.append(seed)
         self.flows.append(flows[keep].reset_index(drop=True))
         if mss:
             self.mss = int(mss)
+        if min_rto:
+            self.min_rto = float(min_rto)
 
     def sort(self) -> None:
         """Seeds in a fixed order (so that two series' seeds line up)."""
@@ -333,18 +339,103 @@ class Interval:
         return self.tail_flows is not None and self.tail_flows < P99_MIN_FLOWS
 
 
+def metric_flows(name: str, s: Sample, short_max: int) -> int:
+    """Flows the metric ``name`` of ``s`` rests on, every seed: the finished short flows of a
+    short-flow mean or percentile, the large ones of ``large_mean``, every flow of a level."""
+    m = metric(name, short_max, s.mss or 1)
+    n = 0
+    for f in s.flows:
+        if m.kind == "quantile":
+            n += int(m.mask(f, short_max).sum())  # type: ignore[misc]
+        else:
+            n += int((m.den(f, short_max) != 0).sum())  # type: ignore[misc]
+    return n
+
+
+#: Metrics that are means of FCTs (their rare-event share is reported).
+FCT_MEANS = ("short_mean", "large_mean", "all_mean")
+
+
+@dataclass(frozen=True)
+class TimeoutShare:
+    """How much of one series' FCT mean comes from flows that waited for a timeout."""
+
+    #: Flows behind the mean, and those among them with a timeout (SYN or data).
+    flows: int
+    with_timeout: int
+    #: Share of the mean (the sum of FCTs) those flows carry, 0–1.
+    share: float
+    #: The mean over the flows without a timeout (as the tables: mean of per-seed means).
+    mean_without: float
+
+
+def timeout_share(name: str, s: Sample, short_max: int) -> TimeoutShare | None:
+    """The share of an FCT mean carried by flows that waited for a retransmission timeout (SYN
+    or data: a timeout, and an FCT of at least the minimum RTO, since a timeout that fires
+    after the last byte arrived delays nothing); None when the records have no ``timeouts``
+    column."""
+    if name not in FCT_MEANS or not s.flows or any("timeouts" not in f for f in s.flows):
+        return None
+    m = metric(name, short_max)
+    flows = with_to = 0
+    total = from_to = 0.0
+    per: list[float] = []
+    for f in s.flows:
+        keep = m.den(f, short_max) > 0  # type: ignore[misc]
+        fct = _fct_or_zero(f)[keep]
+        to = f["timeouts"].to_numpy()[keep] > 0
+        if s.min_rto:
+            to &= fct >= s.min_rto
+        flows += int(keep.sum())
+        with_to += int(to.sum())
+        total += float(fct.sum())
+        from_to += float(fct[to].sum())
+        if (~to).any():
+            per.append(float(fct[~to].mean()))
+    return TimeoutShare(flows, with_to, from_to / total if total > 0 else 0.0,
+                        float(np.mean(per)) if per else float("nan"))  # fmt: skip
+
+
 def _tail_flows(m: Metric, s: Sample, short_max: int) -> int | None:
     if m.kind != "quantile":
         return None
     return int(sum(int(m.mask(f, short_max).sum()) for f in s.flows))  # type: ignore[misc]
 
 
-def _bounds(reps: np.ndarray) -> tuple[float, float]:
+def _bounds(reps: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
     r = reps[np.isfinite(reps)]
     if len(r) < 0.9 * len(reps) or not len(r):
         return float("-inf"), float("inf")
-    alpha = (1 - CONFIDENCE) / 2
+    alpha = (1 - confidence) / 2
     return float(np.percentile(r, 100 * alpha)), float(np.percentile(r, 100 * (1 - alpha)))
+
+
+def bounds(reps: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates at ``confidence`` (two-sided); the
+    whole line when more than a tenth of the replicates are undefined."""
+    return _bounds(reps, confidence)
+
+
+def bound_bands(reps: np.ndarray, confidence: float = CONFIDENCE
+                ) -> tuple[tuple[float, float], tuple[float, float]]:  # fmt: skip
+    """Monte Carlo uncertainty of each bound of :func:`bounds`: for the lower and the upper
+    bound, the replicates at the ranks ±2 binomial standard deviations around the bound's
+    rank (where another set of B replicates would likely put the bound). A decision boundary
+    inside a band means the verdict could depend on the generator: more replicates are due."""
+    r = np.sort(reps[np.isfinite(reps)])
+    n = len(r)
+    if n < 0.9 * len(reps) or not n:
+        inf = float("inf")
+        return (-inf, inf), (-inf, inf)
+    alpha = (1 - confidence) / 2
+    sd = float(np.sqrt(n * alpha * (1 - alpha)))
+
+    def band(p: float) -> tuple[float, float]:
+        lo_i = int(max(0, np.floor(p * (n - 1) - 2 * sd - 1)))
+        hi_i = int(min(n - 1, np.ceil(p * (n - 1) + 2 * sd + 1)))
+        return float(r[lo_i]), float(r[hi_i])
+
+    return band(alpha), band(1 - alpha)
 
 
 class Bootstrap:
@@ -357,8 +448,16 @@ class Bootstrap:
     not depend on the order effects are asked for.
     """
 
-    def __init__(self, resamples: int = RESAMPLES) -> None:
+    def __init__(self, resamples: int = RESAMPLES, seed_stage: bool = True,
+                 flow_stage: bool = True, salt: int = 0) -> None:  # fmt: skip
         self.resamples = resamples
+        #: Salts every draw (0: the published draws); a verdict must not depend on it.
+        self.salt = salt
+        #: Whether a replicate redraws the seeds (else every seed once) and the flows within
+        #: each seed (else every flow once): the coverage study's alternatives
+        #: (:mod:`repflow.experiments.coverage`); the verdicts use both stages.
+        self.seed_stage = seed_stage
+        self.flow_stage = flow_stage
         self._weights: dict[tuple[object, ...], np.ndarray] = {}
         self._counts: dict[tuple[object, ...], list[np.ndarray]] = {}
         self._reps: dict[tuple[object, ...], tuple[float, np.ndarray]] = {}
@@ -376,35 +475,92 @@ class Bootstrap:
             h.update(str(len(f)).encode())
         return h.hexdigest()
 
-    def draws(self, sample: Sample, group: object) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Seed multiplicities (B, S) and flow counts per seed (B, n_s) for ``sample``."""
+    def draws(self, sample: Sample, group: object, chunk: int = 0
+              ) -> tuple[np.ndarray, list[np.ndarray]]:  # fmt: skip
+        """Seed multiplicities (B, S) and flow counts per seed (B, n_s) for ``sample``; chunk
+        ``c`` > 0 is a further, independent set of B replicates (replicates added near a
+        decision boundary: :meth:`chunk_replicates`)."""
         wkey = (group, tuple(repr(s) for s in sample.seeds))
-        if wkey not in self._weights:
-            rng = _rng("seeds", wkey, self.resamples)
-            n = len(sample.seeds)
-            pick = rng.integers(0, n, size=(self.resamples, n))
-            self._weights[wkey] = np.stack([(pick == s).sum(axis=1) for s in range(n)], axis=1)
-        w = self._weights[wkey]
-        ckey = (wkey, self.identity(sample))
+        default = chunk == 0 and self.seed_stage and self.flow_stage
+        tag: tuple[object, ...] = ((self.resamples,) if default else
+                                   (self.resamples, chunk, self.seed_stage, self.flow_stage))
+        if self.salt:
+            tag += ("salt", self.salt)
+        n = len(sample.seeds)
+        if (wkey, tag) not in self._weights:
+            if self.seed_stage:
+                rng = _rng("seeds", wkey, *tag)
+                pick = rng.integers(0, n, size=(self.resamples, n))
+                self._weights[(wkey, tag)] = np.stack([(pick == s).sum(axis=1)
+                                                       for s in range(n)], axis=1)  # fmt: skip
+            else:
+                self._weights[(wkey, tag)] = np.ones((self.resamples, n), dtype=np.int64)
+        w = self._weights[(wkey, tag)]
+        ckey = (wkey, self.identity(sample), tag)
         if ckey not in self._counts:
-            rng = _rng("flows", ckey, self.resamples)
-            # float: the metrics' sums are then matrix-vector products (BLAS)
-            self._counts[ckey] = [_counts(rng, w[:, s], len(f)).astype(np.float64)
-                                  for s, f in enumerate(sample.flows)]  # fmt: skip
+            if self.flow_stage:
+                rng = _rng("flows", (wkey, self.identity(sample)), *tag)
+                # float: the metrics' sums are then matrix-vector products (BLAS)
+                self._counts[ckey] = [_counts(rng, w[:, s], len(f)).astype(np.float64)
+                                      for s, f in enumerate(sample.flows)]  # fmt: skip
+            else:
+                self._counts[ckey] = [np.repeat(w[:, s:s + 1].astype(np.float64), len(f), axis=1)
+                                      for s, f in enumerate(sample.flows)]  # fmt: skip
         return w, self._counts[ckey]
 
     def replicates(self, sample: Sample, name: str, short_max: int, group: object
                    ) -> tuple[float, np.ndarray]:  # fmt: skip
         """(estimate, replicates) of metric ``name`` of ``sample``."""
+        return self.chunk_replicates(sample, name, short_max, group, 0)
+
+    def chunk_replicates(self, sample: Sample, name: str, short_max: int, group: object,
+                         chunk: int) -> tuple[float, np.ndarray]:  # fmt: skip
+        """(estimate, replicates) of metric ``name`` of ``sample`` in chunk ``chunk``."""
         # the sample object itself: two series may share their flows, never their FCTs
-        key = (group, id(sample), name, short_max, sample.mss)
+        key = (group, id(sample), name, short_max, sample.mss, chunk)
         if key not in self._reps:
             m = metric(name, short_max, sample.mss)
             est = _estimate(m, sample, short_max)
-            w, c = self.draws(sample, group)
+            w, c = self.draws(sample, group, chunk)
             self._held.append(sample)
             self._reps[key] = (est, _replicates(m, sample, short_max, w, c))
         return self._reps[key]
+
+    def effect_replicates(
+        self, a: Sample, b: Sample, name: str, short_max: int,
+        effect: Callable[[np.ndarray, np.ndarray], np.ndarray], group: object = (),
+        chunks: int = 1,
+    ) -> tuple[float, np.ndarray]:  # fmt: skip
+        """(estimate, replicates) of ``effect(metric of a, metric of b)`` over ``chunks``
+        chunks of B replicates each (chunk 0 first: more chunks extend, never redraw)."""
+        reps = []
+        est = float("nan")
+        for c in range(chunks):
+            ea, ra = self.chunk_replicates(a, name, short_max, group, c)
+            eb, rb = self.chunk_replicates(b, name, short_max, group, c)
+            est = float(effect(np.array([ea]), np.array([eb]))[0])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                reps.append(effect(ra, rb))
+            if c > 0:
+                self._drop_counts(c)
+        return est, np.concatenate(reps)
+
+    def level_replicates(self, sample: Sample, name: str, short_max: int, group: object = (),
+                         chunks: int = 1) -> tuple[float, np.ndarray]:  # fmt: skip
+        """(estimate, replicates) of one series' metric over ``chunks`` chunks."""
+        reps = []
+        est = float("nan")
+        for c in range(chunks):
+            est, r = self.chunk_replicates(sample, name, short_max, group, c)
+            reps.append(r)
+            if c > 0:
+                self._drop_counts(c)
+        return est, np.concatenate(reps)
+
+    def _drop_counts(self, chunk: int) -> None:
+        """Frees the flow counts of a further chunk (its replicates stay cached)."""
+        for k in [k for k in self._counts if len(k[2]) >= 4 and k[2][1] == chunk]:
+            del self._counts[k]
 
     def forget_flow_draws(self) -> None:
         """Drops the cached flow counts (B × flows per seed: the bulk of the memory); the
@@ -466,9 +622,16 @@ def difference(va: np.ndarray, vb: np.ndarray) -> np.ndarray:
 
 def wilson(successes: float, trials: float) -> tuple[float, float]:
     """95 % Wilson score interval of a proportion (for counters recorded per run only)."""
+    return wilson_at(successes, trials, CONFIDENCE)
+
+
+def wilson_at(successes: float, trials: float, confidence: float) -> tuple[float, float]:
+    """Wilson score interval of a proportion at a two-sided ``confidence``."""
     if trials <= 0:
         return float("nan"), float("nan")
-    z = 1.959963984540054
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     p = successes / trials
     den = 1 + z * z / trials
     mid = (p + z * z / (2 * trials)) / den

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from repflow.errors import UserError
 from repflow.experiments.claims import CLAIMS, ClaimResult, Point
-from repflow.experiments.stats import Interval
 from repflow.experiments.store import POINTS, SWEEP_FILE, write_json_atomic
 
 if TYPE_CHECKING:
@@ -36,7 +35,8 @@ REPORT_FILES = ("report.html", "report.md", "summary.csv", "figures")
 
 #: Modules whose code decides a report's contents: a change to any of them makes every stamp
 #: stale (the version alone does not change between releases).
-REPORT_CODE = ("analysis", "claims", "stats", "report", "figures")
+REPORT_CODE = ("analysis", "claims", "claimtext", "evidence", "verdicts", "rare", "stats",
+               "report", "figures")
 
 
 def _code_digest() -> bytes:
@@ -78,7 +78,8 @@ def record(root: Path, claims: Sequence[ClaimResult]) -> None:
             "fingerprint": fingerprint(root),
             "claims": [
                 {"id": c.claim.id, "measured": c.measured, "verdict": c.verdict,
-                 "reason": c.reason, "points": [_point_json(p) for p in c.points]}
+                 "reason": c.reason, "notes": list(c.notes),
+                 "points": [_point_json(p) for p in c.points]}
                 for c in claims
             ],
         },
@@ -96,29 +97,18 @@ def current_claims(root: Path) -> list[ClaimResult] | None:
             return None
         by_id = {c.id: c for c in CLAIMS}
         return [ClaimResult(by_id[c["id"]], c["measured"], c["verdict"], c.get("reason", ""),
-                            [_point_of(p) for p in c.get("points", [])])
+                            [_point_of(p) for p in c.get("points", [])], list(c.get("notes", [])))
                 for c in stamp["claims"]]  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def _point_json(p: Point) -> dict[str, Any]:
-    iv = p.interval
-    return {"part": p.part, "workload": p.workload, "load": p.load, "metric": p.metric,
-            "published": [p.published_lo, p.published_hi], "unit": p.unit,
-            "admits": sorted(p.admits), "boundaries": list(p.boundaries),
-            "interval": {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi,
-                         "flows": list(iv.flows), "seeds": iv.seeds, "paired": iv.paired,
-                         "tail_flows": iv.tail_flows}}  # fmt: skip
+    return p.to_json()
 
 
 def _point_of(d: dict[str, Any]) -> Point:
-    i = d["interval"]
-    iv = Interval(float(i["estimate"]), float(i["lo"]), float(i["hi"]), tuple(i["flows"]),
-                  int(i["seeds"]), bool(i["paired"]), i.get("tail_flows"))  # fmt: skip
-    return Point(d["part"], d["workload"], float(d["load"]), d["metric"],
-                 float(d["published"][0]), float(d["published"][1]), iv,
-                 frozenset(d["admits"]), tuple(d["boundaries"]), d.get("unit", "%"))  # fmt: skip
+    return Point.from_json(d)
 
 
 def report_claims(root: Path, progress: Callable[[str], None] | None = None,
