@@ -38,6 +38,10 @@ class Point(Protocol):
         """The boundary that keeps the point open."""
         ...
 
+    def open_on_fw(self) -> bool:
+        """Whether only the family-wise interval keeps the point open."""
+        ...
+
 _WL = {"websearch": "web search", "datamining": "data mining"}
 
 
@@ -190,11 +194,17 @@ def why_open(points: Sequence[Point], open_idx: Sequence[int], settle: str) -> s
     """Why a claim is open: every point that keeps it open, with the boundary that keeps it
     open, and what would settle it."""
     parts = []
+    m = len(points)
     for i in open_idx:
         p = points[i]
         cut = p.open_boundary()
-        at = f" straddles {fmt(cut, p.unit)}" if cut is not None else ""
+        at = (f" straddles {f'{cut:g}'.replace('-', '−')} {p.unit}" if cut is not None
+              else "")  # fmt: skip
+        span = interval_text(p)
+        if p.open_on_fw() and p.fw is not None:
+            level = f"{100 * vd.family_confidence(m):.1f}".rstrip("0").rstrip(".")
+            span = f"{span}, at {level} % {interval_text(p, p.fw.lo, p.fw.hi)}"
         if p.plateau is not None and p.plateau.side() == "open":
             at = " sits on a knife edge (timeout plateau)"
-        parts.append(f"{p.where()}: {interval_text(p)}{at} ({flows_text(p)})")
+        parts.append(f"{p.where()}: {span}{at} ({flows_text(p)})")
     return ("reproduced or not: " + "; ".join(parts) + (f"; {settle}" if settle else ""))

@@ -150,11 +150,19 @@ class Point:
     def open_boundary(self) -> float | None:
         """The reproduced / not-reproduced cut inside the 95 % interval nearest the estimate
         (the one that keeps the point open), or None."""
+        for iv in (self.interval, self.fw):
+            if iv is None:
+                continue
+            cuts = [c for c in self.regions.verdict_boundaries() if iv.lo <= c <= iv.hi]
+            if cuts:
+                return min(cuts, key=lambda c: abs(c - iv.estimate))
+        return None
+
+    def open_on_fw(self) -> bool:
+        """Whether only the family-wise interval keeps the point open (its 95 % interval has
+        left the reproduced regions, the wider one has not)."""
         iv = self.interval
-        cuts = [c for c in self.regions.verdict_boundaries() if iv.lo <= c <= iv.hi]
-        if not cuts:
-            return None
-        return min(cuts, key=lambda c: abs(c - iv.estimate))
+        return not any(iv.lo <= c <= iv.hi for c in self.regions.verdict_boundaries())
 
     def needed(self, refute: bool) -> float | None:
         """Times the flows must grow for the deciding interval (family-wise when ``refute``,

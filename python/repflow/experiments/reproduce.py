@@ -584,8 +584,9 @@ def effect_difference(ref: ClaimResult, ours: ClaimResult) -> tuple[bool | None,
             if worst is None or gap > worst[0]:
                 worst = (gap, a, lo, hi, b)
     if worst is None:
-        return False, (f"every difference's interval includes 0 ({len(pairs)} points, "
-                       f"{100 * conf:.1f} % each)")  # fmt: skip
+        n = len(pairs)
+        return False, (f"every difference's interval includes 0 ({n} point{'s' if n > 1 else ''}"
+                       f", {100 * conf:.1f} % each)")  # fmt: skip
     _, a, lo, hi, b = worst
     return True, (f"{a.where()}: reference {a.interval.estimate:.1f} % vs ours "
                   f"{b.interval.estimate:.1f} %, difference [{lo:.1f}, {hi:.1f}] points")
