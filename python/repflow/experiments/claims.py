@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from repflow.experiments import claimtext as tx
+from repflow.experiments import coverage
 from repflow.experiments import verdicts as vd
 from repflow.experiments.evidence import (
     MAX_CHUNKS,
@@ -148,7 +149,11 @@ def conclude(points: list[Point], mode: str = "all", extra: str = "") -> Outcome
         reason = "every point beyond the published range, on the claim's side"
     else:
         reason = ""
-    return Outcome(measured, dec.verdict, reason, points, tx.notes(points))
+    notes = tx.notes(points)
+    cov = coverage.coverage_note(points)
+    if cov:
+        notes.append(f"measured coverage: {cov}")
+    return Outcome(measured, dec.verdict, reason, points, notes)
 
 
 def _settle(points: list[Point], open_idx: Sequence[int], mode: str) -> str:

@@ -69,6 +69,65 @@ EFFECTS = (
 )  # fmt: skip
 
 
+#: The kind of effect each studied effect stands for (what a verdict's point is matched with).
+KINDS = {
+    "rf1-datamining-ns3-mean": "a mean over 3 or more seeds",
+    "sr1-websearch-ns2-mean": "a mean over 2 seeds",
+    "rf2-websearch-dc-p99": "a percentile",
+    "rf7-websearch-dc-overhead": "a level",
+}
+
+#: The verdict method's measured coverage per studied effect: (covered, draws), as in
+#: validation/coverage/summary.csv (a test checks that they agree). Shipped with the package so
+#: that a report can print it beside the verdicts it concerns.
+MEASURED: dict[str, tuple[int, int]] = {
+    "rf1-datamining-ns3-mean": (0, 0),
+    "sr1-websearch-ns2-mean": (0, 0),
+    "rf2-websearch-dc-p99": (0, 0),
+    "rf7-websearch-dc-overhead": (0, 0),
+}
+
+
+def studied_effect(metric: str, seeds: int) -> str:
+    """The studied effect a verdict's point resembles most: by its metric (a percentile, a
+    level, a mean) and, for a mean, its seeds."""
+    name = metric.split(" ", 1)[0]
+    if name in ("short_p50", "short_p99", "short_p999"):
+        return "rf2-websearch-dc-p99"
+    if name in stats.FCT_MEANS:
+        return "sr1-websearch-ns2-mean" if seeds <= 2 else "rf1-datamining-ns3-mean"
+    return "rf7-websearch-dc-overhead"
+
+
+def coverage_note(points: Sequence[object]) -> str:
+    """The measured coverage of the verdicts' intervals for the kinds of effect among
+    ``points`` where it falls short of :data:`MIN_COVERAGE`; "" when none does."""
+    out = []
+    for eff in dict.fromkeys(studied_effect(str(getattr(p, "metric", "")),
+                                            int(getattr(getattr(p, "interval", None), "seeds", 0)
+                                                or 0)) for p in points):  # fmt: skip
+        hit, n = MEASURED.get(eff, (0, 0))
+        if n and hit / n < MIN_COVERAGE:
+            lo, hi = stats.wilson(hit, n)
+            out.append(f"the 95 % intervals of {KINDS[eff]} covered the many-seed value in "
+                       f"{100 * hit / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}] of quick-form "
+                       f"draws ({eff}, docs/validation.md)")  # fmt: skip
+    return "; ".join(out)
+
+
+def lowest_coverage(points: Sequence[object]) -> float | None:
+    """The lowest measured coverage among the kinds of effect of ``points`` (None: none
+    measured)."""
+    got = []
+    for p in points:
+        eff = studied_effect(str(getattr(p, "metric", "")),
+                             int(getattr(getattr(p, "interval", None), "seeds", 0) or 0))
+        hit, n = MEASURED.get(eff, (0, 0))
+        if n:
+            got.append(hit / n)
+    return min(got) if got else None
+
+
 def _subset(s: Sample, idx: Sequence[int]) -> Sample:
     out = Sample(mss=s.mss, min_rto=s.min_rto)
     for i in idx:
@@ -109,6 +168,10 @@ def _t_interval(x: np.ndarray) -> tuple[float, float]:
 def study(e: Effect, sa: Sample, sb: Sample | None, draws: int, resamples: int,
           short_max: int = 100_000) -> list[dict[str, object]]:  # fmt: skip
     """Every draw's interval by every method for one effect: rows of ``draws.csv``."""
+    if sb is not None:  # the seeds both series finished, in the same order
+        both = [x for x in sa.seeds if x in sb.seeds]
+        sa = _subset(sa, [sa.seeds.index(x) for x in both])
+        sb = _subset(sb, [sb.seeds.index(x) for x in both])
     ref = _value(stats.Bootstrap(resamples=1), e, sa, sb, ("ref",), short_max)[0]
     n = len(sa.seeds)
     rng = np.random.default_rng(int.from_bytes(e.name.encode()[:8], "little"))
@@ -230,9 +293,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=200, help="samples drawn per effect (200)")
     ap.add_argument("--resamples", type=int, default=stats.RESAMPLES,
                     help=f"bootstrap replicates per interval ({stats.RESAMPLES})")
+    ap.add_argument("--only", action="append", default=[], metavar="EFFECT",
+                    help="study only this effect (repeatable); the other effects' rows already "
+                    "in OUT/draws.csv are kept")
     args = ap.parse_args(argv)
     rows: list[dict[str, object]] = []
+    known = {e.name for e in EFFECTS}
+    for name in args.only:
+        if name not in known:
+            print(f"coverage: --only {name}: not a studied effect ({', '.join(sorted(known))})",
+                  file=sys.stderr)
+            return 2
+    if args.only and (args.out / "draws.csv").is_file():
+        rows = [r for r in read_csv(args.out / "draws.csv") if r["effect"] not in args.only]
     for e in EFFECTS:
+        if args.only and e.name not in args.only:
+            continue
         d = args.runs / e.sweep
         if not d.is_dir():
             print(f"coverage: {d}: no sweep (run experiments/coverage/{e.sweep}.toml)",
@@ -248,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"coverage: {e.name}: {len(sa.seeds)} seeds, {args.draws} draws of {e.seeds}",
               file=sys.stderr)
         rows += study(e, sa, sb, args.draws, args.resamples)
+    order = {e.name: i for i, e in enumerate(EFFECTS)}
+    rows.sort(key=lambda r: (order[str(r["effect"])], int(r["draw"]),  # type: ignore[call-overload]
+                             METHODS.index(str(r["method"]))))
     summary = summarize(rows)
     _write(args.out / "draws.csv", rows)
     _write(args.out / "summary.csv", summary)

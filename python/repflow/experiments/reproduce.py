@@ -685,7 +685,7 @@ def _ours_evidence(references: Any, study: str, profile: str, root: Path, recs: 
 
 #: Columns of ``claims.csv`` (docs/metrics.md).
 CLAIM_COLUMNS = ("paper", "claim", "profile", "paper_profile", "verdict", "family", "reason",
-                 "published", "criterion", "measured", "rare_events", "points",
+                 "published", "criterion", "measured", "rare_events", "interval_coverage", "points",
                  "points_decided", "family_level", "min_flows", "seeds", "reference",
                  "reference_verdict", "reference_measured", "ours_on_reference_subset",
                  "reference_differs")  # fmt: skip
@@ -712,7 +712,7 @@ def _claim_csv_row(row: Row, prof: str, res: ClaimResult,
     m = _measured_refs(refs)
     return [row.paper.id, row.claim.id, prof, row.paper_profile, res.verdict,
             vd.family(res.verdict), res.reason, row.claim.text, row.claim.criterion,
-            res.measured, " · ".join(res.notes), len(pts),
+            res.measured, " · ".join(res.notes), _coverage_cell(pts), len(pts),
             sum(1 for p in pts if p.verdict != vd.OPEN),
             f"{vd.family_confidence(len(pts)):.4g}" if pts else "",
             min(flows) if flows else "", max((p.interval.seeds for p in pts), default=""),
@@ -721,6 +721,15 @@ def _claim_csv_row(row: Row, prof: str, res: ClaimResult,
             "; ".join(x.ours.verdict if x.ours else "" for x in m),
             "; ".join("" if x.differs is None else ("yes" if x.differs else "no")
                       for x in m)]  # fmt: skip
+
+
+def _coverage_cell(points: Sequence[Any]) -> str:
+    """The lowest measured coverage of the verdicts' intervals among the kinds of effect a
+    claim rests on (docs/validation.md), as a fraction."""
+    from repflow.experiments import coverage
+
+    low = coverage.lowest_coverage(points)
+    return "" if low is None else f"{low:.3g}"
 
 
 def _reference_note(refs: Sequence[Reference] | None, ours: ClaimResult | None) -> str:
