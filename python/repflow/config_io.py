@@ -343,9 +343,23 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+def scheme_default_text(key: str, schemes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """A scheme parameter's default as ``--help`` states it: per scheme, grouped by value,
+    as ``--dump-config --scheme NAME`` resolves it (``100KB for repflow, smartrep; 1MB for
+    mptcp-l``); None when no scheme takes ``key``."""
+    by_value: dict[str, list[str]] = {}
+    for name, params in schemes.items():
+        if key in params:
+            by_value.setdefault(_shown(params[key]), []).append(name)
+    if not by_value:
+        return None
+    return "; ".join(f"{value} for {', '.join(names)}" for value, names in by_value.items())
+
+
 def flag_defaults() -> dict[str, str]:
-    """The default of every field a shorthand flag sets, as ``--help`` shows it (a scheme
-    parameter: the first scheme's that has it, e.g. RepFlow's copies); {} without the core."""
+    """The default of every field a shorthand flag sets, as ``--help`` shows it and
+    ``--dump-config`` resolves it (a scheme parameter: per scheme, see
+    :func:`scheme_default_text`); {} without the core."""
     try:
         cfg = default_config()
         schemes = scheme_parameters()
@@ -355,9 +369,9 @@ def flag_defaults() -> dict[str, str]:
     for f in FLAGS:
         section, _, key = f.key.rpartition(".")
         if section == "scheme" and key != "name":
-            value = next((p[key] for p in schemes.values() if key in p), None)
-            if value is not None:
-                out[f.key] = f"{_shown(value)} for the schemes that take it"
+            text = scheme_default_text(key, schemes)
+            if text is not None:
+                out[f.key] = text
             continue
         node = cfg.get(section, {}) if section else cfg
         if isinstance(node, dict) and key in node:
