@@ -130,3 +130,117 @@ def test_threshold_help_names_repflows_and_mptcp_ls_defaults():
     parts = dict(reversed(p.split(" for ", 1)) for p in m.group(1).split("; "))
     by_scheme = {n: v for names, v in parts.items() for n in names.split(", ")}
     assert by_scheme["repflow"] == "100KB" and by_scheme["mptcp-l"] == "1MB"
+
+
+# -- item 1: a quantity refuses a bare number everywhere, suggesting a unit -------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["--min-rto", "10"], "--min-rto 10: give a unit, e.g. 10ms"),
+        (["--duration", "50"], "--duration 50: give a unit, e.g. 50ms"),
+        (["--link-rate", "1000"], "--link-rate 1000: give a unit, e.g. 1000Mbps"),
+        (["--link-delay", "2"], "--link-delay 2: give a unit, e.g. 2us"),
+        (["--scheme", "repflow", "--threshold", "100"], "--threshold 100: give a unit, e.g. 100KB"),
+        (["--scheme", "mptcp-l", "--threshold", "1"], "--threshold 1: give a unit, e.g. 1MB"),
+        (["--drain", "0"], "--drain 0: give a unit, e.g. 0s"),
+        (["--set", "tcp.min_rto=10"], "--set tcp.min_rto=10: give a unit, e.g. 10ms"),
+        (["--set", 'tcp.min_rto="10"'], '--set tcp.min_rto="10": give a unit, e.g. 10ms'),
+        (["--set", "workload.duration=0.05"], "--set workload.duration=0.05: give a unit, e.g. 0.05s"),
+    ],
+)  # fmt: skip
+def test_sim_refuses_a_bare_number_naming_the_flag(capsys, argv, want):
+    code, err = _main_err(capsys, "sim", *argv, "--dump-config")
+    assert code == 2
+    assert err == f"repflow: error: {want}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("[tcp]\nsack = true\nmin_rto = 10\n", 'run.toml:3: tcp.min_rto = 10: give a unit, e.g. "10ms"'),
+        ('[tcp]\nmin_rto = "10"\n', 'run.toml:2: tcp.min_rto = 10: give a unit, e.g. "10ms"'),
+        ("seed = 2\ntopology = { kind = \"star\", link_delay = 0 }\n",
+         'run.toml:2: topology.link_delay = 0: give a unit, e.g. "0us"'),
+        ('[queue]\nlimit_bytes = 36000\n', 'run.toml:2: queue.limit_bytes = 36000: give a unit'),
+    ],
+)  # fmt: skip
+def test_a_toml_file_refuses_a_bare_number_naming_file_and_line(tmp_path, capsys, text, want):
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    code, err = _main_err(capsys, "sim", "--config", str(path), "--dump-config")
+    assert code == 2
+    assert err.startswith(f"repflow: error: {tmp_path}/{want}"), err
+    assert err.count("\n") == 1
+
+
+def test_a_json_file_and_the_python_api_refuse_a_bare_number(tmp_path, capsys):
+    import json
+
+    import repflow
+    from repflow.errors import UserError
+
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"config": {"tcp": {"min_rto": 0.01}}}))
+    code, err = _main_err(capsys, "sim", "--config", str(run), "--dump-config")
+    assert code == 2
+    assert f'{run}: tcp.min_rto = 0.01: give a unit, e.g. "0.01s"' in err
+    for value in ("10", 10):
+        with pytest.raises(UserError, match=r'^tcp.min_rto = 10: give a unit, e.g. "10ms"$'):
+            repflow.load_config({"tcp": {"min_rto": value}})
+    with pytest.raises(UserError, match=r"^workload.trace\[0\].start = 0: give a unit"):
+        repflow.load_config({"topology": {"kind": "star", "hosts": 2}, "workload": {
+            "trace": [{"start": 0, "src": 0, "dst": 1, "size": "1KB"}]}})
+    # a unit is enough, and zero with a unit is zero
+    cfg = repflow.load_config({"tcp": {"min_rto": "10ms"}, "topology": {"link_delay": "0s"}})
+    assert cfg["tcp"]["min_rto"] == "10ms" and cfg["topology"]["link_delay"] == "0s"
+
+
+def test_a_sweep_spec_refuses_a_bare_number_naming_file_and_line(tmp_path):
+    from repflow.errors import UserError
+    from repflow.experiments import Store, parse_spec, plan_sweep
+
+    text = ('[experiment]\nname = "t"\n[base]\ntopology = { kind = "star", hosts = 4 }\n'
+            'tcp = { min_rto = 10 }\n[grid]\nscheme = ["tcp"]\n')  # fmt: skip
+    with pytest.raises(UserError) as e:
+        plan_sweep(parse_spec(text, "t.toml"), Store(tmp_path / "s"), "v")
+    assert str(e.value) == 't.toml:5: [base] tcp.min_rto = 10: give a unit, e.g. "10ms"'
+    grid = text.replace("tcp = { min_rto = 10 }\n", "").replace(
+        '[grid]\n', '[grid]\n"workload.drain" = ["1s", 5]\n')
+    with pytest.raises(UserError) as e:
+        plan_sweep(parse_spec(grid, "t.toml"), Store(tmp_path / "s"), "v")
+    assert str(e.value) == 't.toml:6: [grid] workload.drain = 5: give a unit, e.g. "5s"'
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["model", "--threshold", "100"], "--threshold 100: give a unit, e.g. 100KB"),
+        (["send", "--to", "127.0.0.1:9", "--interval", "5"], "--interval 5: give a unit"),
+        (["send", "--to", "127.0.0.1:9", "--size", "1000"], "--size 1000: give a unit"),
+        (["testbed", "up", "--link-rate", "20"], "--link-rate 20: give a unit, e.g. 20Mbps"),
+    ],
+)  # fmt: skip
+def test_other_commands_refuse_a_bare_number_too(tmp_path, capsys, argv, want):
+    if argv[0] == "model":
+        argv = [*argv, "--out", str(tmp_path / "m")]
+    code, err = _main_err(capsys, *argv)
+    assert code == 2
+    assert err.startswith(f"repflow: error: {want}"), err
+    assert err.count("\n") == 1
+
+
+SPECS = sorted((REPO / "experiments").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_every_shipped_spec_parses_and_validates(path):
+    """Every spec in experiments/ still parses under the unit rule: base, every grid value and
+    every scheme label validated as `repflow sweep` validates them before computing."""
+    from repflow.experiments import load_spec
+    from repflow.experiments.sweep import check_spec
+
+    spec = load_spec(path)
+    assert check_spec(spec) == {}
+    assert spec.points()

@@ -30,7 +30,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Run one packet-level simulation. Values come from the defaults, then --config, "
             "then the flags below, then --set (later wins). Quantities take units: "
-            "10ms, 2us, 1Gbps, 100KB. See docs/configuration.md."
+            "10ms, 2us, 1Gbps, 100KB; a bare number (10, or 0) is refused, in flags, --set "
+            "and files alike. See docs/configuration.md."
         ),
     )
     p.add_argument("--config", metavar="FILE", help="run configuration (TOML, or a run.json)")
@@ -91,8 +92,10 @@ def _complete_choices(p: argparse.ArgumentParser) -> None:
 
 def resolve_args(args: argparse.Namespace) -> dict[str, Any]:
     """The validated configuration that ``args`` describe (raises :class:`UserError`)."""
-    cfg = config_io.build_config(args.config, config_io.flag_overrides(args), args.sets)
-    return config_io.validate(cfg, flag_hints=True)
+    cfg, origins = config_io.build_config_with_origins(
+        args.config, config_io.flag_overrides(args), args.sets, config_io.flag_texts(args)
+    )
+    return config_io.validate(cfg, flag_hints=True, origins=origins)
 
 
 class SimProgress:
