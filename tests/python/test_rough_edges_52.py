@@ -147,7 +147,8 @@ def test_threshold_help_names_repflows_and_mptcp_ls_defaults():
         (["--drain", "0"], "--drain 0: give a unit, e.g. 0s"),
         (["--set", "tcp.min_rto=10"], "--set tcp.min_rto=10: give a unit, e.g. 10ms"),
         (["--set", 'tcp.min_rto="10"'], '--set tcp.min_rto="10": give a unit, e.g. 10ms'),
-        (["--set", "workload.duration=0.05"], "--set workload.duration=0.05: give a unit, e.g. 0.05s"),
+        (["--set", "workload.duration=0.05"],
+         "--set workload.duration=0.05: give a unit, e.g. 0.05s"),
     ],
 )  # fmt: skip
 def test_sim_refuses_a_bare_number_naming_the_flag(capsys, argv, want):
@@ -159,7 +160,8 @@ def test_sim_refuses_a_bare_number_naming_the_flag(capsys, argv, want):
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        ("[tcp]\nsack = true\nmin_rto = 10\n", 'run.toml:3: tcp.min_rto = 10: give a unit, e.g. "10ms"'),
+        ("[tcp]\nsack = true\nmin_rto = 10\n",
+         'run.toml:3: tcp.min_rto = 10: give a unit, e.g. "10ms"'),
         ('[tcp]\nmin_rto = "10"\n', 'run.toml:2: tcp.min_rto = 10: give a unit, e.g. "10ms"'),
         ("seed = 2\ntopology = { kind = \"star\", link_delay = 0 }\n",
          'run.toml:2: topology.link_delay = 0: give a unit, e.g. "0us"'),
@@ -244,3 +246,236 @@ def test_every_shipped_spec_parses_and_validates(path):
     spec = load_spec(path)
     assert check_spec(spec) == {}
     assert spec.points()
+
+
+# -- item 4: `repflow report DIR [--out OUT]` ---------------------------------------------------
+
+TINY_SWEEP = """
+[experiment]
+name = "tiny"
+claims = ["repflow-ns3"]
+[base]
+topology = { kind = "star", hosts = 4 }
+workload = { duration = "2ms", drain = "1s" }
+[grid]
+scheme = ["tcp", "repflow"]
+"workload.load" = [0.3]
+"""
+
+
+def _files(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))
+            if p.is_file()}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_report_out_writes_elsewhere_and_leaves_the_sweep_alone(tmp_path, capsys):
+    from repflow.cli import main
+
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY_SWEEP)
+    d = tmp_path / "d"
+    assert main(["sweep", str(spec), "--out", str(d), "-q", "-j", "1"]) == 0
+    capsys.readouterr()
+    before = _files(d)
+    out = tmp_path / "elsewhere" / "r"
+    assert main(["report", str(d), "--out", str(out), "-q"]) == 0
+    said = capsys.readouterr().out
+    assert _files(d) == before  # not one file of DIR rewritten
+    for name in ("report.html", "report.md", "summary.csv"):
+        assert (out / name).is_file(), name
+    assert list((out / "figures").glob("*.png"))
+    assert f"rebuilt into {out} (DIR unchanged) from the 2 finished points stored in {d}" in said
+    assert main(["report", str(d), "-q"]) == 0
+    assert "rebuilt in place from the 2 finished points" in capsys.readouterr().out
+
+
+TINY_STUDY = TINY_SWEEP.replace('name = "tiny"', 'name = "{name}"').replace(
+    'claims = ["repflow-ns3"]', 'claims = ["{scenario}"]').replace("{ kind", "{{ kind").replace(
+    "4 }", "4 }}").replace('{ duration', '{{ duration').replace('"1s" }', '"1s" }}')
+
+
+@pytest.mark.slow
+def test_a_rebuilt_combined_report_keeps_the_runs_order_and_wall_times(tmp_path, monkeypatch,
+                                                                       capsys):  # fmt: skip
+    import json
+
+    from repflow.cli import main
+    from repflow.experiments import reproduce
+    from repflow.experiments.papers import find_paper
+
+    studies = {s.quick: s.scenario for p in ("smartrep", "repflow")
+               for s in find_paper(p).studies}  # fmt: skip
+
+    def tiny_spec(name: str) -> Path:
+        p = tmp_path / "specs" / f"{name}.toml"
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(TINY_STUDY.format(name=name, scenario=studies[name]))
+        return p
+
+    monkeypatch.setattr(reproduce, "find_builtin_spec", tiny_spec)
+    root = tmp_path / "root"
+    # run order smartrep, then repflow: not alphabetical
+    argv = ["reproduce", "smartrep", "repflow", "--quick", "--profiles", "dc", "--out",
+            str(root), "-j", "1", "-q"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    marker = json.loads((root / "reproduce.json").read_text())
+    assert marker["papers"] == ["smartrep", "repflow"]
+    assert isinstance(marker["wall"], float) and all("wall" in r for r in marker["runs"])
+    titles = [ln for ln in (root / "report.md").read_text().splitlines() if ln.startswith("## ")]
+    assert "SmartRep" in titles[0], titles
+    # known wall times, to see them come back
+    marker["wall"] = 1234.0
+    for i, r in enumerate(marker["runs"]):
+        r["wall"] = 100.0 + i
+    (root / "reproduce.json").write_text(json.dumps(marker))
+
+    before = _files(root)
+    out = tmp_path / "rebuilt"
+    assert main(["report", str(root), "--out", str(out), "-q"]) == 0
+    said = capsys.readouterr().out
+    assert f"rebuilt into {out} ({root} unchanged): 3 study reports" in said, said
+    assert "in the run's order, with the run's wall times as it recorded them" in said
+    assert _files(root) == before
+    md = (out / "report.md").read_text()
+    assert "Wall time of this run: 1234 s." in md
+    assert "(100 s)" in md and "(101 s)" in md and "(102 s)" in md and "(0 s)" not in md
+    assert [ln for ln in md.splitlines() if ln.startswith("## ")] == titles
+    assert (out / "smartrep-quick" / "dc" / "report.html").is_file()
+
+    assert main(["report", str(root), "-q"]) == 0
+    assert "rebuilt in place: 3 study reports" in capsys.readouterr().out
+    md = (root / "report.md").read_text()
+    assert "Wall time of this run: 1234 s." in md and "(102 s)" in md
+    assert [ln for ln in md.splitlines() if ln.startswith("## ")] == titles
+
+    # a run made before wall times were stored says so instead of "0 s"
+    for r in marker["runs"]:
+        del r["wall"]
+    del marker["wall"]
+    (root / "reproduce.json").write_text(json.dumps(marker))
+    assert main(["report", str(root), "-q"]) == 0
+    assert "no wall times (this run recorded none" in capsys.readouterr().out
+    md = (root / "report.md").read_text()
+    assert "Wall time of this run: not recorded." in md and "(0 s)" not in md
+
+
+# -- item 6: a percentile on too few flows says so where it is shown -----------------------------
+
+
+def test_api_summary_counts_the_flows_behind_each_percentile():
+    import repflow
+    from repflow.experiments.stats import P99_MIN_FLOWS
+
+    res = repflow.simulate({"topology": {"kind": "star", "hosts": 4},
+                            "workload": {"cdf": "datamining", "duration": "100ms", "drain": "1s",
+                                         "load": 0.5}})  # fmt: skip
+    s = res.summary
+    assert s.attrs["p99_min_flows"] == P99_MIN_FLOWS
+    assert {"p99_flows", "p99_thin"} <= set(s.columns)
+    done = s["finished"] if "finished" in s.columns else s["count"]
+    assert (s["p99_flows"] == done).all()
+    assert 0 < s.loc["all", "p99_flows"] < P99_MIN_FLOWS
+    assert s.loc["all", "p99_thin"]  # a few dozen flows: too few for a p99
+    assert "p99_flows" not in res.summary_record["bins"][0]  # run.json keeps its form
+
+
+def test_sim_summary_marks_a_p99_on_too_few_flows(tmp_path, capsys):
+    from repflow.cli import main
+
+    assert main(["sim", "--topology", "star", "--hosts", "4", "--duration", "100ms",
+                 "--workload", "datamining"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "⚠ too few flows for a percentile" in out
+    assert "fewer than 1,000 finished flows" in out
+
+
+def test_report_run_table_says_when_flows_are_too_few_for_a_p99():
+    import pandas as pd
+    from repflow.experiments.report import _flows_note
+
+    agg = pd.DataFrame({"short_p99": [0.01, 0.02], "short_p99_flows": [3.0, 5000.0]})
+    assert _flows_note(6, agg).startswith("6 — too few for some percentiles: 1 of 2")
+    assert _flows_note(9000, agg.iloc[[1]]) == "9,000"
+
+
+# -- item 7: the docs' hand-made Ray cluster stops itself and nothing else ----------------------
+
+FAKE_RAY = r'''#!PYTHON
+"""A stand-in for `ray start --block` (no Ray needed): the head listens on --port; each node
+starts a child (as Ray's raylet) in its process group and stops it on SIGTERM."""
+import signal, socket, subprocess, sys, time
+args = sys.argv[1:]
+assert args[:1] == ["start"] and "--block" in args, args
+lsock = None
+if "--head" in args:
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", int(args[args.index("--port") + 1])))
+    lsock.listen()
+child = subprocess.Popen(["sleep", "600"])
+def stop(*_):
+    child.terminate()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+while True:
+    time.sleep(1)
+'''
+
+
+def _doc_cluster_block() -> str:
+    text = (REPO / "docs" / "experiments.md").read_text()
+    start = text.index("    export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0")
+    block = text[start:text.index("\n\n", start)]
+    return "\n".join(line[4:] for line in block.splitlines())
+
+
+def test_the_docs_ray_cluster_never_uses_ray_stop():
+    block = _doc_cluster_block()
+    assert "ray stop" not in block
+    assert block.count("setsid") == 2 and block.count("--block") == 2
+    assert block.count("--temp-dir") == 2
+
+
+@pytest.mark.slow
+def test_the_docs_ray_cluster_commands_stop_exactly_their_own_processes(tmp_path):
+    import os
+    import shutil
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    if shutil.which("setsid") is None or shutil.which("bash") is None:
+        pytest.skip("needs setsid and bash")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    ray = bindir / "ray"
+    ray.write_text(FAKE_RAY.replace("PYTHON", sys.executable))
+    ray.chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = _doc_cluster_block().replace("6380", str(port))
+    script = "\n".join("touch \"$tmp/swept\"  # the sweep" if ln.startswith("repflow sweep")
+                       else ln for ln in script.splitlines())  # fmt: skip
+    script = script.replace("sleep 10;", "sleep 2;").replace('rm -rf "$tmp"', 'echo "$tmp"')
+    env = {**os.environ, "PATH": f"{bindir}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # another user's "cluster" on the machine: it must survive
+    other = subprocess.Popen([str(ray), "start", "--block"], env=env, start_new_session=True)
+    try:
+        r = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        tmp = Path(r.stdout.strip().splitlines()[-1])
+        assert (tmp / "swept").is_file()
+        for g in ("head", "node"):
+            pgid = int((tmp / f"{g}.pgid").read_text())
+            with pytest.raises(ProcessLookupError):
+                os.killpg(pgid, 0)  # the whole group is gone
+        assert other.poll() is None  # the other cluster still runs
+        shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        os.killpg(other.pid, signal.SIGTERM)
+        other.wait(timeout=30)
