@@ -479,3 +479,59 @@ def test_the_docs_ray_cluster_commands_stop_exactly_their_own_processes(tmp_path
     finally:
         os.killpg(other.pid, signal.SIGTERM)
         other.wait(timeout=30)
+
+
+# -- item 5: an error in a file names the file and the line ---------------------------------------
+
+
+def test_a_toml_config_error_names_the_file_and_line(tmp_path, capsys):
+    path = tmp_path / "run.toml"
+    path.write_text('[topology]\nk = 4\n[tcp]\nmin_rto = "10 msec"\n')
+    code, err = _main_err(capsys, "sim", "--config", str(path), "--dump-config")
+    assert code == 2
+    assert err == (f"repflow: error: {path}:4: tcp.min_rto: '10 msec' has unknown time unit "
+                   "'msec' (accepted: s, ms, us, ns, ps, min)\n")  # fmt: skip
+    path.write_text('[tcp]\nsack = true\nmin_rtt = "10ms"\n')
+    code, err = _main_err(capsys, "sim", "--config", str(path), "--dump-config")
+    assert err.startswith(f"repflow: error: {path}:3: unknown key 'tcp.min_rtt'"), err
+    path.write_text('[tcp]\nmin_rto = "10ms\n')
+    code, err = _main_err(capsys, "sim", "--config", str(path), "--dump-config")
+    assert err.startswith(f"repflow: error: {path}:2: not valid TOML"), err
+    # a value from a flag is still reported under its flag, a file's under the file
+    path.write_text('[topology]\nk = 5\n')
+    code, err = _main_err(capsys, "sim", "--config", str(path), "--dump-config")
+    assert err.startswith(f"repflow: error: {path}:2: topology.k: "), err
+    code, err = _main_err(capsys, "sim", "--config", str(path), "--k", "7", "--dump-config")
+    assert err.startswith("repflow: error: topology.k (--k): "), err
+
+
+SPEC_LINES = """[experiment]
+name = "t"
+[base]
+topology = { kind = "star", hosts = 4 }
+[grid]
+scheme = ["tcp"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "what"),
+    [
+        ('name = "t"\n', 'name = "t"\n\n\ntitel = "x"\n', '5: [experiment] titel: unknown field'),
+        ('scheme = ["tcp"]\n', 'scheme = ["tcp"]\n\n"workload.lod" = [0.3]\n',
+         "8: [grid] workload.lod: unknown field"),
+        ('scheme = ["tcp"]\n', 'scheme = ["tcp"]\n[schemes.rep]\n"scheme.name" = "repflow"\n',
+         "7: [schemes.rep]: unknown scheme label"),
+        ('scheme = ["tcp"]\n', 'scheme = ["tcp"]\n\n[figures\n', "8: not valid TOML"),
+        ('hosts = 4 }', 'hosts = 4, link_delay = "1 parsec" }',
+         "4: [base] topology.link_delay: '1 parsec' has unknown time unit"),
+    ],
+)  # fmt: skip
+def test_a_spec_error_names_the_file_and_line(tmp_path, old, new, what):
+    from repflow.errors import UserError
+    from repflow.experiments import Store, parse_spec, plan_sweep
+
+    assert old in SPEC_LINES
+    with pytest.raises(UserError) as e:
+        plan_sweep(parse_spec(SPEC_LINES.replace(old, new), "t.toml"), Store(tmp_path / "s"), "v")
+    assert str(e.value).startswith(f"t.toml:{what}"), str(e.value)

@@ -248,7 +248,12 @@ def check_spec(spec: Spec) -> dict[str, str]:
     def field_of(exc: UserError) -> str:
         return re.split(r"[:\s\[]", str(exc), maxsplit=1)[0]
 
-    check_grid_keys(spec)
+    from repflow.experiments.spec import with_line
+
+    try:
+        check_grid_keys(spec)
+    except UserError as exc:
+        raise with_line(exc, str(spec.path), spec.text or "") from None
     scheme_in_base = isinstance(spec.base.get("scheme"), dict) and "name" in spec.base["scheme"]
     if not scheme_in_base or spec.base["scheme"]["name"] not in PLANNED_SCHEMES:
         try:
@@ -286,7 +291,10 @@ def check_spec(spec: Spec) -> dict[str, str]:
                 where = at(f"schemes.{label}.{field}", f"schemes.{label}", "grid.scheme")
                 raise UserError(f"{where}: {table} {exc}") from None
             unavailable[label] = f"{PLANNED_SCHEMES[planned]} ({planned}) is not in this build"
-    check_scheme_labels(spec)
+    try:
+        check_scheme_labels(spec)
+    except UserError as exc:
+        raise with_line(exc, str(spec.path), spec.text or "") from None
     return unavailable
 
 
