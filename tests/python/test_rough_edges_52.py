@@ -535,3 +535,16 @@ def test_a_spec_error_names_the_file_and_line(tmp_path, old, new, what):
     with pytest.raises(UserError) as e:
         plan_sweep(parse_spec(SPEC_LINES.replace(old, new), "t.toml"), Store(tmp_path / "s"), "v")
     assert str(e.value).startswith(f"t.toml:{what}"), str(e.value)
+
+
+def test_the_docs_spec_example_parses_and_validates():
+    """docs/experiments.md's spec format example is a spec that runs (issue 52: every shipped
+    spec and docs snippet parses under the unit rule)."""
+    from repflow.experiments import parse_spec
+    from repflow.experiments.sweep import check_spec
+
+    text = (REPO / "docs" / "experiments.md").read_text()
+    start = text.index("```toml\n[experiment]") + len("```toml\n")
+    spec = parse_spec(text[start:text.index("```", start)], "docs/experiments.md")
+    assert check_spec(spec) == {}
+    assert len(spec.points()) > 1
