@@ -286,6 +286,8 @@ def test_report_out_writes_elsewhere_and_leaves_the_sweep_alone(tmp_path, capsys
         assert (out / name).is_file(), name
     assert list((out / "figures").glob("*.png"))
     assert f"rebuilt into {out} (DIR unchanged) from the 2 finished points stored in {d}" in said
+    # two points of a few flows each: the sweep's p99s are thin, and the terminal says so
+    assert "⚠ too few flows for a percentile: 2 of 2 short-flow p99s" in said
     assert main(["report", str(d), "-q"]) == 0
     assert "rebuilt in place from the 2 finished points" in capsys.readouterr().out
 

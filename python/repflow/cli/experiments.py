@@ -224,10 +224,32 @@ def _print_workers_needed(todo, expected: float) -> None:  # noqa: ANN001
     print(f"at this estimate: {', '.join(need)} (a Ray cluster: --executor ray --address)")
 
 
+def _thin_line(summary_csv: Path) -> str | None:
+    """The warning of a report whose short-flow p99s rest on too few flows (as its Run table
+    says), or None."""
+    import pandas as pd
+
+    from repflow.experiments.analysis import P99_MIN_FLOWS, thin_p99_rows
+
+    try:
+        agg = pd.read_csv(summary_csv)
+    except (OSError, ValueError):
+        return None
+    thin = thin_p99_rows(agg)
+    if not len(thin):
+        return None
+    return (f"⚠ too few flows for a percentile: {len(thin)} of {len(agg)} short-flow p99s rest "
+            f"on fewer than {P99_MIN_FLOWS:,} flows (fewest: "
+            f"{int(thin['short_p99_flows'].min()):,}; marked ⚠ in the report)")  # fmt: skip
+
+
 def _print_report(rep) -> None:  # noqa: ANN001
     print(f"report: {rep.html}")
     print(f"        {rep.markdown}")
     print(f"        {len(rep.figures)} figures in {rep.html.parent / 'figures'}")
+    thin = _thin_line(rep.html.parent / "summary.csv")
+    if thin:
+        print(thin)
     claims = declared_claims(rep)
     if not claims:
         return  # the spec declares no claim scenario: no claims section
