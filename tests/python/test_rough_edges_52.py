@@ -222,6 +222,8 @@ def test_a_sweep_spec_refuses_a_bare_number_naming_file_and_line(tmp_path):
         (["send", "--to", "127.0.0.1:9", "--interval", "5"], "--interval 5: give a unit"),
         (["send", "--to", "127.0.0.1:9", "--size", "1000"], "--size 1000: give a unit"),
         (["testbed", "up", "--link-rate", "20"], "--link-rate 20: give a unit, e.g. 20Mbps"),
+        (["bench", "--duration", "5"], "--duration 5: give a unit, e.g. 5ms"),
+        (["bench", "--drain", "0"], "--drain 0: give a unit, e.g. 0s"),
     ],
 )  # fmt: skip
 def test_other_commands_refuse_a_bare_number_too(tmp_path, capsys, argv, want):
