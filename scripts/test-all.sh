@@ -3,6 +3,10 @@
 # gates, Rust unit and scenario tests, Python tests (root-only testbed tests skip without root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# pip, as root on a fresh machine, warns about running as root (once per pip process, the
+# build-isolation ones included) and about newer pip releases: nothing a user of this script
+# acts on. The environment variables reach pip's own subprocesses too, unlike a flag.
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 export CARGO_TERM_COLOR=never
 # The testbed's root tests drive iproute2 (ip, tc, ss): install it when root and it is missing.
 # The proxy's tests run the real Redis (redis-server, redis-tools) and nginx, and the testbed's

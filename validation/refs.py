@@ -126,14 +126,14 @@ def our_config(name: str, seed: int) -> dict[str, Any]:
     """The configuration that replays scenario ``name`` in this simulator."""
     k, _ = SCENARIOS[name]
     rows = sorted(read_trace(name), key=lambda r: r[3])  # this simulator wants start order
-    trace = [{"src": s, "dst": d, "size": z, "start": f"{t}ps"} for s, d, z, t in rows]
+    trace = [{"src": s, "dst": d, "size": f"{z}B", "start": f"{t}ps"} for s, d, z, t in rows]
     return {
         "seed": seed,
         "topology": {"kind": "fat-tree", "k": k, "link_rate": NETWORK["link_rate"],
                      "link_delay": NETWORK["link_delay"]},
         # htsim's queues hold bytes (100 × 1,500 B), so a 40-byte ACK takes 40 bytes of room,
         # not a packet's.
-        "queue": {"limit_bytes": NETWORK["queue_packets"] * 1500, "host_limit_packets": 0},
+        "queue": {"limit_bytes": f"{NETWORK['queue_packets'] * 1500}B", "host_limit_packets": 0},
         "tcp": dict(TCP),
         "workload": {"trace": trace, "drain": "20s"},
     }  # fmt: skip
@@ -169,7 +169,7 @@ def star_config(seed: int) -> dict[str, Any]:
     """The configuration that replays the star incast of ``seed`` in this simulator (queues in
     packets, as ns-3's DropTailQueue counts them)."""
     rows = read_trace("incast-star", f"trace-seed{seed}.txt")
-    trace = [{"src": s, "dst": d, "size": z, "start": f"{t}ps"} for s, d, z, t in rows]
+    trace = [{"src": s, "dst": d, "size": f"{z}B", "start": f"{t}ps"} for s, d, z, t in rows]
     return {
         "seed": seed,
         "topology": {"kind": "star", "hosts": STAR_HOSTS, "link_rate": NETWORK["link_rate"],
@@ -253,13 +253,14 @@ def mptcp_config(name: str, subflows: int, coupling: str, seed: int) -> dict[str
     all subflows joining at the start (htsim's subflows all open with the flow, each with its
     own SYN), TCP as for the htsim TCP scenarios, switch queues of 100 × 1,500 bytes."""
     rows = sorted(read_trace(name), key=lambda r: r[3])
-    trace = [{"src": s, "dst": d, "size": z // 1500 * TCP["mss"], "start": f"{t}ps"}
+    trace = [{"src": s, "dst": d, "size": f"{z // 1500 * TCP['mss']}B", "start": f"{t}ps"}
              for s, d, z, t in rows]  # fmt: skip
     return {
         "seed": seed,
         "topology": {"kind": "fat-tree", "k": MPTCP_K, "link_rate": MPTCP_NETWORK["link_rate"],
                      "link_delay": MPTCP_NETWORK["link_delay"]},
-        "queue": {"limit_bytes": MPTCP_NETWORK["queue_packets"] * 1500, "host_limit_packets": 0},
+        "queue": {"limit_bytes": f"{MPTCP_NETWORK['queue_packets'] * 1500}B",
+                  "host_limit_packets": 0},
         "tcp": dict(TCP),
         "scheme": {"name": "mptcp", "subflows": subflows, "coupling": coupling,
                    "join": "start"},
@@ -528,7 +529,7 @@ def ws_ns3_config(variant: str, seed: int) -> dict[str, Any]:
     """Our configuration of websearch-k8 under ``variant`` (the seed salts the hashes)."""
     cfg = our_config(WS_NS3, seed)
     rows = _ws_trace(variant)
-    cfg["workload"]["trace"] = [{"src": a, "dst": b, "size": z, "start": f"{t}ps"}
+    cfg["workload"]["trace"] = [{"src": a, "dst": b, "size": f"{z}B", "start": f"{t}ps"}
                                 for a, b, z, t in rows]  # fmt: skip
     cfg.update(WS_NS3_VARIANTS[variant]["ours"])
     return cfg

@@ -65,13 +65,14 @@ def load_config(config: ConfigLike | None = None) -> dict[str, Any]:
     """
     from repflow import config_io
 
+    origins: dict[str, config_io.Origin] = {}
     if config is None:
         cfg: Mapping[str, Any] = {}
     elif isinstance(config, str | os.PathLike):
-        cfg = config_io.load_toml(config)
+        cfg, origins = config_io.load_toml_with_origins(config)
     else:
         cfg = config
-    return config_io.validate(cfg)
+    return config_io.validate(cfg, origins=origins)
 
 
 def peak_rss_bytes(who: int = resource.RUSAGE_SELF) -> int:

@@ -54,6 +54,85 @@ def _scheme_keys() -> list[str]:
 # TOML
 
 
+def toml_key_lines(text: str) -> dict[str, int]:
+    """The line (1-based) on which each dotted key of TOML ``text`` is assigned or its table
+    opens: ``[tcp]`` then ``min_rto = "10ms"`` gives ``{"tcp": 1, "tcp.min_rto": 2}``; the keys
+    of an inline table on one line (``tcp = { min_rto = "10ms" }``) get that line. A scan of
+    the common forms, for error messages (``tomllib`` keeps no positions)."""
+
+    def parts(key: str) -> list[str]:
+        return [k.strip().strip('"').strip("'") for k in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+',
+                                                                    key)]  # fmt: skip
+
+    lines: dict[str, int] = {}
+    prefix: list[str] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        header = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", line)
+        if header:
+            prefix = parts(header.group(1))
+            lines.setdefault(".".join(prefix), n)
+            continue
+        assign = re.match(r"""^\s*((?:"[^"]*"|'[^']*'|[A-Za-z0-9_.\- ])+?)\s*=(.*)$""", line)
+        if not assign:
+            continue
+        key = prefix + parts(assign.group(1))
+        lines.setdefault(".".join(key), n)
+        rest = assign.group(2).strip()
+        if rest.startswith("{"):
+            for inner in re.findall(r"""[{,]\s*("[^"]*"|'[^']*'|[A-Za-z0-9_\-]+)\s*=""", rest):
+                lines.setdefault(".".join(key + parts(inner)), n)
+    return lines
+
+
+def _leaf_keys(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        out.append(key)
+        if isinstance(v, Mapping):
+            out.extend(_leaf_keys(v, key + "."))
+    return out
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a configuration value came from, for error messages."""
+
+    #: ``"file"``, ``"flag"`` or ``"set"``.
+    kind: str
+    #: ``run.toml:3`` (a file, with the line when known), ``--min-rto``, ``--set``.
+    label: str
+    #: The text as given (a flag's or ``--set``'s value).
+    raw: str | None = None
+
+
+def load_toml_with_origins(
+    path: str | os.PathLike[str], flag: str | None = None
+) -> tuple[dict[str, Any], dict[str, Origin]]:
+    """:func:`load_toml`, and the origin (``FILE:LINE``) of every key it read."""
+    data = load_toml(path, flag)
+    p = Path(path)
+    try:
+        lines = toml_key_lines(p.read_text(encoding="utf-8")) if p.suffix != ".json" else {}
+    except (OSError, UnicodeDecodeError):  # pragma: no cover - read a moment ago
+        lines = {}
+    origins = {
+        key: Origin("file", f"{p}:{lines[key]}" if key in lines else str(p))
+        for key in _leaf_keys(data)
+    }
+    return data, origins
+
+
+def _toml_error(p: Path, exc: tomllib.TOMLDecodeError) -> UserError:
+    """``FILE:LINE: not valid TOML: …`` from tomllib's ``… (at line N, column M)``."""
+    msg = str(exc)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
+    if m:
+        return UserError(f"{p}:{m.group(1)}: not valid TOML: {msg[: m.start()]} "
+                         f"(column {m.group(2)})")  # fmt: skip
+    return UserError(f"{p}: not valid TOML: {msg}")
+
+
 def load_toml(path: str | os.PathLike[str], flag: str | None = None) -> dict[str, Any]:
     """Reads a run configuration from a TOML file (or from a ``run.json`` of an earlier run,
     whose ``config`` it returns, so ``repflow sim --config runs/x/run.json`` reruns ``x``).
@@ -72,11 +151,14 @@ def load_toml(path: str | os.PathLike[str], flag: str | None = None) -> dict[str
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{what} '{p}': cannot read it: {exc}") from None
     data: Any
+    lines: dict[str, int] = {}
     if p.suffix.lower() == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{p}: not valid JSON: {exc}") from None
+            raise UserError(
+                f"{p}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
         if isinstance(data, dict) and isinstance(data.get("config"), dict):
             data = data["config"]
         if not isinstance(data, dict):
@@ -85,8 +167,9 @@ def load_toml(path: str | os.PathLike[str], flag: str | None = None) -> dict[str
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise UserError(f"{p}: not valid TOML: {exc}") from None
-    check_keys(data, str(p))
+            raise _toml_error(p, exc) from None
+        lines = toml_key_lines(text)
+    check_keys(data, str(p), lines)
     wl = data.get("workload")
     if isinstance(wl, dict) and isinstance(wl.get("cdf"), str) and wl.get("cdf_text") is None:
         cdf = wl["cdf"]
@@ -178,23 +261,31 @@ def known_keys() -> list[str]:
     return keys
 
 
-def check_keys(config: Mapping[str, Any], source: str) -> None:
-    """Raises :class:`UserError` naming ``source`` for the first key not in the schema."""
+def check_keys(
+    config: Mapping[str, Any], source: str, lines: Mapping[str, int] | None = None
+) -> None:
+    """Raises :class:`UserError` naming ``source`` for the first key not in the schema (and
+    the line, ``source:LINE``, when ``lines`` gives the key's, see :func:`toml_key_lines`)."""
     defaults = default_config()
+
+    def at(key: str) -> str:
+        return f"{source}:{lines[key]}" if lines and key in lines else source
+
     for k, v in config.items():
         if k not in defaults:
             accepted = ", ".join(defaults)
-            raise UserError(f"{source}: unknown key '{k}' (accepted: {accepted})")
+            raise UserError(f"{at(k)}: unknown key '{k}' (accepted: {accepted})")
         if isinstance(defaults[k], dict):
             if not isinstance(v, Mapping):
-                raise UserError(f"{source}: '{k}' must be a table ([{k}])")
+                raise UserError(f"{at(k)}: '{k}' must be a table ([{k}])")
             if k == "scheme":
                 continue  # which keys a scheme takes depends on its name: the core checks
             for kk in v:
                 if kk not in defaults[k]:
                     accepted = ", ".join(defaults[k])
                     raise UserError(
-                        f"{source}: unknown key '{k}.{kk}' (accepted in [{k}]: {accepted})"
+                        f"{at(f'{k}.{kk}')}: unknown key '{k}.{kk}' (accepted in [{k}]: "
+                        f"{accepted})"
                     )
 
 
@@ -343,9 +434,23 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+def scheme_default_text(key: str, schemes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """A scheme parameter's default as ``--help`` states it: per scheme, grouped by value,
+    as ``--dump-config --scheme NAME`` resolves it (``100KB for repflow, smartrep; 1MB for
+    mptcp-l``); None when no scheme takes ``key``."""
+    by_value: dict[str, list[str]] = {}
+    for name, params in schemes.items():
+        if key in params:
+            by_value.setdefault(_shown(params[key]), []).append(name)
+    if not by_value:
+        return None
+    return "; ".join(f"{value} for {', '.join(names)}" for value, names in by_value.items())
+
+
 def flag_defaults() -> dict[str, str]:
-    """The default of every field a shorthand flag sets, as ``--help`` shows it (a scheme
-    parameter: the first scheme's that has it, e.g. RepFlow's copies); {} without the core."""
+    """The default of every field a shorthand flag sets, as ``--help`` shows it and
+    ``--dump-config`` resolves it (a scheme parameter: per scheme, see
+    :func:`scheme_default_text`); {} without the core."""
     try:
         cfg = default_config()
         schemes = scheme_parameters()
@@ -355,9 +460,9 @@ def flag_defaults() -> dict[str, str]:
     for f in FLAGS:
         section, _, key = f.key.rpartition(".")
         if section == "scheme" and key != "name":
-            value = next((p[key] for p in schemes.values() if key in p), None)
-            if value is not None:
-                out[f.key] = f"{_shown(value)} for the schemes that take it"
+            text = scheme_default_text(key, schemes)
+            if text is not None:
+                out[f.key] = text
             continue
         node = cfg.get(section, {}) if section else cfg
         if isinstance(node, dict) and key in node:
@@ -465,14 +570,88 @@ def resolve_cdf(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _default_of(field: str, config: Mapping[str, Any]) -> Any:
+    """The default of dotted ``field`` (a scheme parameter: the configured scheme's, else the
+    first scheme's that has it); ``None`` when unknown (a list element, an unset optional)."""
+    section, _, key = field.rpartition(".")
+    try:
+        if section == "scheme":
+            schemes = scheme_parameters()
+            sch = config.get("scheme")
+            name = sch.get("name") if isinstance(sch, Mapping) else None
+            if isinstance(name, str) and key in schemes.get(name, {}):
+                return schemes[name][key]
+            return next((p[key] for p in schemes.values() if key in p), None)
+        node: Any = default_config()
+        for part in field.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return node
+    except UserError:  # pragma: no cover - no core
+        return None
+
+
+def _origin_of(field: str, origins: Mapping[str, Origin]) -> Origin | None:
+    """The origin of ``field`` (``workload.trace[3].start`` falls back to ``workload.trace``)."""
+    key = re.sub(r"\[\d+\]", "", field)
+    while key:
+        if key in origins:
+            return origins[key]
+        key = key.rpartition(".")[0]
+    return None
+
+
+def explain(
+    message: str,
+    config: Mapping[str, Any],
+    origins: Mapping[str, Origin] | None = None,
+    flag_hints: bool = False,
+) -> str:
+    """The core's ``field: what is wrong`` as the user should read it: prefixed with the file
+    and line the value came from (``run.toml:3: tcp.min_rto: …``), or naming the flag or
+    ``--set`` that gave it; a bare number becomes ``--min-rto 10: give a unit, e.g. 10ms``
+    with the unit nearest the field's default."""
+    from repflow import units
+
+    field, sep, rest = message.partition(": ")
+    if not sep:
+        return message
+    origin = _origin_of(field, origins or {})
+    if origin is None and flag_hints and flag_for(field):
+        origin = Origin("flag", flag_for(field) or "")
+    bare = units.no_unit(rest)
+    if bare is not None:
+        number, suggested = bare
+        suggested = units.suggest_unit(number, _default_of(field, config)) or suggested
+        if origin is None:
+            return units.no_unit_message(f"{field} =", number, suggested, quote=True)
+        if origin.kind == "flag":
+            return units.no_unit_message(origin.label, origin.raw or number, suggested)
+        if origin.kind == "set":
+            return units.no_unit_message(f"--set {field}=", origin.raw or number, suggested)
+        return units.no_unit_message(f"{origin.label}: {field} =", number, suggested, quote=True)
+    if origin is None:
+        return message
+    if origin.kind == "flag":
+        return f"{field} ({origin.label}): {rest}"
+    if origin.kind == "set":
+        return f"{field} (--set): {rest}"
+    return f"{origin.label}: {message}"
+
+
 def validate(
-    config: Mapping[str, Any], *, resolve: bool = True, flag_hints: bool = False
+    config: Mapping[str, Any],
+    *,
+    resolve: bool = True,
+    flag_hints: bool = False,
+    origins: Mapping[str, Origin] | None = None,
 ) -> dict[str, Any]:
     """Validates ``config`` with the Rust core; returns it normalized with every default.
 
     With ``resolve`` the CDF is loaded into ``workload.cdf_text`` first. Raises
-    :class:`UserError` whose message starts with the dotted field at fault (followed by the
-    ``repflow sim`` flag that sets it, with ``flag_hints``).
+    :class:`UserError` whose message starts with the dotted field at fault, prefixed with the
+    file and line it came from when ``origins`` says (see :func:`build_config_with_origins`),
+    else followed by the ``repflow sim`` flag that sets it, with ``flag_hints``. A quantity
+    without a unit gets one suggested (:func:`explain`).
     """
     core = _core()
     if not isinstance(config, Mapping):
@@ -489,12 +668,42 @@ def validate(
     try:
         return json.loads(core.validate_config(text))
     except core.ConfigError as exc:
-        msg = str(exc)
-        field = msg.split(":", 1)[0]
-        flag = flag_for(field) if flag_hints else None
-        if flag and ":" in msg:
-            msg = f"{field} ({flag}):{msg.split(':', 1)[1]}"
-        raise UserError(msg) from None
+        raise UserError(explain(str(exc), cfg, origins, flag_hints)) from None
+
+
+def build_config_with_origins(
+    toml_path: str | os.PathLike[str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    sets: Iterable[str] = (),
+    flag_texts: Mapping[str, tuple[str, str]] | None = None,
+) -> tuple[dict[str, Any], dict[str, Origin]]:
+    """:func:`build_config`, and where each key's value came from (``FILE:LINE``, a flag,
+    ``--set``), for :func:`validate`'s messages. ``flag_texts``: dotted key → (flag, text as
+    given), see :func:`flag_texts`."""
+    origins: dict[str, Origin] = {}
+    cfg: dict[str, Any] = {}
+    if toml_path is not None:
+        cfg, origins = load_toml_with_origins(toml_path, "--config")
+    wl0 = cfg.get("workload")
+    base_cdf = wl0.get("cdf") if isinstance(wl0, dict) else None
+    if flags:
+        cfg = merge(cfg, flags)
+        for key in _leaf_keys(flags):
+            option, raw = (flag_texts or {}).get(key, (flag_for(key) or "", None))
+            if option:
+                origins[key] = Origin("flag", option, raw)
+    sets = list(sets)
+    cfg = apply_sets(cfg, sets)
+    for item in sets:
+        key, _, raw = item.partition("=")
+        origins[key.strip()] = Origin("set", "--set", raw.strip())
+    wl = cfg.get("workload")
+    # A file (e.g. an earlier run.json) may carry the text of its CDF; a flag or --set that
+    # names another CDF must not run with the old text.
+    if isinstance(wl, dict) and wl.get("cdf") != base_cdf and wl.get("cdf_text") is not None:
+        if not any(a.split("=", 1)[0].strip() == "workload.cdf_text" for a in sets):
+            wl["cdf_text"] = None
+    return cfg, origins
 
 
 def build_config(
@@ -503,16 +712,13 @@ def build_config(
     sets: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Merges file < flags < ``--set`` overrides (unvalidated; see :func:`validate`)."""
-    cfg: dict[str, Any] = load_toml(toml_path, "--config") if toml_path is not None else {}
-    wl0 = cfg.get("workload")
-    base_cdf = wl0.get("cdf") if isinstance(wl0, dict) else None
-    if flags:
-        cfg = merge(cfg, flags)
-    cfg = apply_sets(cfg, sets)
-    wl = cfg.get("workload")
-    # A file (e.g. an earlier run.json) may carry the text of its CDF; a flag or --set that
-    # names another CDF must not run with the old text.
-    if isinstance(wl, dict) and wl.get("cdf") != base_cdf and wl.get("cdf_text") is not None:
-        if not any(a.split("=", 1)[0].strip() == "workload.cdf_text" for a in sets):
-            wl["cdf_text"] = None
-    return cfg
+    return build_config_with_origins(toml_path, flags, sets)[0]
+
+
+def flag_texts(args: argparse.Namespace) -> dict[str, tuple[str, str]]:
+    """Dotted key → (flag, text as given) for the shorthand flags present in ``args``."""
+    return {
+        f.key: (f.option, str(getattr(args, f.dest)))
+        for f in FLAGS
+        if f.const is None and getattr(args, f.dest, None) is not None
+    }

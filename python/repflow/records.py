@@ -14,7 +14,8 @@ to replace a non-empty ``DIR`` unless ``force`` is given (an empty directory is 
 silently); with ``force`` the old directory is swapped out only after the new one is complete.
 
 This module sits below the API (:mod:`repflow.api`) and every reader and writer of runs: it
-imports nothing of the package but :mod:`repflow.errors`.
+imports nothing of the package but :mod:`repflow.errors` and the threshold of a trustworthy
+percentile (:data:`repflow.experiments.stats.P99_MIN_FLOWS`, a leaf module).
 """
 
 from __future__ import annotations
@@ -175,20 +176,63 @@ def normalize_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Columns :func:`summary_frame` adds (derived; not part of ``run.json``).
+THIN_COLUMNS = ("p99_flows", "p99_thin")
+
+
+def p99_min_flows() -> int:
+    """Fewest finished flows a percentile (p99, p99.9) of a summary should rest on
+    (:data:`repflow.experiments.stats.P99_MIN_FLOWS`; docs/metrics.md)."""
+    from repflow.experiments.stats import P99_MIN_FLOWS
+
+    return int(P99_MIN_FLOWS)
+
+
+def p99_flows(b: Mapping[str, Any]) -> int:
+    """How many flows a summary bin's percentiles rest on: its finished flows."""
+    n = b.get("finished", b.get("count", 0))
+    try:
+        return 0 if n is None or n != n else int(n)
+    except (TypeError, ValueError):
+        return 0
+
+
+def thin_bins(record: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """``(bin, flows)`` of every summary bin with finished flows whose p99 rests on fewer than
+    :func:`p99_min_flows` of them (its top 1 % is ten flows or fewer)."""
+    floor = p99_min_flows()
+    out = []
+    for b in record.get("bins", []) or []:
+        n = p99_flows(b)
+        if 0 < n < floor:
+            out.append((str(b.get("bin")), n))
+    return out
+
+
 def summary_frame(record: Mapping[str, Any]) -> pd.DataFrame:
     """The summary of ``run.json`` (``{"bins": [...], "overhead", "unfinished"}``) as a
     DataFrame with one row per size bin (index ``bin``) and the run-wide values in
-    ``attrs``."""
+    ``attrs``. Two derived columns say how far to trust the percentiles: ``p99_flows`` (the
+    finished flows the bin's p99 and p99.9 rest on) and ``p99_thin`` (fewer than
+    ``attrs["p99_min_flows"]``, :data:`~repflow.experiments.stats.P99_MIN_FLOWS`)."""
     bins = [dict(b) for b in record.get("bins", []) or []]
+    floor = p99_min_flows()
+    for b in bins:
+        if "bin" in b:
+            b["p99_flows"] = p99_flows(b)
+            b["p99_thin"] = 0 < b["p99_flows"] < floor
     df = pd.DataFrame(bins)
     if "bin" in df.columns:
         df = df.set_index("bin")
     df.attrs = {k: v for k, v in record.items() if k != "bins"}
+    df.attrs["p99_min_flows"] = floor
     return df
 
 
 def summary_record(frame: pd.DataFrame) -> dict[str, Any]:
     """The inverse of :func:`summary_frame`: the ``run.json`` form of a summary."""
+    frame = frame.drop(columns=[c for c in THIN_COLUMNS if c in frame.columns])
+    frame.attrs = {k: v for k, v in frame.attrs.items() if k != "p99_min_flows"}
     df = frame.reset_index() if frame.index.name == "bin" else frame
     bins = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
             for row in df.to_dict("records")]  # fmt: skip

@@ -130,10 +130,10 @@ def test_set_rejects_unknown_keys_and_bad_syntax():
 def test_toml_file_errors_name_the_file(tmp_path: Path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[topology\nk = 4\n")
-    with pytest.raises(UserError, match="bad.toml: not valid TOML"):
+    with pytest.raises(UserError, match=r"bad.toml:1: not valid TOML"):
         config_io.load_toml(bad)
     bad.write_text("[topology]\nbogus = 4\n")
-    with pytest.raises(UserError, match=r"bad.toml: unknown key 'topology.bogus'"):
+    with pytest.raises(UserError, match=r"bad.toml:2: unknown key 'topology.bogus'"):
         config_io.load_toml(bad)
     with pytest.raises(UserError, match="does not exist"):
         config_io.load_toml(tmp_path / "missing.toml")

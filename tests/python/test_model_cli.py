@@ -32,7 +32,9 @@ def test_parse_loads():
 def test_parse_size():
     assert parse_size("100KB", "f") == 100_000
     assert parse_size("64KiB", "f") == 65_536
-    assert parse_size(1460, "f") == 1460
+    assert parse_size("1460B", "f") == 1460
+    with pytest.raises(UserError, match=r"^f 1460: give a unit, e.g. 1460B$"):
+        parse_size(1460, "f")  # a bare number has no unit (issue 52)
     with pytest.raises(UserError, match="field"):
         parse_size("12 parsecs", "field")
 

@@ -18,7 +18,7 @@ hosts = 4
 [workload]
 duration = "1ms"
 trace = [{start = "0s", src = 0, dst = 1, size = "10KB"},
-         {start = "10us", src = 2, dst = 3, size = 1460}]
+         {start = "10us", src = 2, dst = 3, size = "1460B"}]
 """
 
 BACKGROUND = """[topology]

@@ -12,13 +12,34 @@ def test_core_parses_each_kind_in_base_units():
     assert _core.parse_duration("50ms") == 0.05
     assert _core.parse_duration("2min") == 120.0
     assert _core.parse_duration("1.5 us") == pytest.approx(1.5e-6, rel=0, abs=1e-18)
-    assert _core.parse_duration(0.25) == 0.25
+    assert _core.parse_duration("0.25s") == 0.25
     assert _core.parse_rate("10Gb/s") == 10_000_000_000
     assert _core.parse_rate("50Mbit") == 50_000_000
-    assert _core.parse_rate(1e9) == 1_000_000_000
+    assert _core.parse_rate("1e9bps") == 1_000_000_000
     assert _core.parse_bytes("64KiB") == 65_536
     assert _core.parse_bytes("20kb") == 20_000
-    assert _core.parse_bytes(1460) == 1460
+    assert _core.parse_bytes("1460B") == 1460
+
+
+@pytest.mark.parametrize(
+    ("fn", "value", "suggested"),
+    [
+        ("parse_duration", "10", "10ms"),
+        ("parse_duration", 10, "10ms"),
+        ("parse_duration", 0.25, "0.25s"),
+        ("parse_duration", "0", "0s"),
+        ("parse_rate", 1_000_000_000, "1000000000bps"),
+        ("parse_rate", "1000", "1000Mbps"),
+        ("parse_rate", "10", "10Gbps"),
+        ("parse_bytes", 1460, "1460B"),
+        ("parse_bytes", "100", "100KB"),
+    ],
+)
+def test_a_bare_number_is_refused_with_a_unit_suggested(fn, value, suggested):
+    """Issue 52, item 1: a bare number used to be the base unit, silently (`10` as an RTO was
+    ten seconds); the core refuses it and suggests a unit from its magnitude."""
+    with pytest.raises(ValueError, match=f"has no unit: give one, e.g. {suggested}$"):
+        getattr(_core, fn)(value)
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def write_inputs(d: Path) -> tuple[Path, Path]:
     ]
     trace = d / "trace.txt"
     trace.write_text("".join(f"{s} {t} {z} {a}\n" for s, t, z, a in rows))
-    cfg["workload"] = {"trace": [{"src": s, "dst": t, "size": z, "start": f"{a}ps"}
+    cfg["workload"] = {"trace": [{"src": s, "dst": t, "size": f"{z}B", "start": f"{a}ps"}
                                  for s, t, z, a in rows]}  # fmt: skip
     config = d / "config.json"
     config.write_text(json.dumps(cfg))

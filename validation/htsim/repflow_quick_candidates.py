@@ -41,7 +41,7 @@ def effect(profile: str, w: str, load: float, variant: str) -> list[dict]:
         if variant.startswith("bytes"):
             tcp = api.load_config(cfg)["tcp"]
             cfg.setdefault("queue", {}).pop("limit_packets", None)
-            cfg["queue"]["limit_bytes"] = 100 * (int(tcp["mss"]) + int(tcp["header"]))
+            cfg["queue"]["limit_bytes"] = f"{100 * (int(tcp['mss']) + int(tcp['header']))}B"
         if variant.endswith("no-delack"):
             cfg.setdefault("tcp", {})["delayed_ack"] = False
         r = api.simulate(cfg)

@@ -480,8 +480,8 @@ fn sim_collisions(config_json: &str, samples: u64) -> PyResult<(u64, u64, u64)> 
     Ok((c.flows, c.inter_tor, c.collisions))
 }
 
-/// The text of a quantity given as a string (`"50ms"`) or as a number in base units (read as
-/// its Python text, so `0.05` and `"0.05"` mean the same). Booleans are refused.
+/// The text of a quantity given as a string (`"50ms"`); a Python number is read as its text, so
+/// `10` is refused like `"10"` (a bare number has no unit). Booleans are refused.
 fn quantity_text(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     if value.is_instance_of::<PyBool>() {
         return Err(PyValueError::new_err(format!("{value} is not {what}")));
@@ -492,14 +492,14 @@ fn quantity_text(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     match value.extract::<f64>() {
         Ok(_) => Ok(value.str()?.to_cow()?.into_owned()),
         Err(_) => Err(PyValueError::new_err(format!(
-            "{} is not {what} (give a string such as \"50ms\" or a number)",
+            "{} is not {what} (give a string with a unit, such as \"50ms\")",
             value.repr()?
         ))),
     }
 }
 
-/// Seconds in a duration: `"50ms"`, `"2us"`, `"2min"`, or a number of seconds (the grammar of
-/// `repflow_sim::units`). Raises `ValueError` naming the value and the accepted forms.
+/// Seconds in a duration: `"50ms"`, `"2us"`, `"2min"` (the grammar of `repflow_sim::units`; a
+/// bare number is refused). Raises `ValueError` naming the value and the accepted forms.
 #[pyfunction]
 fn parse_duration(value: &Bound<'_, PyAny>) -> PyResult<f64> {
     let text = quantity_text(value, "a duration")?;
@@ -508,7 +508,7 @@ fn parse_duration(value: &Bound<'_, PyAny>) -> PyResult<f64> {
         .secs())
 }
 
-/// Bits per second in a rate: `"10Gbps"`, `"10Gb/s"`, `"50Mbit"`, `"1G"`, or a number.
+/// Bits per second in a rate: `"10Gbps"`, `"10Gb/s"`, `"50Mbit"`, `"1G"` (not a bare number).
 /// Raises `ValueError` naming the value and the accepted forms.
 #[pyfunction]
 fn parse_rate(value: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -516,7 +516,7 @@ fn parse_rate(value: &Bound<'_, PyAny>) -> PyResult<u64> {
     Ok(Rate::parse(&text).map_err(PyValueError::new_err)?.bps())
 }
 
-/// Bytes in a size: `"100KB"` (powers of 1000), `"64KiB"` (powers of 1024), or a number.
+/// Bytes in a size: `"100KB"` (powers of 1000), `"64KiB"` (powers of 1024), not a bare number.
 /// Raises `ValueError` naming the value and the accepted forms.
 #[pyfunction]
 fn parse_bytes(value: &Bound<'_, PyAny>) -> PyResult<u64> {

@@ -1,8 +1,10 @@
 //! Physical quantities with units: durations, rates and byte sizes.
 //!
 //! Configuration files and the command line write quantities as strings with a unit
-//! (`"10ms"`, `"1Gbps"`, `"100KB"`) or as bare numbers in base units (seconds, bits per
-//! second, bytes). Internally time is an integer number of picoseconds.
+//! (`"10ms"`, `"1Gbps"`, `"100KB"`). A bare number (`"10"`, or a JSON/TOML number such as
+//! `10` or `0`) is refused with a message suggesting a unit: in a field such as a minimum RTO a
+//! bare "10" means seconds to some readers and milliseconds to others. Internally time is an
+//! integer number of picoseconds.
 //!
 //! This is the one grammar of quantities in RepFlow: the Python package (sweep specs, the
 //! testbed, the library's command line) parses through these functions too.
@@ -38,8 +40,8 @@ impl Duration {
     pub fn from_secs(s: f64) -> Duration {
         Duration((s * PS_PER_SEC as f64).round() as u64)
     }
-    /// Parses `"50ms"`, `"1.5us"`, `"2s"`, `"500ns"`, `"10ps"`, `"2min"`; a bare number is
-    /// seconds. `"2m"` is refused (minutes or milliseconds?) with a message saying so.
+    /// Parses `"50ms"`, `"1.5us"`, `"2s"`, `"500ns"`, `"10ps"`, `"2min"`. A bare number is
+    /// refused (see [`bare_number`]); so is `"2m"` (minutes or milliseconds?).
     pub fn parse(s: &str) -> Result<Duration, String> {
         let t = s.trim();
         let (num, unit) = split_unit(t);
@@ -47,7 +49,8 @@ impl Duration {
             format!("'{s}' is not a duration (e.g. \"50ms\", \"1us\", \"2s\", \"2min\")")
         })?;
         let mult = match unit {
-            "" | "s" => PS_PER_SEC as f64,
+            "" => return Err(bare_number(num, v, Kind::Duration)),
+            "s" => PS_PER_SEC as f64,
             "ms" => 1e9,
             "us" | "µs" => 1e6,
             "ns" => 1e3,
@@ -104,14 +107,17 @@ impl Rate {
         let bits = bytes as u128 * 8 * PS_PER_SEC as u128;
         bits.div_ceil(self.0 as u128) as u64
     }
-    /// Parses `"1Gbps"`, `"10Gb/s"`, `"50Mbit"`, `"100kbit/s"`, `"1G"`; a bare number is bits
-    /// per second. A capital `B` (`"1GBps"`, bytes per second) is refused.
+    /// Parses `"1Gbps"`, `"10Gb/s"`, `"50Mbit"`, `"100kbit/s"`, `"1G"`, `"1500bps"`. A bare
+    /// number is refused (see [`bare_number`]); so is a capital `B` (`"1GBps"`, bytes per second).
     pub fn parse(s: &str) -> Result<Rate, String> {
         let t = s.trim();
         let (num, unit) = split_unit(t);
         let v: f64 = num
             .parse()
             .map_err(|_| format!("'{s}' is not a rate (e.g. \"1Gbps\", \"10Gb/s\", \"50Mbit\")"))?;
+        if unit.is_empty() {
+            return Err(bare_number(num, v, Kind::Rate));
+        }
         let unknown = || {
             format!(
                 "'{s}' has unknown rate unit '{unit}' (accepted: bps, kbps, Mbps, Gbps, Tbps; \
@@ -166,16 +172,17 @@ impl fmt::Display for Rate {
 pub struct Bytes(pub u64);
 
 impl Bytes {
-    /// Parses `"100KB"`, `"36kb"`, `"1MB"`, `"1M"`, `"64KiB"`, `"1460B"`; a bare number is
-    /// bytes. Case does not matter: sizes are always bytes.
+    /// Parses `"100KB"`, `"36kb"`, `"1MB"`, `"1M"`, `"64KiB"`, `"1460B"`. A bare number is
+    /// refused (see [`bare_number`]). Case does not matter: sizes are always bytes.
     pub fn parse(s: &str) -> Result<Bytes, String> {
         let t = s.trim();
         let (num, unit) = split_unit(t);
         let v: f64 = num
             .parse()
-            .map_err(|_| format!("'{s}' is not a size (e.g. \"100KB\", \"1MB\", \"1460\")"))?;
+            .map_err(|_| format!("'{s}' is not a size (e.g. \"100KB\", \"1MB\", \"1460B\")"))?;
         let mult = match unit.to_ascii_lowercase().as_str() {
-            "" | "b" => 1.0,
+            "" => return Err(bare_number(num, v, Kind::Size)),
+            "b" => 1.0,
             "kb" | "k" => 1e3,
             "mb" | "m" => 1e6,
             "gb" | "g" => 1e9,
@@ -211,6 +218,34 @@ impl fmt::Display for Bytes {
     }
 }
 
+/// What a quantity measures, for [`bare_number`]'s suggestion.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    Duration,
+    Rate,
+    Size,
+}
+
+/// The message for a quantity written without a unit: `'10' has no unit: give one, e.g. 10ms`.
+///
+/// The suggested unit is a guess from the magnitude alone (front ends that know the field, such
+/// as the Python package, replace it with the unit nearest the field's default): durations of
+/// at least 1 are read as milliseconds, smaller ones as seconds; rates of at least 100000 as bits
+/// per second, of at least 100 as Mbit/s, smaller ones as Gbit/s; sizes of at least 1000 as bytes,
+/// smaller ones as kilobytes. Every front end keeps the phrase `has no unit: give one, e.g. `.
+fn bare_number(num: &str, v: f64, kind: Kind) -> String {
+    let unit = match kind {
+        Kind::Duration if v >= 1.0 => "ms",
+        Kind::Duration => "s",
+        Kind::Rate if v >= 100_000.0 => "bps",
+        Kind::Rate if v >= 100.0 => "Mbps",
+        Kind::Rate => "Gbps",
+        Kind::Size if v >= 1000.0 => "B",
+        Kind::Size => "KB",
+    };
+    format!("'{num}' has no unit: give one, e.g. {num}{unit}")
+}
+
 fn split_unit(t: &str) -> (&str, &str) {
     let idx = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
@@ -235,7 +270,10 @@ macro_rules! serde_quantity {
                     F(f64),
                 }
                 match Raw::deserialize(d).map_err(|_| {
-                    serde::de::Error::custom(format!("expected {} as a string or number", $what))
+                    serde::de::Error::custom(format!(
+                        "expected {} as a string with a unit (e.g. \"10ms\", \"1Gbps\", \"100KB\")",
+                        $what
+                    ))
                 })? {
                     Raw::S(s) => $ty::parse(&s).map_err(serde::de::Error::custom),
                     Raw::F(v) => {
@@ -248,27 +286,26 @@ macro_rules! serde_quantity {
     };
 }
 
-serde_quantity!(Duration, "a duration", |v| {
-    if v.is_finite() && v >= 0.0 {
-        Ok(Duration::from_secs(v))
+// A number (`10`, `0.05`) in a JSON or TOML document is a bare number: refused like `"10"`.
+serde_quantity!(Duration, "a duration", |v| Err(number_error(
+    v,
+    Kind::Duration
+)));
+serde_quantity!(Rate, "a rate", |v| Err(number_error(v, Kind::Rate)));
+serde_quantity!(Bytes, "a size", |v| Err(number_error(v, Kind::Size)));
+
+/// [`bare_number`] for a number read from a document (`10`, `0.05`, `1e9`).
+pub(crate) fn number_error(v: f64, kind: Kind) -> String {
+    bare_number(&number_text(v), v, kind)
+}
+
+fn number_text(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
     } else {
-        Err(format!("{v} is not a non-negative duration in seconds"))
+        format!("{v}")
     }
-});
-serde_quantity!(Rate, "a rate", |v| {
-    if v.is_finite() && v >= 1.0 {
-        Ok(Rate(v.round() as u64))
-    } else {
-        Err(format!("{v} is not a positive rate in bits per second"))
-    }
-});
-serde_quantity!(Bytes, "a size", |v| {
-    if v.is_finite() && v >= 0.0 {
-        Ok(Bytes(v.round() as u64))
-    } else {
-        Err(format!("{v} is not a non-negative size in bytes"))
-    }
-});
+}
 
 #[cfg(test)]
 mod tests {
@@ -278,7 +315,10 @@ mod tests {
     fn parses_durations() {
         assert_eq!(Duration::parse("50ms").unwrap().ps(), 50_000_000_000);
         assert_eq!(Duration::parse("1us").unwrap().ps(), 1_000_000);
-        assert_eq!(Duration::parse("0.5").unwrap().ps(), PS_PER_SEC / 2);
+        assert_eq!(Duration::parse("0.5s").unwrap().ps(), PS_PER_SEC / 2);
+        let e = Duration::parse("10").unwrap_err();
+        assert_eq!(e, "'10' has no unit: give one, e.g. 10ms");
+        assert!(Duration::parse("0").is_err());
         assert!(Duration::parse("fast").is_err());
         assert!(Duration::parse("10 parsecs").is_err());
         assert!(Duration::parse("-1ms").is_err());
@@ -307,19 +347,36 @@ mod tests {
             assert_eq!(Rate::parse(text).unwrap().bps(), 10_000_000_000, "{text}");
         }
         assert_eq!(Rate::parse("100kbit").unwrap().bps(), 100_000);
-        assert_eq!(Rate::parse("1500").unwrap().bps(), 1500);
+        assert_eq!(Rate::parse("1500bps").unwrap().bps(), 1500);
+        assert!(Rate::parse("1500").unwrap_err().contains("has no unit"));
         let e = Rate::parse("1GBps").unwrap_err();
         assert!(e.contains("bytes"), "{e}");
         assert!(Rate::parse("10Gbs").is_err());
         assert!(Rate::parse("10 furlongs").is_err());
         // Sizes are bytes whatever the case; KiB and friends are binary.
-        for text in ["20KB", "20kb", "20kB", "20K", "20k", "20000", "20000B"] {
+        assert!(Bytes::parse("20000").unwrap_err().contains("e.g. 20000B"));
+        for text in ["20KB", "20kb", "20kB", "20K", "20k", "20000B"] {
             assert_eq!(Bytes::parse(text).unwrap().0, 20_000, "{text}");
         }
         assert_eq!(Bytes::parse("1.5MiB").unwrap().0, 1_572_864);
         assert_eq!(Bytes::parse("1mib").unwrap().0, 1_048_576);
         assert_eq!(Bytes::parse("2TB").unwrap().0, 2_000_000_000_000);
         assert!(Bytes::parse("20Kbit").is_err());
+    }
+
+    #[test]
+    fn numbers_in_documents_are_refused() {
+        let e = serde_json::from_str::<Duration>("10")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'10' has no unit: give one, e.g. 10ms"), "{e}");
+        assert!(serde_json::from_str::<Duration>("0").is_err());
+        assert!(serde_json::from_str::<Rate>("1000").is_err());
+        assert!(serde_json::from_str::<Bytes>("1460").is_err());
+        assert_eq!(
+            serde_json::from_str::<Duration>("\"10ms\"").unwrap().ps(),
+            10_000_000_000
+        );
     }
 
     #[test]

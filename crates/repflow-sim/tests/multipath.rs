@@ -19,7 +19,7 @@ const SLOW_CORE: &str = r#"{"kind": "leaf-spine", "leaves": 2, "spines": 4,
 fn flow_on(topology: &str, dst: u32, scheme: &str, size: u64) -> RunOutput {
     sim(&cfg(&format!(
         r#"{{"topology": {topology}, "scheme": {scheme},
-            "workload": {{"trace": [{{"start": 0, "src": 0, "dst": {dst}, "size": {size}}}]}}}}"#
+            "workload": {{"trace": [{{"start": "0s", "src": 0, "dst": {dst}, "size": "{size}B"}}]}}}}"#
     )))
 }
 
@@ -238,8 +238,8 @@ fn coupled_subflows_on_one_bottleneck_are_as_gentle_as_one_tcp_flow() {
                 "queue": {{"limit_packets": 200}},
                 "tcp": {{"max_window": "none", "initial_ssthresh": 4}},
                 "scheme": {{"name": "mptcp", "subflows": 4, "coupling": "{coupling}"}},
-                "workload": {{"trace": [{{"start": 0, "src": 1, "dst": 0, "size": 40000000}},
-                                        {{"start": 0, "src": 2, "dst": 0, "size": 40000000}}]}}}}"#
+                "workload": {{"trace": [{{"start": "0s", "src": 1, "dst": 0, "size": "40000000B"}},
+                                        {{"start": "0s", "src": 2, "dst": 0, "size": "40000000B"}}]}}}}"#
         )))
     };
     let (lia, olia, unc) = (run_with("lia"), run_with("olia"), run_with("uncoupled"));

@@ -15,7 +15,7 @@ fn sim(c: &Config) -> RunOutput {
 fn one_flow(topology: &str, src: u32, dst: u32, size: u64, extra: &str) -> Config {
     cfg(&format!(
         r#"{{"topology": {topology}, "scheme": {{"name": "tcp"}},
-            "workload": {{"trace": [{{"start": 0, "src": {src}, "dst": {dst}, "size": {size}}}]}}
+            "workload": {{"trace": [{{"start": "0s", "src": {src}, "dst": {dst}, "size": "{size}B"}}]}}
             {extra}}}"#
     ))
 }
@@ -95,7 +95,7 @@ fn packets_stay_on_the_path_their_five_tuple_hashes_to() {
     for seed in 1..6u64 {
         let c = cfg(&format!(
             r#"{{"seed": {seed}, "topology": {FAT4}, "scheme": {{"name": "tcp"}},
-                "workload": {{"trace": [{{"start": 0, "src": 0, "dst": 13, "size": 300000}}]}}}}"#
+                "workload": {{"trace": [{{"start": "0s", "src": 0, "dst": 13, "size": "300000B"}}]}}}}"#
         ));
         let out = sim(&c);
         let conn = &out.connections[0];
@@ -167,8 +167,8 @@ fn two_long_flows_share_a_bottleneck_fairly_and_keep_it_busy() {
                          "link_rate": "10Gbps", "uplink_rate": "1Gbps", "link_delay": "5us"},
             "scheme": {"name": "tcp"},
             "workload": {"trace": [
-                {"start": 0, "src": 0, "dst": 2, "size": "20MB"},
-                {"start": 0, "src": 1, "dst": 2, "size": "20MB"}]}}"#,
+                {"start": "0s", "src": 0, "dst": 2, "size": "20MB"},
+                {"start": "0s", "src": 1, "dst": 2, "size": "20MB"}]}}"#,
     );
     let out = sim(&c);
     let (a, b) = (&out.records[0], &out.records[1]);
@@ -188,7 +188,7 @@ fn two_long_flows_share_a_bottleneck_fairly_and_keep_it_busy() {
 fn droptail_never_exceeds_its_limit_and_every_drop_is_counted() {
     // Incast: 9 senders to one receiver through a 20-packet buffer.
     let trace: Vec<String> = (1..10)
-        .map(|s| format!(r#"{{"start": 0, "src": {s}, "dst": 0, "size": "500KB"}}"#))
+        .map(|s| format!(r#"{{"start": "0s", "src": {s}, "dst": 0, "size": "500KB"}}"#))
         .collect();
     let c = cfg(&format!(
         r#"{{"topology": {{"kind": "star", "hosts": 10, "link_rate": "1Gbps", "link_delay": "2us"}},

@@ -21,8 +21,8 @@ fn two_long_flows(scheme: &str) -> (Config, RunOutput) {
         r#"{{"topology": {DUMBBELL}, "scheme": {{"name": "{scheme}"}},
             "tcp": {{"max_window": "none"}},
             "workload": {{"trace": [
-                {{"start": 0, "src": 0, "dst": 2, "size": "15MB"}},
-                {{"start": 0, "src": 1, "dst": 2, "size": "15MB"}}]}}}}"#
+                {{"start": "0s", "src": 0, "dst": 2, "size": "15MB"}},
+                {{"start": "0s", "src": 1, "dst": 2, "size": "15MB"}}]}}}}"#
     ));
     let out = sim(&c);
     (c, out)
@@ -96,8 +96,8 @@ fn the_marking_threshold_is_configurable_in_packets_or_bytes_and_delayed_acks_ke
         let c = cfg(&format!(
             r#"{{"topology": {DUMBBELL}, "scheme": {{"name": "dctcp"}}, {extra},
                 "workload": {{"trace": [
-                    {{"start": 0, "src": 0, "dst": 2, "size": "10MB"}},
-                    {{"start": 0, "src": 1, "dst": 2, "size": "10MB"}}]}}}}"#
+                    {{"start": "0s", "src": 0, "dst": 2, "size": "10MB"}},
+                    {{"start": "0s", "src": 1, "dst": 2, "size": "10MB"}}]}}}}"#
         ));
         let out = sim(&c);
         let q = mean_backlog_packets(&out);
@@ -120,9 +120,9 @@ fn star(scheme: &str, flows: &str) -> RunOutput {
 fn pfabric_finishes_flows_shortest_first_near_the_srpt_schedule() {
     // Three senders to one receiver, started together: pFabric serves them one after the
     // other, smallest first, so each finishes about when SRPT would finish it.
-    let flows = r#"{"start": 0, "src": 1, "dst": 0, "size": "300KB"},
-                   {"start": 0, "src": 2, "dst": 0, "size": "1MB"},
-                   {"start": 0, "src": 3, "dst": 0, "size": "100KB"}"#;
+    let flows = r#"{"start": "0s", "src": 1, "dst": 0, "size": "300KB"},
+                   {"start": "0s", "src": 2, "dst": 0, "size": "1MB"},
+                   {"start": "0s", "src": 3, "dst": 0, "size": "100KB"}"#;
     let p = star("pfabric", flows);
     let fct: Vec<f64> = p.records.iter().map(|r| r.fct).collect();
     assert!(fct[2] < fct[0] && fct[0] < fct[1], "{fct:?}");
@@ -145,10 +145,10 @@ fn pfabric_finishes_flows_shortest_first_near_the_srpt_schedule() {
 fn pfabric_drops_the_lowest_priority_packets_first() {
     // Four 500 KB senders fill the 36 KB port to host 0; a 30 KB flow joins later. The
     // queue overflows all the time, but only the large flows' packets are dropped.
-    let flows = r#"{"start": 0, "src": 1, "dst": 0, "size": "500KB"},
-                   {"start": 0, "src": 2, "dst": 0, "size": "500KB"},
-                   {"start": 0, "src": 3, "dst": 0, "size": "500KB"},
-                   {"start": 0, "src": 4, "dst": 0, "size": "500KB"},
+    let flows = r#"{"start": "0s", "src": 1, "dst": 0, "size": "500KB"},
+                   {"start": "0s", "src": 2, "dst": 0, "size": "500KB"},
+                   {"start": "0s", "src": 3, "dst": 0, "size": "500KB"},
+                   {"start": "0s", "src": 4, "dst": 0, "size": "500KB"},
                    {"start": "3ms", "src": 1, "dst": 0, "size": "30KB"}"#;
     let out = star("pfabric", flows);
     assert!(out.counters.switch_drops > 0);
@@ -317,8 +317,8 @@ fn fa_dctcp_scenario_short_flows_finish_sooner_than_with_dctcp() {
                 "scheme": {{"name": "{scheme}"}},
                 "workload": {{"cdf": "short", "cdf_text": "250000 0\n250000 1", "load": 0.02,
                    "pairs": "incast", "duration": "12s", "drain": "30s", "max_flows": 32,
-                   "background": [{{"start": 0, "src": 1, "dst": 0, "size": "80MB"}},
-                                  {{"start": 0, "src": 2, "dst": 0, "size": "80MB"}}]}}}}"#
+                   "background": [{{"start": "0s", "src": 1, "dst": 0, "size": "80MB"}},
+                                  {{"start": "0s", "src": 2, "dst": 0, "size": "80MB"}}]}}}}"#
         )))
     };
     let (d, f) = (run("dctcp"), run("fa-dctcp"));
@@ -343,8 +343,8 @@ fn l2dct_scenario_queries_finish_sooner_than_with_dctcp_and_tcp() {
                 "scheme": {{"name": "{scheme}"}},
                 "workload": {{"cdf": "q", "cdf_text": "2000 0\n98000 1", "load": 0.01,
                    "pairs": "incast", "duration": "300ms", "drain": "2s",
-                   "background": [{{"start": 0, "src": 1, "dst": 0, "size": "20MB"}},
-                                  {{"start": 0, "src": 2, "dst": 0, "size": "20MB"}}]}}}}"#
+                   "background": [{{"start": "0s", "src": 1, "dst": 0, "size": "20MB"}},
+                                  {{"start": "0s", "src": 2, "dst": 0, "size": "20MB"}}]}}}}"#
         )))
     };
     let (t, d, l) = (run("tcp"), run("dctcp"), run("l2dct"));

@@ -23,6 +23,18 @@ class Terminated(KeyboardInterrupt):
     :func:`main` then exits 143 (128 + SIGTERM), as a process killed by SIGTERM reports."""
 
 
+class Parser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` that accepts no abbreviation of a long option
+    (``allow_abbrev=False``): ``--schem`` is an error, not ``--scheme``, so a flag added later
+    that shares a prefix cannot silently change what an old command line means. Subparsers
+    made by :meth:`add_subparsers` are of this class too (argparse's default
+    ``parser_class`` is the parent's class)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
 class _DeprecatedAliases:
     """Mixin for argparse actions: using one of ``old`` prints a one-line note naming the
     current flag (the value is taken as usual)."""
@@ -122,7 +134,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every available subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="repflow",
         description="RepFlow: replicate short flows to cut data-center tail latency.",
     )

@@ -322,6 +322,13 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise UserError(f"bench --threads: must be at least 1 thread (got {args.threads})")
     config = bench_config(args.seed, args.duration, args.scenario, args.drain)
+    from repflow import config_io
+
+    # checked here, so that an error names the flag (--duration 5: give a unit, e.g. 5ms)
+    origins = {key: config_io.Origin("flag", flag, value) for key, flag, value in (
+        ("workload.duration", "--duration", args.duration),
+        ("workload.drain", "--drain", args.drain)) if value is not None}  # fmt: skip
+    config_io.validate(config, origins=origins)
     # Threads need the cores: pinned only where the user says so.
     cpu = choose_cpu(args.cpu) if args.threads == 1 or args.cpu is not None else None
     show_bar = not args.quiet and sys.stderr.isatty()

@@ -98,7 +98,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report",
         help="rebuild figures and the report of a stored sweep (simulates nothing)",
     )
-    r.add_argument("dir", metavar="DIR", help="result directory of a sweep")
+    r.add_argument("dir", metavar="DIR",
+                   help="result directory of a sweep or of `repflow reproduce`")
+    r.add_argument("--out", metavar="OUT", default=None,
+                   help="write the rebuilt report (figures, report.html, report.md, "
+                        "summary.csv; for a reproduce directory every study's and the "
+                        "combined one, in DIR's layout) into OUT, leaving DIR as it is "
+                        "(default: rebuild in place)")  # fmt: skip
     r.add_argument(
         "-q", "--quiet", action="store_true", help="print no progress, only the result"
     )
@@ -218,10 +224,32 @@ def _print_workers_needed(todo, expected: float) -> None:  # noqa: ANN001
     print(f"at this estimate: {', '.join(need)} (a Ray cluster: --executor ray --address)")
 
 
+def _thin_line(summary_csv: Path) -> str | None:
+    """The warning of a report whose short-flow p99s rest on too few flows (as its Run table
+    says), or None."""
+    import pandas as pd
+
+    from repflow.experiments.analysis import P99_MIN_FLOWS, thin_p99_rows
+
+    try:
+        agg = pd.read_csv(summary_csv)
+    except (OSError, ValueError):
+        return None
+    thin = thin_p99_rows(agg)
+    if not len(thin):
+        return None
+    return (f"⚠ too few flows for a percentile: {len(thin)} of {len(agg)} short-flow p99s rest "
+            f"on fewer than {P99_MIN_FLOWS:,} flows (fewest: "
+            f"{int(thin['short_p99_flows'].min()):,}; marked ⚠ in the report)")  # fmt: skip
+
+
 def _print_report(rep) -> None:  # noqa: ANN001
     print(f"report: {rep.html}")
     print(f"        {rep.markdown}")
     print(f"        {len(rep.figures)} figures in {rep.html.parent / 'figures'}")
+    thin = _thin_line(rep.html.parent / "summary.csv")
+    if thin:
+        print(thin)
     claims = declared_claims(rep)
     if not claims:
         return  # the spec declares no claim scenario: no claims section
@@ -372,8 +400,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return _run(Path(args.spec), args, report=not args.no_report)
 
 
+def _out_of(args: argparse.Namespace, d: Path) -> Path | None:
+    """``--out`` of ``repflow report``: None to rebuild in place (also when OUT is DIR)."""
+    from repflow.cli.outdir import check_writable
+
+    if args.out is None:
+        return None
+    out = Path(args.out)
+    if out.resolve() == d.resolve():
+        return None
+    check_writable(out, "--out")
+    return out
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    """``repflow report DIR``."""
+    """``repflow report DIR [--out OUT]``."""
     from repflow.cli.outdir import check_writable
     from repflow.experiments import build_report
 
@@ -387,23 +428,38 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"{d}: not an experiment directory (no sweep.json); run `repflow sweep SPEC --out "
             f"{d}` first"
         )
-    check_writable(d, "DIR")
+    out = _out_of(args, d)
+    if out is None:
+        check_writable(d, "DIR")
     from repflow.experiments.uptodate import record
 
-    rep = build_report(d, progress=_progress(args))
-    record(d, rep.claims)
+    rep = build_report(d, progress=_progress(args), out=out)
+    if out is None:
+        record(d, rep.claims)  # the stamp says DIR's own report is current
     _print_report(rep)
+    where = "in place" if out is None else f"into {out} (DIR unchanged)"
+    print(f"rebuilt {where} from the {rep.points} finished points stored in {d}: report.html, "
+          f"report.md, summary.csv and {len(rep.figures)} figures")  # fmt: skip
     return 0
 
 
 def _report_combined(d: Path, args: argparse.Namespace) -> int:
     """``repflow report ROOT`` of a ``repflow reproduce`` directory: every study's report and
-    the combined one, rebuilt from what ROOT holds (nothing is simulated)."""
+    the combined one, rebuilt from what ROOT holds (nothing is simulated), in place or into
+    ``--out``; the studies keep the run's order and recorded wall times."""
     from repflow.cli.outdir import check_writable
     from repflow.experiments.uptodate import rebuild_combined
 
-    check_writable(d, "DIR")
-    md, html_path, rows = rebuild_combined(d, progress=_progress(args))
-    _print_combined(rows)
-    print(f"report: {html_path}\n        {md}")
+    out = _out_of(args, d)
+    if out is None:
+        check_writable(d, "DIR")
+    done = rebuild_combined(d, progress=_progress(args), out=out)
+    _print_combined(done.rows)
+    print(f"report: {done.html}\n        {done.markdown}")
+    where = "in place" if out is None else f"into {out} ({d} unchanged)"
+    wall = ("the run's wall times as it recorded them" if done.wall is not None
+            else "no wall times (this run recorded none: it predates their recording)")
+    print(f"rebuilt {where}: {len(done.studies)} study reports and the combined report "
+          f"(report.md, report.html, claims.csv, claim_points.csv), in the run's order, with "
+          f"{wall}")  # fmt: skip
     return 0

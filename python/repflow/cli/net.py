@@ -271,7 +271,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", required=True, metavar="ADDR:PORT")
     p.add_argument("--size", default="20KB", help="flow size (default 20KB)")
     p.add_argument("--count", type=int, default=100, help="number of flows (default 100)")
-    p.add_argument("--interval", default="0s", help="pause between flows (default 0)")
+    p.add_argument("--interval", default="0s", help="pause between flows (default 0s)")
     p.add_argument("--out", default=None, metavar="DIR", help="write a run directory")
     _add_warm_flag(p, "--to")
     _add_client_flags(p)
@@ -416,10 +416,8 @@ def cmd_send(args: argparse.Namespace) -> int:
         raise UserError(f"--size: must be below 4 GB, got {args.size!r}")
     if not 1 <= args.count <= 10_000_000:
         raise UserError(f"--count: must be between 1 and 10000000, got {args.count}")
-    interval = (
-        0.0 if args.interval in ("0", "0s") else u.parse_duration(args.interval, "--interval")
-    )
-    rate = u.parse_rate(args.link_rate)
+    interval = u.parse_duration(args.interval, "--interval", zero=True)
+    rate = u.parse_rate(args.link_rate, like="1Gbps")
     base_rtt = 0.0 if args.base_rtt is None else u.parse_duration(args.base_rtt, "--base-rtt")
     if args.out:
         from repflow.cli.outdir import check_writable
@@ -596,9 +594,9 @@ def cmd_load(args: argparse.Namespace) -> int:
         peer_idx = _int_list(args.peer_indices, "--peer-indices")
         if len(peer_idx) != len(peers):
             raise UserError(f"--peer-indices: {len(peer_idx)} indices for {len(peers)} peers")
-    rate = u.parse_rate(args.link_rate)
+    rate = u.parse_rate(args.link_rate, like="1Gbps")
     duration = u.parse_duration(args.duration)
-    drain = 0.0 if args.drain in ("0", "0s") else u.parse_duration(args.drain, "--drain")
+    drain = u.parse_duration(args.drain, "--drain", zero=True)
     base_rtt = 0.0 if args.base_rtt is None else u.parse_duration(args.base_rtt, "--base-rtt")
     from repflow.cli.outdir import check_writable
 

@@ -30,7 +30,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Run one packet-level simulation. Values come from the defaults, then --config, "
             "then the flags below, then --set (later wins). Quantities take units: "
-            "10ms, 2us, 1Gbps, 100KB. See docs/configuration.md."
+            "10ms, 2us, 1Gbps, 100KB; a bare number (10, or 0) is refused, in flags, --set "
+            "and files alike. See docs/configuration.md."
         ),
     )
     p.add_argument("--config", metavar="FILE", help="run configuration (TOML, or a run.json)")
@@ -91,8 +92,10 @@ def _complete_choices(p: argparse.ArgumentParser) -> None:
 
 def resolve_args(args: argparse.Namespace) -> dict[str, Any]:
     """The validated configuration that ``args`` describe (raises :class:`UserError`)."""
-    cfg = config_io.build_config(args.config, config_io.flag_overrides(args), args.sets)
-    return config_io.validate(cfg, flag_hints=True)
+    cfg, origins = config_io.build_config_with_origins(
+        args.config, config_io.flag_overrides(args), args.sets, config_io.flag_texts(args)
+    )
+    return config_io.validate(cfg, flag_hints=True, origins=origins)
 
 
 class SimProgress:
@@ -166,13 +169,24 @@ def format_summary(summary: dict[str, Any], counters: dict[str, Any],
     head = (f"{'flow size':<14}{'count':>8}{'done':>8} | {'FCT ms: mean':>12}{'p50':>10}"
             f"{'p99':>10}{'p99.9':>10} | {'slowdown: mean':>14}{'p50':>8}{'p99':>8}"
             f"{'p99.9':>8}")  # fmt: skip
+    from repflow.records import p99_min_flows, thin_bins
+
     lines = [head, "-" * len(head)]
+    thin = dict(thin_bins(summary))
     for b in summary.get("bins", []):
+        mark = " ⚠" if b["bin"] in thin else ""
         lines.append(
             f"{b['bin']:<14}{b['count']:>8}{b.get('finished', b['count']):>8} | "
             f"{_ms(b['fct_mean']):>12}{_ms(b['fct_p50']):>10}{_ms(b['fct_p99']):>10}"
             f"{_ms(b['fct_p999']):>10} | {_x(b['slowdown_mean']):>14}{_x(b['slowdown_p50']):>8}"
-            f"{_x(b['slowdown_p99']):>8}{_x(b['slowdown_p999']):>8}"
+            f"{_x(b['slowdown_p99']):>8}{_x(b['slowdown_p999']):>8}{mark}"
+        )
+    if thin:
+        lines.append(
+            f"⚠ too few flows for a percentile: the p99 and p99.9 of {', '.join(thin)} rest on "
+            f"fewer than {p99_min_flows():,} finished flows ({min(thin.values()):,} at fewest; "
+            "the top 1 % is ten flows or fewer): run longer or at a higher load "
+            "(docs/metrics.md)"
         )
     c = counters
     lines.append("")

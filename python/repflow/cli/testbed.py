@@ -63,7 +63,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     from repflow.testbed.topology import fat_tree
     from repflow.units import format_rate, parse_rate
 
-    rate = parse_rate(args.link_rate)
+    rate = parse_rate(args.link_rate, like="20Mbps")
     topo = fat_tree(args.k)
     t0 = time.perf_counter()
     with _sigterm_as_interrupt():

@@ -101,6 +101,17 @@ def _p99(r) -> str:  # noqa: ANN001
     return f"{fmt_time(r.short_p99)} ({int(n):,}){mark}"
 
 
+def _flows_note(flows: int, agg: pd.DataFrame) -> str:
+    """The "flows simulated" of the report's Run table, saying when its p99s rest on too few
+    flows (the same warning as below the tables)."""
+    thin = thin_p99_rows(agg)
+    if not len(thin):
+        return f"{flows:,}"
+    return (f"{flows:,} — too few for some percentiles: {len(thin)} of {len(agg)} short-flow "
+            f"p99s rest on fewer than {P99_MIN_FLOWS:,} flows (fewest: "
+            f"{int(thin['short_p99_flows'].min()):,}; marked ⚠)")  # fmt: skip
+
+
 def numbers_table(agg: pd.DataFrame, workload: str, order: list[str]) -> Table:
     """FCT numbers per load and scheme for one workload."""
     sub = agg[agg["workload"] == workload]
@@ -214,9 +225,10 @@ def reduction_intervals(evidence: Evidence):  # noqa: ANN201
     return get
 
 
-def build_report(root: str | Path, progress=None) -> Report:
-    """Rebuilds figures, ``report.html`` and ``report.md`` of the sweep stored in ``root``;
-    ``progress(msg)`` (optional) hears of each step."""
+def build_report(root: str | Path, progress=None, out: str | Path | None = None) -> Report:
+    """Rebuilds figures, ``report.html``, ``report.md`` and ``summary.csv`` of the sweep stored
+    in ``root``, into ``out`` (default: ``root`` itself; ``out`` is made if missing and the
+    store is only read); ``progress(msg)`` (optional) hears of each step."""
     import time
 
     t0 = time.monotonic()
@@ -246,7 +258,9 @@ def build_report(root: str | Path, progress=None) -> Report:
     say("claims: intervals (bootstrap over seeds and flows)")
     claims = evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
 
-    tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=store.root))
+    dest = store.root if out is None else Path(out)
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=dest))
     try:
         figures = make_figures(loaded, tmp / "figures", progress=say, agg=agg,
                                intervals=reduction_intervals(evidence))
@@ -257,20 +271,20 @@ def build_report(root: str | Path, progress=None) -> Report:
         (tmp / "report.html").write_text(html_text, encoding="utf-8")
         (tmp / "report.md").write_text(md_text, encoding="utf-8")
         # Move into place: the figures directory is swapped, the files replaced.
-        final_figs = store.root / "figures"
-        old = store.root / f".figures-old-{tmp.name}"
+        final_figs = dest / "figures"
+        old = dest / f".figures-old-{tmp.name}"
         if final_figs.exists():
             final_figs.rename(old)
         (tmp / "figures").rename(final_figs)
         shutil.rmtree(old, ignore_errors=True)
         for name in ("summary.csv", "report.md", "report.html"):
-            (tmp / name).replace(store.root / name)
+            (tmp / name).replace(dest / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Report(
-        html=store.root / "report.html",
-        markdown=store.root / "report.md",
-        figures=[store.root / "figures" / f.png.name for f in figures],
+        html=dest / "report.html",
+        markdown=dest / "report.md",
+        figures=[dest / "figures" / f.png.name for f in figures],
         claims=claims,
         points=len(loaded.points),
         failures=len(loaded.failures),
@@ -311,7 +325,7 @@ def _render(
         ["seeds per point", ", ".join(str(s) for s in sorted(agg["seeds"].unique()))],
         ["compute time (wall seconds of every point, summed)",
          fmt_seconds(loaded.compute_seconds)],
-        ["flows simulated", f"{int(pts['flows'].sum()):,}"],
+        ["flows simulated", _flows_note(int(pts["flows"].sum()), agg)],
         ["generated", now],
     ]
     unavailable = sweep.get("unavailable") or {}

@@ -56,7 +56,8 @@ class Run:
     missing: str = ""
     claims: list[ClaimResult] = field(default_factory=list)
     error: str = ""
-    wall: float = 0.0
+    #: Wall time of this study in the run (None: not recorded; see :func:`record_walls`).
+    wall: float | None = 0.0
 
 
 def with_profile(spec: Spec, profile: str) -> Spec:
@@ -142,7 +143,8 @@ def write_marker(
         "version": __version__,
         "profiles": profiles,
         "seed_offset": seed_offset,
-        "papers": sorted({r.paper.id for r in runs}),
+        # in the order the run takes them (the combined report's order, also when rebuilt)
+        "papers": list(dict.fromkeys(r.paper.id for r in runs)),
         "runs": [
             {
                 "paper": r.paper.id,
@@ -155,6 +157,26 @@ def write_marker(
         ],
     }
     (root / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def record_walls(root: Path, runs: Sequence[Run], wall: float) -> None:
+    """Stores the wall times of this run (the whole run's and each study's) in the root's
+    marker, where ``repflow report ROOT`` reads them back when it rebuilds the combined report
+    (a rebuild computes nothing, so it has no wall time of its own to show)."""
+    path = root / MARKER
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    record["wall"] = round(wall, 3)
+    by_key = {(r.spec_name, r.profile): r for r in runs}
+    for item in record.get("runs", []):
+        r = by_key.get((item.get("spec"), item.get("profile")))
+        if r is not None and not (r.missing or r.spec is None):
+            item["wall"] = round(r.wall, 3)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 # -- the combined report --------------------------------------------------------------------
@@ -356,9 +378,18 @@ def _vclass(verdict: str) -> str:
             vd.REGIME: "regime"}.get(vd.family(verdict), "nm")  # fmt: skip
 
 
-def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> tuple[Path, Path]:
+def _wall(seconds: float | None) -> str:
+    return "not recorded" if seconds is None else f"{seconds:.0f} s"
+
+
+def write_report(
+    root: Path, runs: Sequence[Run], quick: bool, wall: float | None, dest: Path | None = None
+) -> tuple[Path, Path]:
     """Writes ``report.md``, ``report.html``, ``claims.csv`` and ``claim_points.csv`` into
-    ``root``."""
+    ``dest`` (default ``root``; the studies' reports are linked at their place relative to
+    ``root``). ``wall``: the run's wall time (None: not recorded, e.g. a rebuild of a run made
+    before wall times were stored; so is each run's ``wall`` when None)."""
+    dest = root if dest is None else dest
     rows = claim_rows(runs)
     refs = reference_results(runs)
     papers = list(dict.fromkeys(r.paper.id for r in runs))
@@ -372,7 +403,7 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
     intro = (
         f"{len(rows)} published claims of {len(papers)} papers, each measured under the TCP "
         "profile the paper most likely used and under the data-center profile `dc` "
-        f"(docs/configuration.md). Wall time of this run: {wall:.0f} s."
+        f"(docs/configuration.md). Wall time of this run: {_wall(wall)}."
     )
 
     def esc(s: str) -> str:
@@ -420,7 +451,7 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
             )
             if r.error:
                 where = f"failed: {r.error}"
-            md.append(f"- `{r.spec_name}` under `{r.profile}`: {where} ({r.wall:.0f} s)")
+            md.append(f"- `{r.spec_name}` under `{r.profile}`: {where} ({_wall(r.wall)})")
         study_why = {r.spec_name: r.why for r in runs if r.paper.id == pid}
         md.append("")
         for name, why in study_why.items():
@@ -482,7 +513,7 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
                 where = f"<a href='{r.out.relative_to(root)}/report.html'>report</a>"
             h.append(
                 f"<li><code>{r.spec_name}</code> under <code>{r.profile}</code>: {where} "
-                f"({r.wall:.0f} s)</li>"
+                f"({_wall(r.wall)})</li>"
             )
         h.append("</ul>")
         for r in {r.spec_name: r for r in runs if r.paper.id == pid}.values():
@@ -491,22 +522,23 @@ def write_report(root: Path, runs: Sequence[Run], quick: bool, wall: float) -> t
         h.append(f"<p><b>What decides the difference.</b> {para}</p>")
     h.append("</body></html>")
 
-    with (root / "claims.csv").open("w", newline="", encoding="utf-8") as f:
+    dest.mkdir(parents=True, exist_ok=True)
+    with (dest / "claims.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(CLAIM_COLUMNS)
         for row in rows:
             for prof, res in _profile_results(row):
                 w.writerow(_claim_csv_row(row, prof, res, refs.get((row.claim.id, prof))))
-    with (root / "claim_points.csv").open("w", newline="", encoding="utf-8") as f:
+    with (dest / "claim_points.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(POINT_COLUMNS))
         w.writeheader()
         for row in rows:
             for prof, res in _profile_results(row):
                 for pr in point_rows(res, prof):
                     w.writerow({k: _csv_value(v) for k, v in pr.items()})
-    (root / "report.md").write_text(md_text, encoding="utf-8")
-    (root / "report.html").write_text("".join(h), encoding="utf-8")
-    return root / "report.md", root / "report.html"
+    (dest / "report.md").write_text(md_text, encoding="utf-8")
+    (dest / "report.html").write_text("".join(h), encoding="utf-8")
+    return dest / "report.md", dest / "report.html"
 
 
 def contradicts(a: str, b: str) -> bool:
@@ -797,5 +829,6 @@ def run_all(
         if reports is not None:
             reports.wait()
     wall = time.monotonic() - t0
+    record_walls(root, runs, wall)
     md, h = write_report(root, runs, quick, wall)
     return md, h, claim_rows(runs)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -210,11 +211,41 @@ def unknown_field(path: str, table: str, key: str, accepted: list[str] | tuple[s
     return _err_at(path, table, key, f"unknown field `{name}`, expected one of {listed}")
 
 
+def with_line(exc: UserError, path: str, text: str) -> UserError:
+    """``exc`` (``FILE: [TABLE] KEY: …``) with the line of ``KEY`` (or of ``[TABLE]``) in the
+    spec's ``text`` after the file's name: ``FILE:LINE: [TABLE] KEY: …``; as it was when the
+    line is not known or the message names one already."""
+    msg = str(exc)
+    prefix = f"{path}: ["
+    if not msg.startswith(prefix):
+        return exc
+    m = re.match(r"\[([^\]]+)\](?: ([^\s:=]+))?", msg[len(prefix) - 1 :])
+    if not m:
+        return exc
+    lines = config_io.toml_key_lines(text)
+    table, key = m.group(1), m.group(2)
+    for candidate in ([f"{table}.{key}"] if key else []) + [table]:
+        if candidate in lines:
+            return UserError(f"{path}:{lines[candidate]}: {msg[len(path) + 2 :]}")
+    return exc
+
+
 def parse_spec(text: str, path: str = "<spec>") -> Spec:
-    """Parses spec text; errors name the file and the key."""
+    """Parses spec text; errors name the file, the line of the key when known, and the key."""
+    try:
+        return _parse_spec(text, path)
+    except UserError as exc:
+        raise with_line(exc, path, text) from None
+
+
+def _parse_spec(text: str, path: str) -> Spec:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", str(exc))
+        if m:
+            raise _err(f"{path}:{m.group(1)}", f"not valid TOML: {str(exc)[: m.start()]} "
+                       f"(column {m.group(2)})") from None  # fmt: skip
         raise _err(path, f"not valid TOML: {exc}") from None
     unknown = [k for k in data if k not in _TOP_KEYS]
     if unknown:

@@ -4,6 +4,7 @@ rest on an executor with a live progress bar, and store each result as it arrive
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import sys
 import time
@@ -232,13 +233,35 @@ def check_spec(spec: Spec) -> dict[str, str]:
     Raises a one-line :class:`UserError` naming the spec file, the table and the field. Returns
     the scheme labels whose scheme this build lacks (:data:`PLANNED_SCHEMES`) → why.
     """
+    from repflow.config_io import toml_key_lines
     from repflow.experiments.spec import check_grid_keys, check_scheme_labels
 
-    where = spec.path
-    check_grid_keys(spec)
+    lines = toml_key_lines(spec.text or "")
+
+    def at(*keys: str) -> str:
+        """``FILE:LINE`` of the first of ``keys`` the spec's text assigns (``FILE`` if none)."""
+        for key in keys:
+            if key in lines:
+                return f"{spec.path}:{lines[key]}"
+        return str(spec.path)
+
+    def field_of(exc: UserError) -> str:
+        return re.split(r"[:\s\[]", str(exc), maxsplit=1)[0]
+
+    from repflow.experiments.spec import with_line
+
+    try:
+        check_grid_keys(spec)
+    except UserError as exc:
+        raise with_line(exc, str(spec.path), spec.text or "") from None
     scheme_in_base = isinstance(spec.base.get("scheme"), dict) and "name" in spec.base["scheme"]
     if not scheme_in_base or spec.base["scheme"]["name"] not in PLANNED_SCHEMES:
-        _check(_copy(spec.base), f"{where}: [base]")
+        try:
+            _validate(_copy(spec.base))
+        except UserError as exc:
+            field = field_of(exc)
+            where = at(f"base.{field}", f"base.{field.rpartition('.')[0]}", "base")
+            raise UserError(f"{where}: [base] {exc}") from None
     for axis, values in spec.grid.items():
         if axis == SCHEME_AXIS:
             continue
@@ -246,7 +269,13 @@ def check_spec(spec: Spec) -> dict[str, str]:
             cfg = _copy(spec.base)
             set_path(cfg, axis, value)
             if _planned_scheme(cfg, "scheme.name: unknown variant") is None:
-                _check(cfg, f"{where}: [grid] {axis} = {value!r}:")
+                try:
+                    _validate(cfg)
+                except UserError as exc:
+                    where = at(f"grid.{axis}", "grid")
+                    if str(exc).startswith(f"{axis} = "):  # names the value already
+                        raise UserError(f"{where}: [grid] {exc}") from None
+                    raise UserError(f"{where}: [grid] {axis} = {value!r}: {exc}") from None
     unavailable: dict[str, str] = {}
     for label in spec.grid.get(SCHEME_AXIS, []):
         cfg = _copy(spec.base)
@@ -258,9 +287,14 @@ def check_spec(spec: Spec) -> dict[str, str]:
         except UserError as exc:
             planned = _planned_scheme(cfg, str(exc))
             if planned is None:
+                field = field_of(exc)
+                where = at(f"schemes.{label}.{field}", f"schemes.{label}", "grid.scheme")
                 raise UserError(f"{where}: {table} {exc}") from None
             unavailable[label] = f"{PLANNED_SCHEMES[planned]} ({planned}) is not in this build"
-    check_scheme_labels(spec)
+    try:
+        check_scheme_labels(spec)
+    except UserError as exc:
+        raise with_line(exc, str(spec.path), spec.text or "") from None
     return unavailable
 
 

@@ -17,6 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -142,24 +143,52 @@ def read_marker(root: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def rebuild_combined(root: Path, progress: Callable[[str], None] | None = None
-                     ) -> tuple[Path, Path, list]:  # fmt: skip
+@dataclass
+class Rebuilt:
+    """What ``repflow report ROOT`` rebuilt, for its closing lines."""
+
+    #: The combined report's Markdown and HTML.
+    markdown: Path
+    html: Path
+    #: The combined report's rows (claims).
+    rows: list
+    #: ``spec under profile`` of every study report redrawn, and where.
+    studies: list[tuple[str, Path]]
+    #: The run's wall time as recorded (None: the run recorded none).
+    wall: float | None
+
+
+def rebuild_combined(root: Path, progress: Callable[[str], None] | None = None,
+                     out: Path | None = None) -> Rebuilt:  # fmt: skip
     """Rebuilds every study's report under a ``repflow reproduce`` root and then the combined
-    report, from what the root holds (nothing is simulated). Returns the combined report's
-    Markdown and HTML paths and its rows."""
+    report, from what the root holds (nothing is simulated), into ``out`` (default: in place;
+    the layout under ``out`` is the root's). The studies keep the run's order and wall times,
+    read from the root's marker (:func:`~repflow.experiments.reproduce.record_walls`)."""
     from repflow.experiments.papers import find_paper
-    from repflow.experiments.reproduce import plan_runs, write_report
+    from repflow.experiments.report import build_report
+    from repflow.experiments.reproduce import claim_rows, plan_runs, write_report
 
     marker = read_marker(root)
     if marker is None:
         raise UserError(f"{root}: not a `repflow reproduce` directory (no reproduce.json)")
     quick = "--quick" in str(marker.get("command", ""))
-    papers = [find_paper(p) for p in marker.get("papers", [])]
+    recorded_runs = [r for r in marker.get("runs", []) if isinstance(r, dict)]
+    # The papers in the order the run took them: its runs' order (older markers listed the
+    # papers sorted; the runs were always in run order).
+    ids = list(dict.fromkeys([str(r.get("paper")) for r in recorded_runs if r.get("paper")]
+                             + list(marker.get("papers", []))))  # fmt: skip
+    papers = [find_paper(p) for p in ids]
     runs = plan_runs(papers, quick, str(marker.get("profiles", "both")), root,
                      int(marker.get("seed_offset", 0) or 0))
-    recorded = {(r.get("spec"), r.get("profile")) for r in marker.get("runs", [])}
-    runs = [r for r in runs if not recorded or (r.spec_name, r.profile) in recorded]
+    place = {(r.get("spec"), r.get("profile")): i for i, r in enumerate(recorded_runs)}
+    if place:
+        runs = sorted((r for r in runs if (r.spec_name, r.profile) in place),
+                      key=lambda r: place[(r.spec_name, r.profile)])  # fmt: skip
+    walls = {(r.get("spec"), r.get("profile")): r.get("wall") for r in recorded_runs}
+    studies: list[tuple[str, Path]] = []
     for r in runs:
+        w = walls.get((r.spec_name, r.profile))
+        r.wall = float(w) if isinstance(w, int | float) else None
         if r.missing or r.spec is None:
             continue
         if not (r.out / SWEEP_FILE).is_file():
@@ -168,13 +197,19 @@ def rebuild_combined(root: Path, progress: Callable[[str], None] | None = None
         if progress is not None:
             progress(f"{r.spec_name} under {r.profile}")
         try:
-            r.claims, _ = report_claims(r.out, progress=progress, force=True)
+            if out is None:
+                r.claims, _ = report_claims(r.out, progress=progress, force=True)
+                studies.append((f"{r.spec_name} under {r.profile}", r.out))
+            else:
+                dest = out / r.out.relative_to(root)
+                r.claims = build_report(r.out, progress=progress, out=dest).claims
+                studies.append((f"{r.spec_name} under {r.profile}", dest))
         except UserError as exc:
             r.error = str(exc)
-    md, html_path = write_report(root, runs, quick, 0.0)
-    from repflow.experiments.reproduce import claim_rows
-
-    return md, html_path, claim_rows(runs)
+    wall = marker.get("wall")
+    wall = float(wall) if isinstance(wall, int | float) else None
+    md, html_path = write_report(root, runs, quick, wall, dest=out)
+    return Rebuilt(md, html_path, claim_rows(runs), studies, wall)
 
 
 def say(msg: str) -> None:

@@ -19,21 +19,20 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from repflow.errors import UserError, require_core
+from repflow.errors import UserError
 from repflow.model.sizes import DEFAULT_MSS, SizeDistribution, load_cdf, parse_cdf_text
 from repflow.model.table import DEFAULT_K, fct_table
 
 #: Schemes the model describes, and the model's column prefix for each.
 MODELLED = {"tcp": "tcp", "repflow": "repflow"}
 
-def parse_size(value: Any, field: str) -> float:
-    """Bytes from a number or a string such as ``"100KB"`` (KB = 1000 B, KiB = 1024 B), read
-    by the Rust core's grammar (``docs/configuration.md``)."""
-    core = require_core()
-    try:
-        return float(core.parse_bytes(value))
-    except ValueError as exc:
-        raise UserError(f"{field}: {exc}") from None
+def parse_size(value: Any, field: str, like: object = None) -> float:
+    """Bytes from a string such as ``"100KB"`` (KB = 1000 B, KiB = 1024 B), read by the Rust
+    core's grammar (``docs/configuration.md``); a bare number is refused, suggesting the unit
+    nearest ``like`` (see :func:`repflow.units.parse_size`)."""
+    from repflow import units
+
+    return float(units.parse_size(value, field, like))
 
 
 def find_runs(root: Path) -> list[Path]:

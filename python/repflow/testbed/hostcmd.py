@@ -27,7 +27,9 @@ from repflow.errors import UserError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="repflow")
+    from repflow.cli import Parser
+
+    parser = Parser(prog="repflow")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     importlib.import_module("repflow.cli.net").register(sub)
     return parser
@@ -56,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     own, rest = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else ([], argv)
     )
-    opts = argparse.ArgumentParser(prog="python -m repflow.testbed.hostcmd")
+    opts = argparse.ArgumentParser(
+        prog="python -m repflow.testbed.hostcmd", allow_abbrev=False
+    )
     opts.add_argument("--ready", type=Path)
     opts.add_argument("--go", type=Path)
     opts.add_argument("--wait", type=float, default=300.0, help="longest wait for --go, s")

@@ -628,7 +628,8 @@ def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
     if not 0.5 <= secs <= 600:
         raise UserError(f"--http-duration must be between 0.5s and 600s, got {args.http_duration}")
     protocols = list(PROTOCOLS) if args.protocol == "both" else [args.protocol]
-    cfg = DemoConfig(k=args.k, rate_bps=parse_rate(args.link_rate), buffer=args.buffer,
+    rate = parse_rate(args.link_rate, like="50Mbps")
+    cfg = DemoConfig(k=args.k, rate_bps=rate, buffer=args.buffer,
                      seeds=[args.seed + i for i in range(args.trials)], protocols=protocols,
                      requests=args.requests, clients=args.clients, http_seconds=secs,
                      prefix=args.prefix)  # fmt: skip

@@ -426,7 +426,7 @@ def run_cli(args, say: Callable[[str], None]) -> None:
     """``repflow testbed toy``: builds the toy topology, runs Table I, removes it."""
     from repflow.testbed.workload import check_out
 
-    rate = parse_rate(args.link_rate)
+    rate = parse_rate(args.link_rate, like="50Mbps")
     if not 10 <= args.flows <= 40_000:
         raise UserError(f"--flows must be between 10 and 40000, got {args.flows}")
     subflows = check_toy_scheme(getattr(args, "scheme", None), getattr(args, "subflows", None))

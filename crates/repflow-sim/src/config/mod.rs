@@ -378,6 +378,20 @@ mod tests {
         assert_eq!(e.field, "workload.load");
         let e = Config::from_json(r#"{"workload": {"duration": "soon"}}"#).unwrap_err();
         assert_eq!(e.field, "workload.duration");
+        // A quantity needs a unit, as a string or a number.
+        for text in [
+            r#"{"tcp": {"min_rto": "10"}}"#,
+            r#"{"tcp": {"min_rto": 10}}"#,
+        ] {
+            let e = Config::from_json(text).unwrap_err();
+            assert_eq!(e.field, "tcp.min_rto");
+            assert!(
+                e.message.contains("'10' has no unit: give one, e.g. 10ms"),
+                "{e}"
+            );
+        }
+        let e = Config::from_json(r#"{"tcp": {"max_window": 65535}}"#).unwrap_err();
+        assert_eq!(e.field, "tcp.max_window");
         let e = Config::from_json(r#"{"topology": {"link_rate": "-1Gbps"}}"#).unwrap_err();
         assert_eq!(e.field, "topology.link_rate");
         let e = Config::from_json(r#"{"scheme": {"name": "carrier-pigeon"}}"#).unwrap_err();

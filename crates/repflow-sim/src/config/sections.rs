@@ -424,9 +424,9 @@ mod opt_bytes {
             None => Ok(None),
             Some(Raw::S(s)) if s.trim().eq_ignore_ascii_case("none") => Ok(None),
             Some(Raw::S(s)) => Bytes::parse(&s).map(Some).map_err(serde::de::Error::custom),
-            Some(Raw::F(v)) if v.is_finite() && v >= 0.0 => Ok(Some(Bytes(v.round() as u64))),
-            Some(Raw::F(v)) => Err(serde::de::Error::custom(format!(
-                "{v} is not a size in bytes"
+            Some(Raw::F(v)) => Err(serde::de::Error::custom(crate::units::number_error(
+                v,
+                crate::units::Kind::Size,
             ))),
         }
     }
