@@ -112,7 +112,7 @@ def test_smartrep_probes_real_routers_and_spreads_copies(net, tmp_path: Path):
         count, size = 20, 20_000
         p = subprocess.run(
             in_ns("h1", sys.executable, "-m", "repflow", "send", "--to", "10.231.6.2:7000",
-                  "--count", str(count), "--size", str(size), "--scheme", "smartrep",
+                  "--count", str(count), "--size", f"{size}B", "--scheme", "smartrep",
                   "--probe-ttls", "2", "--warm"),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip

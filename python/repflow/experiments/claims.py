@@ -6,7 +6,8 @@ The verdict code is split by concept:
 * :mod:`repflow.experiments.verdicts` — the vocabulary (reproduced; reproduced, larger than
   published; not reproduced — smaller / opposite sign / larger / sign open; open; regime not
   reached) and the rules, family-wise across a claim's points;
-* :mod:`repflow.experiments.stats` — the interval method (the two-stage bootstrap);
+* :mod:`repflow.experiments.stats` — the interval method (a bootstrap over the flows within
+  each seed, chosen by the coverage study :mod:`repflow.experiments.coverage`);
 * :mod:`repflow.experiments.rare` — the rare events behind an effect (timeouts carrying a mean,
   a percentile on a timeout plateau);
 * :mod:`repflow.experiments.claimtext` — how the verdicts read;

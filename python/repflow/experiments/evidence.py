@@ -304,7 +304,7 @@ class Evidence:
         self.short_max = short_max
         self.resamples = resamples
         self.generator_key = generator_key
-        self.boot = stats.Bootstrap(resamples, salt=generator_key)
+        self.boot = stats.verdict_bootstrap(resamples, salt=generator_key)
 
     @staticmethod
     def of(x: Evidence | pd.DataFrame) -> Evidence:

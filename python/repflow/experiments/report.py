@@ -255,7 +255,7 @@ def build_report(root: str | Path, progress=None, out: str | Path | None = None)
     scenarios = list((spec.get("extra") or {}).get("claims", []))
     short_max = int(figs_cfg.get("short_max_bytes", 100_000))
     evidence = Evidence(agg, loaded.samples, short_max)
-    say("claims: intervals (bootstrap over seeds and flows)")
+    say("claims: intervals (bootstrap over flows within seeds)")
     claims = evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
 
     dest = store.root if out is None else Path(out)
@@ -359,8 +359,8 @@ def _render(
         "FCT statistics exclude unfinished flows (counted in the tables, over all seeds). Means "
         "are means of the per-seed means; ± in the tables is one standard deviation across "
         "seeds; error bars in the figures are 95 % confidence intervals (a mean's: Student t "
-        "across seeds, drawn only with two seeds or more; a pooled p99's: from its order "
-        "statistics). The claims' intervals are a two-stage bootstrap over seeds and flows "
+        "across seeds, drawn only with three seeds or more; a pooled p99's: from its order "
+        "statistics). The claims' intervals are a bootstrap over the flows within each seed "
         "(docs/metrics.md). Percentiles (p99) pool the flows of every seed and show, in "
         f"brackets, how many flows each rests on; ⚠ marks a p99 of fewer than {P99_MIN_FLOWS:,} "
         "flows (its top 1 % is ten flows or fewer). Slowdown = FCT / ideal FCT of the flow "

@@ -18,7 +18,7 @@ Latencies come from the tools' own histograms: redis-benchmark prints its percen
 distribution (HdrHistogram, 3 significant digits) and wrk's Lua ``done`` hook prints 1,000
 quantiles. Each trial's distribution is expanded back to one value per request (at most
 :data:`MAX_SAMPLES`, equally spaced quantiles), and the percentiles' 95 % intervals come from
-the same two-stage bootstrap as the simulator's claims (trials, then requests within a trial;
+a two-stage bootstrap like the simulator's claims' candidates (trials, then requests within a trial;
 docs/metrics.md). Throughput's interval is a Student t interval over trials.
 """
 

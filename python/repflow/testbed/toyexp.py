@@ -278,7 +278,7 @@ def _net_flows(tb: netns.Testbed, name: str, flows: int, workdir: Path) -> list[
     tb.run_in(
         "h1",
         [
-            *HOSTCMD, "--", "send", "--to", f"{h3.addr}:{port}", "--size", str(SHORT_BYTES),
+            *HOSTCMD, "--", "send", "--to", f"{h3.addr}:{port}", "--size", f"{SHORT_BYTES}B",
             "--count", str(flows), "--scheme", NET_SCHEMES[name], "--bind", h1.addr,
             "--link-rate", f"{tb.rate_bps}bps", "--out", str(out),
             *(["--warm"] if NET_SCHEMES[name] == "smartrep" else []),
@@ -332,7 +332,8 @@ class TrialSummary:
 
 def summarize_trials(trials: list[list[Scenario]], resamples: int = 1000) -> TrialSummary:
     """Pools the trials (each a seed: its own ECMP hash and source ports) into intervals by
-    the same two-stage bootstrap as the simulator's claims (docs/metrics.md), and decides
+    a two-stage bootstrap (its table; the verdicts use the claims' own method,
+    docs/metrics.md), and decides
     RF-T1 and RF-T2 with the claims' own rule."""
     import pandas as pd
 
