@@ -8,8 +8,9 @@ an interval: this module names both.
 
 * :func:`mean_note` — per series, the share of its mean carried by flows with a timeout (SYN
   or data), with counts, and the effect recomputed without those flows.
-* :func:`find_plateau` — a percentile's bootstrap replicates that split into two clusters
-  with a gap of at least :data:`PLATEAU_GAP`× between them: the percentile is then a
+* :func:`find_plateau` — a percentile whose neighbouring order statistics (those a resample
+  can put at its rank) have a gap of at least :data:`PLATEAU_GAP`× between them: the
+  percentile is then a
   question of *how many* flows lie beyond the gap, which is answered with the share of flows
   beyond it and its interval, not with a percentile interval.
 """
@@ -23,9 +24,11 @@ import numpy as np
 from repflow.experiments import stats
 from repflow.experiments.stats import Sample
 
-#: A gap of this factor between neighbouring replicates of a percentile, inside the middle
-#: 90 % of the replicates, marks a plateau.
+#: A gap of this factor between neighbouring flows' values, among the order statistics a
+#: resample can put at the percentile's rank, marks a plateau.
 PLATEAU_GAP = 2.0
+#: Those order statistics: the rank q·(n − 1) ± this many binomial standard deviations.
+PLATEAU_SPREAD = 3.0
 
 
 @dataclass(frozen=True)
@@ -70,28 +73,35 @@ def find_plateau(series: str, reps: np.ndarray, sample: Sample, name: str, short
                  confidence: float = stats.CONFIDENCE) -> Plateau | None:  # fmt: skip
     """The plateau of one series' percentile ``name`` from its replicates, or None."""
     m = stats.metric(name, short_max, sample.mss or 1)
-    if m.kind != "quantile":
+    if m.kind != "quantile" or not sample.flows:
         return None
-    r = np.sort(reps[np.isfinite(reps)])
-    if len(r) < 20 or r[0] <= 0:
+    values = np.sort(np.concatenate([m.value(f, short_max)[m.mask(f, short_max)]  # type: ignore[misc]
+                                     for f in sample.flows]))  # fmt: skip
+    n = len(values)
+    if n < 20 or values[0] <= 0:
         return None
-    lo_i, hi_i = int(0.05 * (len(r) - 1)), int(np.ceil(0.95 * (len(r) - 1)))
-    mid = r[lo_i:hi_i + 1]
-    ratios = mid[1:] / mid[:-1]
-    if not len(ratios):
+    # the order statistics a resample can put at the percentile's rank
+    center = m.q * (n - 1)
+    sd = float(np.sqrt(n * m.q * (1 - m.q)))
+    lo_i = int(max(0, np.floor(center - PLATEAU_SPREAD * sd)))
+    hi_i = int(min(n - 1, np.ceil(center + PLATEAU_SPREAD * sd)))
+    window = values[lo_i:hi_i + 1]
+    if len(window) < 2:
         return None
+    ratios = window[1:] / window[:-1]
     j = int(np.argmax(ratios))
     if ratios[j] < PLATEAU_GAP:
         return None
-    threshold = float(np.sqrt(mid[j] * mid[j + 1]))
-    values = np.concatenate([m.value(f, short_max)[m.mask(f, short_max)]  # type: ignore[misc]
-                             for f in sample.flows])  # fmt: skip
-    n = len(values)
+    threshold = float(np.sqrt(window[j] * window[j + 1]))
+    r = reps[np.isfinite(reps)]
+    below, above = r[r < threshold], r[r >= threshold]
     beyond = int((values >= threshold).sum())
     lo, hi = stats.wilson_at(beyond, n, confidence)
-    return Plateau(series, threshold, float(np.median(r[r < threshold])),
-                   float(np.median(r[r >= threshold])), beyond, n, 100.0 * beyond / n,
-                   100.0 * lo, 100.0 * hi, 100.0 * (1.0 - m.q))  # fmt: skip
+    return Plateau(series, threshold,
+                   float(np.median(below)) if len(below) else float(window[j]),
+                   float(np.median(above)) if len(above) else float(window[j + 1]),
+                   beyond, n, 100.0 * beyond / n, 100.0 * lo, 100.0 * hi,
+                   100.0 * (1.0 - m.q))  # fmt: skip
 
 
 @dataclass(frozen=True)
