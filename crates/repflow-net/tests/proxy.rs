@@ -31,8 +31,8 @@ async fn fake_redis() -> (SocketAddr, Arc<AtomicU64>) {
                 let mut chunk = [0u8; 4096];
                 loop {
                     while let Ok(Some(r)) = resp::request(&buf, 1 << 20) {
-                        let name =
-                            String::from_utf8_lossy(&buf[r.name.clone()]).to_ascii_uppercase();
+                        let name = String::from_utf8_lossy(r.name.as_deref().unwrap_or_default())
+                            .to_ascii_uppercase();
                         let out = match name.as_str() {
                             "INCR" => format!(":{}\r\n", n.fetch_add(1, Ordering::SeqCst) + 1),
                             "GET" => {
@@ -563,4 +563,488 @@ async fn http_response_until_close_closes_the_client_connection() {
         .expect("closed after the response")
         .unwrap();
     assert_eq!(out, b"HTTP/1.0 200 OK\r\n\r\nuntil close");
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 47, finding 1: one application steering the pooled Redis connections of the others.
+// ---------------------------------------------------------------------------------------
+
+/// The words of an inline Redis command, as Redis reads them, written here from the rules
+/// of Redis's `sdssplitargs` (sds.c) independently of the sidecar's parser: `Err` where
+/// Redis answers "unbalanced quotes". Rules: before a word every C `isspace` byte is skipped
+/// (space, `\t`, `\n`, `\v`, `\f`, `\r`); an unquoted word ends at space, `\t`, `\n`, `\r`
+/// or the end (`\v` and `\f` inside a word belong to it); a `"` or `'` anywhere in a word
+/// opens a quoted part of that same word; in `"…"` the escapes `\xHH` (two hex digits), `\n`
+/// `\r` `\t` `\b` `\a` are decoded and `\` before any other byte gives that byte; in `'…'`
+/// only `\'` is an escape; a closing quote must be followed by an `isspace` byte or the end;
+/// a quote left open is an error.
+fn reference_words(line: &[u8]) -> Result<Vec<Vec<u8>>, ()> {
+    #[derive(PartialEq)]
+    enum St {
+        Between,
+        Plain,
+        Double,
+        Single,
+    }
+    let isspace = |b: u8| b" \t\n\r\x0b\x0c".contains(&b);
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut words = Vec::new();
+    let mut word = Vec::new();
+    let mut st = St::Between;
+    let mut i = 0;
+    while i <= line.len() {
+        let c = line.get(i).copied();
+        match st {
+            St::Between => match c {
+                Some(b) if isspace(b) => i += 1,
+                None => break,
+                Some(_) => st = St::Plain,
+            },
+            St::Plain => match c {
+                None | Some(b' ' | b'\t' | b'\n' | b'\r') => {
+                    words.push(std::mem::take(&mut word));
+                    st = St::Between;
+                    i += 1;
+                }
+                Some(b'"') => {
+                    st = St::Double;
+                    i += 1;
+                }
+                Some(b'\'') => {
+                    st = St::Single;
+                    i += 1;
+                }
+                Some(b) => {
+                    word.push(b);
+                    i += 1;
+                }
+            },
+            St::Double => match (c, line.get(i + 1).copied()) {
+                (None, _) => return Err(()),
+                (Some(b'\\'), Some(b'x'))
+                    if line.len() > i + 3
+                        && hex(line[i + 2]).is_some()
+                        && hex(line[i + 3]).is_some() =>
+                {
+                    word.push((hex(line[i + 2]).unwrap() * 16 + hex(line[i + 3]).unwrap()) as u8);
+                    i += 4;
+                }
+                (Some(b'\\'), Some(e)) => {
+                    word.push(match e {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                    i += 2;
+                }
+                (Some(b'"'), next) => {
+                    if next.is_some_and(|n| !isspace(n)) {
+                        return Err(());
+                    }
+                    words.push(std::mem::take(&mut word));
+                    st = St::Between;
+                    i += 2;
+                }
+                (Some(b), _) => {
+                    word.push(b);
+                    i += 1;
+                }
+            },
+            St::Single => match (c, line.get(i + 1).copied()) {
+                (None, _) => return Err(()),
+                (Some(b'\\'), Some(b'\'')) => {
+                    word.push(b'\'');
+                    i += 2;
+                }
+                (Some(b'\''), next) => {
+                    if next.is_some_and(|n| !isspace(n)) {
+                        return Err(());
+                    }
+                    words.push(std::mem::take(&mut word));
+                    st = St::Between;
+                    i += 2;
+                }
+                (Some(b), _) => {
+                    word.push(b);
+                    i += 1;
+                }
+            },
+        }
+    }
+    Ok(words)
+}
+
+/// The sidecar codec's reading of a request's command name (`None`: a blank inline line).
+fn sidecar_name(_buf: &[u8], r: &resp::Request) -> Option<Vec<u8>> {
+    r.name.clone()
+}
+
+#[test]
+fn reference_tokenizer_follows_redis_rules() {
+    let w = |s: &[u8]| reference_words(s);
+    assert_eq!(
+        w(b"  set k v"),
+        Ok(vec![b"set".to_vec(), b"k".to_vec(), b"v".to_vec()])
+    );
+    assert_eq!(w(b"\x0bMULTI"), Ok(vec![b"MULTI".to_vec()]));
+    assert_eq!(w(b"GET\x0bk"), Ok(vec![b"GET\x0bk".to_vec()]));
+    assert_eq!(w(b"\"MULTI\""), Ok(vec![b"MULTI".to_vec()]));
+    assert_eq!(
+        w(b"MU\"LTI\" x"),
+        Ok(vec![b"MULTI".to_vec(), b"x".to_vec()])
+    );
+    assert_eq!(w(b"\"\\x4dULTI\""), Ok(vec![b"MULTI".to_vec()]));
+    assert_eq!(w(b"\"a\\qb\\n\""), Ok(vec![b"aqb\n".to_vec()]));
+    assert_eq!(
+        w(b"'it\\'s' \"\""),
+        Ok(vec![b"it's".to_vec(), b"".to_vec()])
+    );
+    assert_eq!(w(b"'a\\nb'"), Ok(vec![b"a\\nb".to_vec()]));
+    assert_eq!(w(b"\"MULTI\"x"), Err(()));
+    assert_eq!(w(b"\"MULTI"), Err(()));
+    assert_eq!(w(b"'a\\'"), Err(()));
+    assert_eq!(w(b"\"a\\\""), Err(()));
+    assert_eq!(w(b" \x0c\t "), Ok(vec![]));
+}
+
+/// Bytes that matter to Redis's inline rules, and some that do not.
+fn inline_byte() -> impl proptest::strategy::Strategy<Value = u8> {
+    proptest::sample::select(b" \t\x0b\x0c\"'\\xXnrtbaqMULTIsel04fF9z\x80\xff".to_vec())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 4096,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// The sidecar's codec reads an inline command's name as the reference does: the first
+    /// word, or nothing for a line of blanks; a line Redis refuses (unbalanced quotes, a
+    /// closing quote followed by a word byte) is refused.
+    #[test]
+    fn inline_names_match_the_reference(line in proptest::collection::vec(inline_byte(), 0..24)) {
+        let mut buf = line.clone();
+        buf.extend_from_slice(b"\r\n");
+        let ours = resp::request(&buf, 1 << 20);
+        match reference_words(&line) {
+            Err(()) => proptest::prop_assert!(ours.is_err(), "{:?}: {:?}", line, ours),
+            Ok(words) => {
+                let r = ours.map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{line:?}: {e}")))?;
+                let r = r.expect("a whole line");
+                proptest::prop_assert_eq!(r.len, buf.len());
+                proptest::prop_assert_eq!(sidecar_name(&buf, &r), words.first().cloned(), "{:?}", line);
+            }
+        }
+    }
+}
+
+/// A fake Redis with the connection state that matters here: each connection has its
+/// database (`SELECT n`, default 0) and its transaction (`MULTI` queues commands, `+QUEUED`,
+/// until `EXEC` runs them or `DISCARD` drops them); `XSTATE n` stands for a command the
+/// proxy does not know that changes connection state (it selects database `n` too). Inline
+/// commands are read with `reference_words`, as Redis reads them. `SET k v`, `GET k`;
+/// anything else `+OK`. Returns its address, the store ((db, key) → value) and the number of
+/// commands it received.
+#[allow(clippy::type_complexity)]
+async fn stateful_redis() -> (
+    SocketAddr,
+    Arc<std::sync::Mutex<std::collections::HashMap<(u64, Vec<u8>), Vec<u8>>>>,
+    Arc<AtomicU64>,
+) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let store: Arc<std::sync::Mutex<std::collections::HashMap<(u64, Vec<u8>), Vec<u8>>>> =
+        Arc::default();
+    let seen = Arc::new(AtomicU64::new(0));
+    let (store2, seen2) = (store.clone(), seen.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let (store, seen) = (store2.clone(), seen2.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut db = 0u64;
+                let mut queued: Option<Vec<Vec<Vec<u8>>>> = None;
+                loop {
+                    while let Ok(Some(r)) = resp::request(&buf, 1 << 20) {
+                        let argv: Vec<Vec<u8>> = if buf[0] == b'*' {
+                            let mut v = Vec::new();
+                            let mut p = buf.iter().position(|&b| b == b'\n').unwrap() + 1;
+                            while p < r.len {
+                                let nl = p + buf[p..].iter().position(|&b| b == b'\n').unwrap();
+                                let n: usize = std::str::from_utf8(&buf[p + 1..nl - 1])
+                                    .unwrap()
+                                    .parse()
+                                    .unwrap();
+                                v.push(buf[nl + 1..nl + 1 + n].to_vec());
+                                p = nl + 1 + n + 2;
+                            }
+                            v
+                        } else {
+                            let line = &buf[..r.len];
+                            let line = line.strip_suffix(b"\n").unwrap_or(line);
+                            let line = line.strip_suffix(b"\r").unwrap_or(line);
+                            match reference_words(line) {
+                                Ok(w) => w,
+                                Err(()) => return,
+                            }
+                        };
+                        buf.drain(..r.len);
+                        if argv.is_empty() {
+                            continue;
+                        }
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
+                        let exec = |argv: &[Vec<u8>], db: &mut u64| -> Vec<u8> {
+                            let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
+                            let arg = |i: usize| argv.get(i).cloned().unwrap_or_default();
+                            match name.as_str() {
+                                "SELECT" | "XSTATE" => {
+                                    *db = String::from_utf8_lossy(&arg(1)).parse().unwrap_or(0);
+                                    b"+OK\r\n".to_vec()
+                                }
+                                "SET" => {
+                                    store.lock().unwrap().insert((*db, arg(1)), arg(2));
+                                    b"+OK\r\n".to_vec()
+                                }
+                                "GET" => match store.lock().unwrap().get(&(*db, arg(1))) {
+                                    Some(v) => {
+                                        let mut o = format!("${}\r\n", v.len()).into_bytes();
+                                        o.extend_from_slice(v);
+                                        o.extend_from_slice(b"\r\n");
+                                        o
+                                    }
+                                    None => b"$-1\r\n".to_vec(),
+                                },
+                                _ => b"+OK\r\n".to_vec(),
+                            }
+                        };
+                        let out = match (name.as_str(), queued.is_some()) {
+                            ("MULTI", false) => {
+                                queued = Some(Vec::new());
+                                b"+OK\r\n".to_vec()
+                            }
+                            ("EXEC", true) => {
+                                let q = queued.take().unwrap();
+                                let mut o = format!("*{}\r\n", q.len()).into_bytes();
+                                for a in &q {
+                                    o.extend_from_slice(&exec(a, &mut db));
+                                }
+                                o
+                            }
+                            ("DISCARD", true) => {
+                                queued = None;
+                                b"+OK\r\n".to_vec()
+                            }
+                            ("EXEC" | "DISCARD", false) => b"-ERR without MULTI\r\n".to_vec(),
+                            ("RESET", _) => {
+                                queued = None;
+                                db = 0;
+                                b"+RESET\r\n".to_vec()
+                            }
+                            (_, true) => {
+                                queued.as_mut().unwrap().push(argv.clone());
+                                b"+QUEUED\r\n".to_vec()
+                            }
+                            (_, false) => exec(&argv, &mut db),
+                        };
+                        if s.write_all(&out).await.is_err() {
+                            return;
+                        }
+                    }
+                    if resp::request(&buf, 1 << 20).is_err() {
+                        return;
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, store, seen)
+}
+
+/// Every connection-state command the proxy refuses.
+const REFUSED: &[&str] = &[
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "SELECT",
+    "AUTH",
+    "HELLO",
+    "RESET",
+    "SUBSCRIBE",
+    "PSUBSCRIBE",
+    "SSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PUNSUBSCRIBE",
+    "SUNSUBSCRIBE",
+    "MONITOR",
+    "SYNC",
+    "PSYNC",
+    "REPLCONF",
+    "CLIENT",
+    "READONLY",
+    "READWRITE",
+    "ASKING",
+];
+
+/// The ways of writing command `c` (with argument line `args`) that Redis reads as `c`.
+fn disguises(c: &str, args: &str) -> Vec<Vec<u8>> {
+    let mixed: String = c
+        .chars()
+        .enumerate()
+        .map(|(i, ch)| {
+            if i % 2 == 0 {
+                ch.to_ascii_lowercase()
+            } else {
+                ch
+            }
+        })
+        .collect();
+    let (head, tail) = c.split_at(c.len() / 2);
+    let hex: String = c.bytes().map(|b| format!("\\x{b:02x}")).collect();
+    let mut out: Vec<Vec<u8>> = [
+        format!("\"{c}\"{args}\r\n"),
+        format!("\x0b{c}{args}\r\n"),
+        format!("\x0c\x0b {mixed}{args}\r\n"),
+        format!("'{mixed}'{args}\r\n"),
+        format!("{head}\"{tail}\"{args}\r\n"),
+        format!("\"{hex}\"{args}\r\n"),
+        format!("{mixed}{args}\r\n"),
+    ]
+    .into_iter()
+    .map(String::into_bytes)
+    .collect();
+    let mut words = vec![mixed];
+    words.extend(args.split_whitespace().map(str::to_string));
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    out.push(cmd(&refs));
+    // A NUL after the name: Redis compares command names with strcasecmp (up to the NUL).
+    out.push(format!("\"{c}\\x00\"{args}\r\n").into_bytes());
+    out
+}
+
+/// Finding 1: every refused command, quoted, after a vertical tab, in mixed case, split by
+/// quotes, hex-escaped or as an array, is refused by the client sidecar (an error in its
+/// place) and never reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disguised_state_commands_are_refused_by_the_client_sidecar() {
+    let (up, _store, seen) = stateful_redis().await;
+    let stack = Stack::start((up, Arc::default()), Protocol::Redis, None).await;
+    for c in REFUSED {
+        for d in disguises(c, " 9") {
+            let mut s = TcpStream::connect(stack.cli).await.unwrap();
+            s.write_all(&d).await.unwrap();
+            let r = read_replies(&mut s, 1).await;
+            assert!(
+                r.first()
+                    .is_some_and(|x| x.starts_with("-ERR repflow proxy:")),
+                "{:?} answered {r:?}",
+                String::from_utf8_lossy(&d)
+            );
+        }
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "nothing reached the upstream"
+    );
+}
+
+/// Finding 1, the server sidecar on its own: the same disguised commands sent straight to
+/// it (as a client sidecar of another build, or anyone holding the key, could) are refused
+/// there, before the upstream, with nothing executed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disguised_state_commands_are_refused_by_the_server_sidecar() {
+    let (up, _store, seen) = stateful_redis().await;
+    let srv = server_sidecar(None, up, Protocol::Redis, None).await;
+    let mut id = 0x4747_0000u64;
+    for c in REFUSED {
+        for d in disguises(c, " 9") {
+            id += 1;
+            // Alone and behind an ordinary command in one batch.
+            for batch in [d.clone(), [cmd(&["SET", "a", "1"]), d.clone()].concat()] {
+                id += 1;
+                let (st, body) = raw_call(
+                    srv.addr,
+                    &call_frame(id, 0, repflow_net::frame::now_ms(), &batch),
+                )
+                .await;
+                assert_eq!(
+                    st,
+                    1,
+                    "{:?} not refused: {}",
+                    String::from_utf8_lossy(&batch),
+                    String::from_utf8_lossy(&body)
+                );
+            }
+        }
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "nothing reached the upstream"
+    );
+}
+
+/// Finding 1, the attack itself: an application sends `"MULTI"` (or `"SELECT" 9`, or a
+/// state-changing command the proxy does not know) through the client sidecar; another
+/// application's `SET` then `GET` must execute normally and land in database 0. Before,
+/// the `SET` answered `+QUEUED` (or wrote to database 9) on the pooled connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_steer_another_clients_upstream_connection() {
+    let (up, store, _seen) = stateful_redis().await;
+    let stack = Stack::start((up, Arc::default()), Protocol::Redis, None).await;
+    let attacks: Vec<Vec<u8>> = [
+        &b"\"MULTI\"\r\n"[..],
+        b"\x0bMULTI\r\n",
+        b"\"SELECT\" 9\r\n",
+        b"\x0bselect 9\r\n",
+        b"XSTATE 9\r\n",
+        b"*2\r\n$6\r\nxstate\r\n$1\r\n9\r\n",
+    ]
+    .iter()
+    .map(|a| a.to_vec())
+    .collect();
+    for (i, attack) in attacks.iter().enumerate() {
+        let mut a = TcpStream::connect(stack.cli).await.unwrap();
+        a.write_all(attack).await.unwrap();
+        let _ = read_replies(&mut a, 1).await;
+        // The attacker's connection stays open; the victim comes after, on its own.
+        for round in 0..3 {
+            let key = format!("k{i}-{round}");
+            let mut v = TcpStream::connect(stack.cli).await.unwrap();
+            let mut b = cmd(&["SET", &key, "v"]);
+            b.extend_from_slice(&cmd(&["GET", &key]));
+            v.write_all(&b).await.unwrap();
+            let r = read_replies(&mut v, 2).await;
+            assert_eq!(
+                r,
+                ["+OK", "$1\r\nv"],
+                "after {:?}",
+                String::from_utf8_lossy(attack)
+            );
+            assert_eq!(
+                store
+                    .lock()
+                    .unwrap()
+                    .get(&(0, key.clone().into_bytes()))
+                    .map(Vec::as_slice),
+                Some(&b"v"[..]),
+                "after {:?} the write landed in database 0",
+                String::from_utf8_lossy(attack)
+            );
+        }
+        drop(a);
+    }
 }

@@ -105,34 +105,6 @@ impl ProxyClientStats {
     }
 }
 
-/// Redis commands that change the state of their connection (or turn it into a stream):
-/// the server sidecar spreads requests over a pool, so they cannot be carried.
-const STATEFUL: &[&str] = &[
-    "MULTI",
-    "EXEC",
-    "DISCARD",
-    "WATCH",
-    "UNWATCH",
-    "SELECT",
-    "AUTH",
-    "HELLO",
-    "RESET",
-    "SUBSCRIBE",
-    "PSUBSCRIBE",
-    "SSUBSCRIBE",
-    "UNSUBSCRIBE",
-    "PUNSUBSCRIBE",
-    "SUNSUBSCRIBE",
-    "MONITOR",
-    "SYNC",
-    "PSYNC",
-    "REPLCONF",
-    "CLIENT",
-    "READONLY",
-    "READWRITE",
-    "ASKING",
-];
-
 impl ProxyClient {
     /// Binds the application-facing listener.
     pub async fn bind(cfg: ProxyClientConfig) -> Result<ProxyClient, ProxyError> {
@@ -356,17 +328,17 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
                 Protocol::Redis => match resp::request(rest, max) {
                     Ok(None) => break,
                     Ok(Some(r)) => {
-                        if r.name.is_empty() {
+                        let Some(name) = &r.name else {
                             taken += r.len;
                             continue;
-                        }
-                        let name =
-                            String::from_utf8_lossy(&rest[r.name.clone()]).to_ascii_uppercase();
-                        if name == "QUIT" {
+                        };
+                        let class = resp::classify(name);
+                        if class == resp::Command::Quit {
                             refusal = Some(("quit", String::new(), true));
                             break;
                         }
-                        if STATEFUL.contains(&name.as_str()) {
+                        if class == resp::Command::ConnectionState {
+                            let name = String::from_utf8_lossy(name).to_ascii_uppercase();
                             inc(&sh.counters.refused_unsupported);
                             refusal = Some((
                                 "unsupported",

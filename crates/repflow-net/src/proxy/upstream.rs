@@ -118,12 +118,20 @@ impl Pool {
     /// Sends `req` (already validated: `count` Redis commands, one HTTP request of method
     /// HEAD when `to_head`, or a `conn` connection's bytes) and returns the response bytes
     /// and whether a new connection was opened.
+    ///
+    /// The connection goes back to the pool only when `reusable` (every command is known
+    /// to leave the connection's state unchanged), the response was exactly what the
+    /// request calls for (one reply per Redis command, no byte more; one HTTP response not
+    /// asking to close), and, for Redis, no reply is `+QUEUED` (a sign of a transaction
+    /// left open). Anything else closes it: no request can leave a pooled connection in a
+    /// state the next request sees.
     pub(crate) async fn exchange(
         &self,
         proto: Protocol,
         req: &[u8],
         count: usize,
         to_head: bool,
+        reusable: bool,
     ) -> Result<(Vec<u8>, bool), UpstreamError> {
         let fresh = proto == Protocol::Conn;
         let (_permit, mut s, opened) = self.get(fresh).await?;
@@ -138,8 +146,9 @@ impl Pool {
                     .map_err(|e| UpstreamError::Unknown(format!("shutdown: {e}")))?;
             }
             let mut buf: Vec<u8> = Vec::with_capacity(4096);
-            // Redis: replies found so far and where the next one starts.
-            let (mut found, mut at) = (0usize, 0usize);
+            // Redis: replies found so far, where the next one starts, and whether one of
+            // them is `+QUEUED`.
+            let (mut found, mut at, mut queued) = (0usize, 0usize, false);
             loop {
                 let mut eof = false;
                 if buf.len() >= max {
@@ -168,6 +177,7 @@ impl Pool {
                         while found < count {
                             match resp::reply(&buf[at..], max - at) {
                                 Ok(Some(n)) => {
+                                    queued |= &buf[at..at + n] == b"+QUEUED\r\n";
                                     at += n;
                                     found += 1;
                                 }
@@ -188,7 +198,7 @@ impl Pool {
                                     "more reply bytes than requests".into(),
                                 ));
                             }
-                            return Ok((buf, true));
+                            return Ok((buf, !queued));
                         }
                         if eof {
                             return Err(UpstreamError::Unknown("connection closed".into()));
@@ -226,7 +236,7 @@ impl Pool {
             .map_err(|_| {
                 UpstreamError::Unknown("no response within the upstream timeout".into())
             })??;
-        if reuse {
+        if reuse && reusable {
             self.put(s);
         }
         Ok((body, opened))
