@@ -1033,3 +1033,74 @@ async fn keyed_server_authenticates_a_long_length_before_reading_it() {
         .unwrap();
     assert_eq!(got.data.len(), 500_000);
 }
+
+/// Issue 47, finding 2: every call's response was held for late copies with no byte bound,
+/// and expired only when a later frame arrived. Here the response cache holds 64 KiB in
+/// all and 32 KiB per address: a flood of calls from 127.0.0.2 with 10 KB responses keeps it
+/// within both bounds and does not drop 127.0.0.3's response; the late copy of a flooder's
+/// call whose response was dropped is answered `DUP|GONE` (empty) and not delivered again;
+/// with no traffic at all, the timer empties the cache once the TTL has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_cache_is_bounded_in_bytes_and_expires_on_a_timer() {
+    let (mut srv, addr) = bind(|c| {
+        c.response_cache_bytes = 64 << 10;
+        c.response_cache_bytes_per_peer = 32 << 10;
+        c.dedup_ttl = Duration::from_secs(2);
+    })
+    .await;
+    let stats = srv.stats();
+    let delivered = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let n = delivered.clone();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            n.fetch_add(1, Ordering::SeqCst);
+            inc.respond(vec![b'r'; 10_000]);
+        }
+    });
+    let call = |from: [u8; 4], id: u64, copy: u8| async move {
+        let mut c = connect_from(addr, Some(from)).await;
+        c.write_all(&frame(id, copy, 2, true, b"q", None))
+            .await
+            .unwrap();
+        reply(&mut c, false).await
+    };
+    let (_, body) = call([127, 0, 0, 3], 7_000, 0).await;
+    assert_eq!(body.len(), 10_000);
+    for id in 0..40u64 {
+        let (_, body) = call([127, 0, 0, 2], id, 0).await;
+        assert_eq!(body.len(), 10_000);
+        let held = stats.counters().response_cache_bytes;
+        assert!(held <= 64 << 10, "{held} bytes held");
+    }
+    let c = stats.counters();
+    assert!(c.response_cache_bytes <= (32 << 10) + 10_064, "{c:?}");
+    assert!(c.responses_evicted >= 37, "{c:?}");
+    // The victim's late copy still gets its response.
+    let (h, body) = call([127, 0, 0, 3], 7_000, 1).await;
+    assert_eq!((h.flags & flags::DUP != 0, body.len()), (true, 10_000));
+    // The flooder's first call: answered as executed, response gone; not delivered again.
+    let (h, body) = call([127, 0, 0, 2], 0, 1).await;
+    assert_eq!(
+        h.flags & (flags::DUP | flags::GONE),
+        flags::DUP | flags::GONE,
+        "{h:?}"
+    );
+    assert!(body.is_empty());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        delivered.load(Ordering::SeqCst),
+        41,
+        "nothing executed twice"
+    );
+    // No traffic: the timer forgets expired ids and their responses.
+    assert!(
+        until(Duration::from_secs(5), || {
+            let c = stats.counters();
+            c.response_cache_bytes == 0 && c.dedup_entries == 0
+        })
+        .await,
+        "{:?}",
+        stats.counters()
+    );
+    app.abort();
+}

@@ -153,7 +153,7 @@ pub(crate) async fn serve_conn(
         first = false;
         progress.mark(shared.now_ms());
         let h = f.header;
-        if h.flags & (flags::REPLY | flags::DUP) != 0 {
+        if h.flags & (flags::REPLY | flags::DUP | flags::GONE) != 0 {
             inc(&c.malformed, 1);
             log(
                 Kind::Malformed,
@@ -230,6 +230,7 @@ pub(crate) async fn serve_conn(
                     data: f.payload,
                     responder: waits.then(|| Responder {
                         key: dkey,
+                        peer: peer.ip(),
                         shared: shared.clone(),
                         done: false,
                         armed: call,
@@ -278,7 +279,7 @@ pub(crate) async fn serve_conn(
                 );
                 break;
             }
-            Seen::Dup { cached, .. } => {
+            Seen::Dup { cached, gone, .. } => {
                 inc(&c.duplicates, 1);
                 inc(&c.duplicate_bytes, len);
                 debug!(
@@ -289,6 +290,16 @@ pub(crate) async fn serve_conn(
                 match (waits, cached) {
                     (false, _) => Some(Out {
                         head: reply(true).encode(key, &[]),
+                        body: None,
+                    }),
+                    // Executed, but its response was dropped (byte bounds): say so, never
+                    // deliver it again.
+                    (true, None) if gone => Some(Out {
+                        head: Header {
+                            flags: flags::REPLY | flags::DUP | flags::GONE,
+                            ..h
+                        }
+                        .encode(key, &[]),
                         body: None,
                     }),
                     (true, Some(b)) => Some(Out {

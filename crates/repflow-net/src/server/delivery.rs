@@ -74,6 +74,8 @@ impl Incoming {
 #[derive(Debug)]
 pub struct Responder {
     pub(crate) key: DedupKey,
+    /// The address the held response is charged to (the sender of the delivered copy).
+    pub(crate) peer: std::net::IpAddr,
     pub(crate) shared: Arc<Shared>,
     pub(crate) done: bool,
     /// Whether dropping it answers (a call: always; a flow: once the application has it).
@@ -94,7 +96,7 @@ impl Responder {
         let body: Arc<[u8]> = data.into();
         let waiters = {
             let mut d = self.shared.dedup.lock().expect("dedup lock");
-            d.complete(self.key, body.clone(), Instant::now())
+            d.complete(self.key, body.clone(), self.peer, Instant::now())
         };
         for (tx, h) in waiters {
             let head = Header {

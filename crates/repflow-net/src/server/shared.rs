@@ -48,9 +48,9 @@ impl Shared {
     pub(crate) fn counters(&self) -> ServerCounters {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (d, dedup_entries) = {
+        let (d, dedup_entries, held) = {
             let g = self.dedup.lock().expect("dedup lock");
-            (g.stats(), g.len() as u64)
+            (g.stats(), g.len() as u64, g.held_bytes() as u64)
         };
         ServerCounters {
             connections: l(&c.connections),
@@ -79,6 +79,8 @@ impl Shared {
             calls_expired: d.calls_expired,
             repeated_copies: d.repeats,
             dedup_entries,
+            response_cache_bytes: held,
+            responses_evicted: d.responses_evicted,
         }
     }
 }
