@@ -1048,3 +1048,98 @@ async fn one_client_cannot_steer_another_clients_upstream_connection() {
         drop(a);
     }
 }
+
+/// Counts the `tracing` events at `warn` or above whose text contains `needle`.
+struct LineCounter {
+    needle: &'static str,
+    lines: Arc<AtomicU64>,
+}
+
+struct Text(String);
+
+impl tracing::field::Visit for Text {
+    fn record_debug(&mut self, _: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {value:?}"));
+    }
+}
+
+impl tracing::Subscriber for LineCounter {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        *m.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        let mut t = Text(String::new());
+        e.record(&mut t);
+        if t.0.contains(self.needle) {
+            self.lines.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Issue 47, finding 4: with the journal unable to write (here its directory removed under a
+/// capacity of 2, so every rotation fails, as on a full disk), each request is refused and
+/// counted, and the log stays within the per-kind limiter: at most one line per second for
+/// the kind. Before, an unthrottled `journal write failed` line was written per request.
+#[tokio::test(flavor = "current_thread")]
+async fn journal_write_failures_are_logged_through_the_limiter() {
+    let lines = Arc::new(AtomicU64::new(0));
+    let _guard = tracing::subscriber::set_default(LineCounter {
+        needle: "journal write failed",
+        lines: lines.clone(),
+    });
+    let (up, n) = fake_redis().await;
+    let path = temp_journal("fulldisk");
+    let mut net = ServerConfig::ports(free_port_pair(), 1);
+    net.idle_timeout = Duration::from_secs(5);
+    let mut cfg = ProxyServerConfig::new(net, up, Protocol::Redis);
+    cfg.journal = Some(JournalConfig {
+        path: path.clone(),
+        window: Duration::from_secs(60),
+        capacity: 2,
+    });
+    let srv = ProxyServer::bind(cfg).await.unwrap();
+    let addr = srv.local_addrs()[0];
+    let stats = srv.stats();
+    tokio::spawn(srv.run());
+    for id in 1..=2u64 {
+        let (st, _) = raw_call(
+            addr,
+            &call_frame(id, 0, repflow_net::frame::now_ms(), &cmd(&["INCR", "c"])),
+        )
+        .await;
+        assert_eq!(st, 0);
+    }
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    let start = std::time::Instant::now();
+    let mut refused = 0u64;
+    for id in 3..300u64 {
+        let (st, body) = raw_call(
+            addr,
+            &call_frame(id, 0, repflow_net::frame::now_ms(), &cmd(&["INCR", "c"])),
+        )
+        .await;
+        assert_eq!(st, 1, "{}", String::from_utf8_lossy(&body));
+        refused += 1;
+    }
+    let secs = start.elapsed().as_secs() + 1;
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        2,
+        "nothing executed without its journal record"
+    );
+    assert_eq!(refused, 297);
+    let logged = lines.load(Ordering::SeqCst);
+    assert!(
+        logged <= secs + 1,
+        "{logged} lines for {refused} refusals in about {secs} s"
+    );
+    assert!(logged >= 1, "the failure is logged");
+    let _ = stats;
+}

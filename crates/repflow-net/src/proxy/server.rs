@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 /// Settings of a [`ProxyServer`].
 #[derive(Clone, Debug)]
@@ -325,7 +325,7 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
             }
             Err(e) => {
                 // Not recorded: not executed either (it could not be refused after a restart).
-                warn!(error = %e, "journal write failed");
+                // Logged through the per-kind limiter only: a full disk fails every request.
                 let r = refuse("journal", format!("journal write failed: {e}"));
                 return inc_msg.respond(r);
             }
