@@ -651,7 +651,7 @@ async fn bad_magic_or_version_is_refused_at_once() {
     let (srv, addr) = bind(|c| c.header_timeout = Duration::from_secs(10)).await;
     let mut old = frame(1, 0, 1, false, b"", None)[..20].to_vec();
     old[2] = 1;
-    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x20"[..]] {
+    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x40"[..]] {
         let t = Instant::now();
         let mut c = TcpStream::connect(addr).await.unwrap();
         c.write_all(bytes).await.unwrap();
@@ -1103,4 +1103,37 @@ async fn response_cache_is_bounded_in_bytes_and_expires_on_a_timer() {
         stats.counters()
     );
     app.abort();
+}
+
+/// Issue 47, finding 3a: the duplicate filter is memory only, so a captured tagged copy
+/// replayed to a restarted keyed server (within the replay window) was delivered again. A
+/// keyed server now refuses frames stamped before it started; a fresh frame is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tagged_replay_after_a_server_restart_is_refused() {
+    let key: &[u8] = b"restart-key";
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    let captured = frame(0x4701, 0, 2, false, b"transfer 100", Some(key));
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&captured).await.unwrap();
+    let (h, _) = reply(&mut c, true).await;
+    assert_eq!(h.flags & flags::DUP, 0);
+    assert_eq!(drain(&mut srv).await.len(), 1);
+    drop(c);
+    drop(srv);
+    // The restarted server (a new process would have a new, empty filter too).
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    assert!(
+        closed_unanswered(addr, None, &captured).await,
+        "the replay was answered"
+    );
+    assert_eq!(drain(&mut srv).await.len(), 0, "replay delivered again");
+    assert_eq!(srv.counters().replays_refused, 1);
+    // A copy stamped now is served.
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(0x4702, 0, 1, false, b"fresh", Some(key)))
+        .await
+        .unwrap();
+    let _ = reply(&mut c, true).await;
+    assert_eq!(drain(&mut srv).await.len(), 1);
 }

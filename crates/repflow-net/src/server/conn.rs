@@ -173,6 +173,19 @@ pub(crate) async fn serve_conn(
                 );
                 break;
             }
+            // The duplicate filter lives in memory: what an earlier life of this server
+            // delivered it does not know. A frame stamped before this server started may be
+            // one of those, captured and replayed: refused (within the replay window only;
+            // older frames are refused above anyway).
+            if h.timestamp_ms < shared.started_ms {
+                inc(&c.replays_refused, 1);
+                log(
+                    Kind::Replay,
+                    &format!("{peer}: flow {:#x}", h.flow_id),
+                    "frame stamped before this server started (possible replay across a restart); closing connection",
+                );
+                break;
+            }
         }
         let len = f.payload.len() as u64;
         inc(&c.copies_received, 1);

@@ -80,6 +80,7 @@ impl Server {
             slots: Mutex::new(Default::default()),
             refusals: Default::default(),
             epoch: Instant::now(),
+            started_ms: crate::frame::now_ms(),
             counters: AtomicCounters::default(),
             cfg,
         });

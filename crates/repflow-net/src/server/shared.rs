@@ -37,6 +37,9 @@ pub(crate) struct Shared {
     pub(crate) refusals: Refusals,
     /// Origin of the server's millisecond clock (connection progress).
     pub(crate) epoch: Instant,
+    /// Wall-clock milliseconds when the server was bound: with a key, frames stamped earlier
+    /// are refused (the duplicate filter of an earlier life is gone).
+    pub(crate) started_ms: u64,
 }
 
 impl Shared {
