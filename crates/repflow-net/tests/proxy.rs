@@ -142,6 +142,7 @@ async fn server_sidecar(
         path,
         window: Duration::from_secs(60),
         capacity: 1 << 16,
+        allow_missing: false,
     });
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
@@ -1103,6 +1104,7 @@ async fn journal_write_failures_are_logged_through_the_limiter() {
         path: path.clone(),
         window: Duration::from_secs(60),
         capacity: 2,
+        allow_missing: false,
     });
     let srv = ProxyServer::bind(cfg).await.unwrap();
     let addr = srv.local_addrs()[0];
@@ -1142,4 +1144,63 @@ async fn journal_write_failures_are_logged_through_the_limiter() {
     );
     assert!(logged >= 1, "the failure is logged");
     let _ = stats;
+}
+
+/// Issue 47, finding 3c: with the journal's files deleted, a `kill -9` and a restart, a late
+/// copy of an INCR executed again, with no warning. Now the restart refuses to start (one
+/// line saying why) unless told to begin a new journal, and a new journal refuses requests
+/// stamped before it started: the late copy is not executed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_went_missing_is_not_started_anew_silently() {
+    let (up, n) = fake_redis().await;
+    let path = temp_journal("missing");
+    let mut srv = server_sidecar(None, up, Protocol::Redis, Some(path.clone())).await;
+    let ts = repflow_net::frame::now_ms();
+    let (st, _) = raw_call(srv.addr, &call_frame(0x47c0, 0, ts, &cmd(&["INCR", "c"]))).await;
+    assert_eq!(st, 0);
+    srv.kill();
+    for gen in 0..2 {
+        std::fs::remove_file(format!("{}.{gen}", path.display())).unwrap();
+    }
+    let cfg = |allow_missing: bool| {
+        let mut c = ProxyServerConfig::new(
+            ServerConfig::ports(free_port_pair(), 2),
+            up,
+            Protocol::Redis,
+        );
+        c.journal = Some(JournalConfig {
+            path: path.clone(),
+            window: Duration::from_secs(60),
+            capacity: 1 << 16,
+            allow_missing,
+        });
+        c
+    };
+    let e = ProxyServer::bind(cfg(false))
+        .await
+        .expect_err("started over a missing journal");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("missing") && msg.contains("allow-missing") && !msg.contains('\n'),
+        "{msg}"
+    );
+    let s = ProxyServer::bind(cfg(true))
+        .await
+        .expect("told to start anew");
+    let addr = s.local_addrs()[0];
+    let stats = s.stats();
+    let run = tokio::spawn(s.run());
+    let (st, body) = raw_call(addr, &call_frame(0x47c0, 1, ts, &cmd(&["INCR", "c"]))).await;
+    assert_eq!(st, 1, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        1,
+        "the late copy did not execute again"
+    );
+    assert_eq!(stats.counters().refused_stale, 1);
+    // New requests are served.
+    let now = repflow_net::frame::now_ms() + 1;
+    let (st, _) = raw_call(addr, &call_frame(0x47c1, 0, now, &cmd(&["INCR", "c"]))).await;
+    assert_eq!(st, 0);
+    run.abort();
 }

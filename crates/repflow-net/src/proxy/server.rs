@@ -309,6 +309,14 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
         }
     }
     if let Some(j) = &sh.journal {
+        if inc_msg.timestamp_ms < j.fresh_since_ms() {
+            inc(&c.refused_stale);
+            let r = refuse(
+                "stale",
+                "request sent before this journal started empty: an earlier life of the server sidecar may have executed it".into(),
+            );
+            return inc_msg.respond(r);
+        }
         match j.claim(inc_msg.flow_id) {
             Ok(Claim::New) => {}
             Ok(Claim::NewEarlyRotation) => {
