@@ -6,9 +6,12 @@
 //! copy indices seen are kept as a set, so a repeated index (copy 0 twice) is recognised as
 //! a repeat rather than counted towards the flow's copies.
 //!
-//! Bounds: at most `capacity` ids are remembered (the oldest is forgotten first when a new one
-//! would exceed it); an id is forgotten `ttl` after it was registered (or after its call was
-//! answered); the insertion-order queue holds at most `2 × capacity + 64` entries. A call's
+//! Bounds: at most `capacity` ids are remembered; when a new one would exceed it, the source
+//! (sender address, [`Sourced`]) that holds the most ids loses its oldest, so that a flood
+//! from one address forgets its own ids first, never another address's while it holds more
+//! than they do; an id is forgotten `ttl` after it was registered (or after its call was
+//! answered); the insertion-order queue holds at most `2 × capacity + 64` entries, and so do
+//! the per-source queues together. A call's
 //! waiters hold at most one entry per distinct copy index (≤ 255).
 //!
 //! Responses kept to answer a call's late copies are bounded in bytes: each costs its length
@@ -83,6 +86,8 @@ struct Held<K> {
     peers: HashMap<IpAddr, PeerHeld<K>>,
     /// `(bytes, address)` of every address holding responses: the largest holder is last.
     by_size: BTreeSet<(usize, IpAddr)>,
+    /// Entries of every address's queue together.
+    queued: usize,
 }
 
 impl<K> Held<K> {
@@ -90,8 +95,8 @@ impl<K> Held<K> {
         self.by_size.remove(&(old, peer));
         if new > 0 {
             self.by_size.insert((new, peer));
-        } else {
-            self.peers.remove(&peer);
+        } else if let Some(p) = self.peers.remove(&peer) {
+            self.queued -= p.queue.len();
         }
     }
 }
@@ -136,6 +141,39 @@ pub(crate) struct DedupStats {
     pub conflicts: u64,
 }
 
+/// The sender address a key names, if any: capacity evictions take from the address holding
+/// the most ids (keys without one share one bucket).
+pub(crate) trait Sourced {
+    /// The sender address.
+    fn source(&self) -> Option<IpAddr>;
+}
+
+impl Sourced for (Option<IpAddr>, u64) {
+    fn source(&self) -> Option<IpAddr> {
+        self.0
+    }
+}
+
+impl Sourced for u64 {
+    fn source(&self) -> Option<IpAddr> {
+        // Tests: the low 2 bits pick one of four addresses when above 1,000,000.
+        (*self >= 1_000_000).then(|| IpAddr::from([127, 0, 0, (*self % 4) as u8]))
+    }
+}
+
+impl Sourced for u8 {
+    fn source(&self) -> Option<IpAddr> {
+        Some(IpAddr::from([127, 0, 0, *self % 3]))
+    }
+}
+
+/// One source's ids, in (re)registration order (stale entries skipped lazily).
+#[derive(Debug)]
+struct SourceIds<K> {
+    live: usize,
+    queue: VecDeque<(K, u64)>,
+}
+
 /// The bounded duplicate filter. `K` identifies a flow (sender and flow id), `W` is what
 /// waits for a call's response (a connection's queue, in the server).
 #[derive(Debug)]
@@ -152,9 +190,14 @@ pub(crate) struct Dedup<K, W> {
     /// Newest timestamp among ids forgotten because the table was full.
     horizon: u64,
     held: Held<K>,
+    sources: HashMap<Option<IpAddr>, SourceIds<K>>,
+    /// `(live ids, source)`: the source holding the most is last.
+    by_count: BTreeSet<(usize, Option<IpAddr>)>,
+    /// Entries of every source queue together.
+    source_queued: usize,
 }
 
-impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
+impl<K: Copy + Eq + Hash + Sourced, W> Dedup<K, W> {
     /// A filter remembering at most `cap` ids for `ttl` each.
     pub(crate) fn new(cap: usize, ttl: Duration) -> Self {
         Dedup {
@@ -171,8 +214,84 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
                 total: 0,
                 peers: HashMap::new(),
                 by_size: BTreeSet::new(),
+                queued: 0,
             },
+            sources: HashMap::new(),
+            by_count: BTreeSet::new(),
+            source_queued: 0,
         }
+    }
+
+    /// Entries of the per-source queues together (bounded by `2 × capacity + 64`).
+    pub(crate) fn source_queue_len(&self) -> usize {
+        self.source_queued
+    }
+
+    /// Queues `key` (generation `gen`) behind its source's ids; `new` when it is a new id.
+    fn source_push(&mut self, key: K, gen: u64, new: bool) {
+        let src = key.source();
+        let s = self.sources.entry(src).or_insert_with(|| SourceIds {
+            live: 0,
+            queue: VecDeque::new(),
+        });
+        s.queue.push_back((key, gen));
+        self.source_queued += 1;
+        if new {
+            self.by_count.remove(&(s.live, src));
+            s.live += 1;
+            self.by_count.insert((s.live, src));
+        }
+        if self.source_queued > 2 * self.cap + 64 {
+            // Drop stale entries (ids forgotten or re-queued since): amortised O(1).
+            let map = &self.map;
+            let mut n = 0;
+            for s in self.sources.values_mut() {
+                s.queue
+                    .retain(|(k, g)| map.get(k).is_some_and(|e| e.gen == *g) || *g == gen);
+                n += s.queue.len();
+            }
+            self.source_queued = n;
+        }
+    }
+
+    /// Counts an id of `src` as forgotten and drops the stale entries at its queue's front.
+    fn source_forget(&mut self, src: Option<IpAddr>) {
+        let Some(s) = self.sources.get_mut(&src) else {
+            return;
+        };
+        self.by_count.remove(&(s.live, src));
+        s.live -= 1;
+        if s.live == 0 {
+            self.source_queued -= s.queue.len();
+            self.sources.remove(&src);
+            return;
+        }
+        self.by_count.insert((s.live, src));
+        let map = &self.map;
+        while let Some(&(k, g)) = s.queue.front() {
+            if map.get(&k).is_some_and(|e| e.gen == g) {
+                break;
+            }
+            s.queue.pop_front();
+            self.source_queued -= 1;
+        }
+    }
+
+    /// Forgets the entry of `key` (already taken out of the map): counters and accounting.
+    fn forgotten(&mut self, key: K, e: Entry<W>, by_capacity: bool) {
+        if e.distinct() < u32::from(e.copies) {
+            self.stats.evictions += 1;
+        }
+        if by_capacity {
+            self.stats.capacity_evictions += 1;
+            self.horizon = self.horizon.max(e.ts);
+        }
+        match e.resp {
+            Resp::Pending(_) => self.stats.calls_expired += 1,
+            Resp::Done(body, peer) => self.release(peer, held_cost(body.len())),
+            _ => {}
+        }
+        self.source_forget(key.source());
     }
 
     /// Bounds the bytes of held responses: `total` for all senders, `per_peer` for one
@@ -188,9 +307,9 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
         self.held.total
     }
 
-    /// Entries of the held responses' queues (bounded by the ids remembered).
+    /// Entries of the held responses' queues together (bounded by `2 × capacity + 64`).
     pub(crate) fn held_queue_len(&self) -> usize {
-        self.held.peers.values().map(|p| p.queue.len()).sum()
+        self.held.queued
     }
 
     /// Stops charging `peer` for a response of `cost` bytes (its queue entry is stale now and
@@ -212,6 +331,7 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
                 break;
             }
             p.queue.pop_front();
+            self.held.queued -= 1;
         }
         self.held.set_bytes(peer, old, new);
     }
@@ -225,6 +345,7 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
             let Some((k, g)) = p.queue.pop_front() else {
                 return false;
             };
+            self.held.queued -= 1;
             let Some(e) = self.map.get_mut(&k) else {
                 continue;
             };
@@ -264,12 +385,17 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
         }
     }
 
-    /// Forgets ids older than the TTL, and the oldest ids while more than `cap` are held.
+    /// Forgets ids older than the TTL, then, while more than `cap` are held, the oldest id
+    /// of the source holding the most.
     pub(crate) fn expire(&mut self, now: Instant) {
+        self.expire_but(now, None);
+    }
+
+    /// [`expire`](Self::expire), never forgetting `keep` (the id just registered): a source
+    /// whose only id it is gives way to the next largest.
+    fn expire_but(&mut self, now: Instant, keep: Option<K>) {
         while let Some(&(k, gen, born)) = self.order.front() {
-            let old = now.saturating_duration_since(born) > self.ttl;
-            let full = self.map.len() > self.cap;
-            if !old && !full {
+            if now.saturating_duration_since(born) <= self.ttl {
                 break;
             }
             self.order.pop_front();
@@ -282,18 +408,33 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
                 continue;
             }
             let e = slot.remove();
-            if e.distinct() < u32::from(e.copies) {
-                self.stats.evictions += 1;
+            self.forgotten(k, e, false);
+        }
+        let kept_src = keep.map(|k| k.source());
+        while self.map.len() > self.cap {
+            let Some(&(_, src)) = self
+                .by_count
+                .iter()
+                .rev()
+                .find(|&&(live, src)| !(live == 1 && Some(src) == kept_src))
+            else {
+                break;
+            };
+            let Some(s) = self.sources.get_mut(&src) else {
+                break;
+            };
+            let Some((k, g)) = s.queue.pop_front() else {
+                break;
+            };
+            self.source_queued -= 1;
+            let Slot::Occupied(slot) = self.map.entry(k) else {
+                continue;
+            };
+            if slot.get().gen != g {
+                continue;
             }
-            if !old {
-                self.stats.capacity_evictions += 1;
-                self.horizon = self.horizon.max(e.ts);
-            }
-            match e.resp {
-                Resp::Pending(_) => self.stats.calls_expired += 1,
-                Resp::Done(body, peer) => self.release(peer, held_cost(body.len())),
-                _ => {}
-            }
+            let e = slot.remove();
+            self.forgotten(k, e, true);
         }
     }
 
@@ -338,7 +479,8 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
                 e.mark(copy);
                 slot.insert(e);
                 self.push_order(key, gen, now);
-                self.expire(now);
+                self.source_push(key, gen, true);
+                self.expire_but(now, Some(key));
                 return Seen::New;
             }
         };
@@ -406,6 +548,7 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
             _ => Vec::new(),
         };
         self.push_order(key, gen, now);
+        self.source_push(key, gen, false);
         if fits {
             let h = &mut self.held;
             let p = h.peers.entry(peer).or_insert_with(|| PeerHeld {
@@ -417,7 +560,22 @@ impl<K: Copy + Eq + Hash, W> Dedup<K, W> {
             p.queue.push_back((key, gen));
             let after = p.bytes;
             h.total += cost;
+            h.queued += 1;
             h.set_bytes(peer, before, after);
+            if h.queued > 2 * self.cap + 64 {
+                // Drop stale entries (responses dropped or ids forgotten out of order, by
+                // source): amortised O(1).
+                let map = &self.map;
+                let mut n = 0;
+                for p in h.peers.values_mut() {
+                    p.queue.retain(|(k, g)| {
+                        map.get(k)
+                            .is_some_and(|e| e.gen == *g && matches!(e.resp, Resp::Done(..)))
+                    });
+                    n += p.queue.len();
+                }
+                h.queued = n;
+            }
             while self
                 .held
                 .peers
@@ -629,6 +787,39 @@ mod tests {
         // Expiry (no traffic needed beyond the call to `expire`) releases every byte.
         d.expire(t + 2 * S);
         assert_eq!((d.held_bytes(), d.held_queue_len(), d.len()), (0, 0, 0));
+    }
+
+    /// A flood of new ids from one source, past the capacity, forgets that source's own
+    /// ids; another source's ids stay remembered (their late copies are duplicates).
+    #[test]
+    fn a_flooding_source_forgets_its_own_ids_first() {
+        let t = Instant::now();
+        let cap = 64;
+        let mut d = D::new(cap, Duration::from_secs(3600));
+        let victim: Vec<u64> = (0..10).map(|i| 1_000_002 + 4 * i).collect();
+        for &id in &victim {
+            assert_eq!(
+                d.on_copy(id, 0, 2, false, None, (0, 0, false), t),
+                Seen::New
+            );
+        }
+        for i in 0..10_000u64 {
+            let id = 1_000_001 + 4 * i;
+            d.on_copy(id, 0, 1, true, Some(0), (0, 0, false), t);
+            if i % 2 == 0 {
+                d.complete(id, Arc::from(&b"r"[..]), PEER, t);
+            }
+            assert!(d.len() <= cap);
+            assert!(d.source_queue_len() <= 2 * cap + 64 + 1);
+        }
+        for &id in &victim {
+            assert_eq!(
+                d.on_copy(id, 1, 2, false, None, (0, 0, false), t),
+                dup(false),
+                "victim's id {id} forgotten"
+            );
+        }
+        assert_eq!(d.stats().capacity_evictions, 10_000 + 10 - cap as u64);
     }
 
     #[test]

@@ -124,6 +124,7 @@ pub fn dedup_ops(data: &[u8]) {
         assert!(d.len() <= cap);
         assert!(d.order_len() <= 2 * cap + 65);
         assert!(d.held_bytes() <= 3 * 65);
-        assert!(d.held_queue_len() <= cap + 1);
+        assert!(d.held_queue_len() <= 2 * cap + 65);
+        assert!(d.source_queue_len() <= 2 * cap + 65);
     }
 }

@@ -1137,3 +1137,57 @@ async fn tagged_replay_after_a_server_restart_is_refused() {
     let _ = reply(&mut c, true).await;
     assert_eq!(drain(&mut srv).await.len(), 1);
 }
+
+/// Issue 47, finding 3b: without a key, 262,200 zero-length flows from another address
+/// pushed a legitimate flow's id out of the full duplicate filter, and its late copy was
+/// delivered twice. Now a full filter forgets the oldest id of the address holding the most:
+/// here 3,000 flows from 127.0.0.2 against a capacity of 1,024 leave 127.0.0.1's flow
+/// remembered, and its late copy is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_flood_from_another_address_does_not_flush_a_flow() {
+    let (mut srv, addr) = bind(|c| c.dedup_capacity = 1024).await;
+    let stats = srv.stats();
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let d2 = delivered.clone();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            d2.lock().unwrap().push((inc.peer.ip(), inc.flow_id));
+        }
+    });
+    let victim = 0x4747_beef;
+    let mut v = connect_from(addr, Some([127, 0, 0, 1])).await;
+    v.write_all(&frame(victim, 0, 2, false, b"pay 10", None))
+        .await
+        .unwrap();
+    let _ = reply(&mut v, false).await;
+    // The flood: one connection, 3,000 zero-length flows, acknowledgements read meanwhile.
+    let mut f = connect_from(addr, Some([127, 0, 0, 2])).await;
+    let mut flood = Vec::new();
+    for id in 0..3000u64 {
+        flood.extend_from_slice(&frame(id, 0, 1, false, b"", None));
+    }
+    let (mut rd, mut wr) = f.split();
+    let reader = async {
+        for _ in 0..3000 {
+            let mut fixed = [0u8; HEADER_LEN];
+            rd.read_exact(&mut fixed).await.unwrap();
+        }
+    };
+    tokio::join!(reader, async { wr.write_all(&flood).await.unwrap() });
+    assert!(stats.counters().dedup_capacity_evictions >= 3000 + 1 - 1024);
+    // The victim's late copy: a duplicate, not a second delivery.
+    v.write_all(&frame(victim, 1, 2, false, b"pay 10", None))
+        .await
+        .unwrap();
+    let (h, _) = reply(&mut v, false).await;
+    assert_ne!(h.flags & flags::DUP, 0, "late copy delivered again");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let n = delivered
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(ip, id)| ip.to_string() == "127.0.0.1" && *id == victim)
+        .count();
+    assert_eq!(n, 1);
+    app.abort();
+}
