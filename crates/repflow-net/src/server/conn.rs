@@ -4,7 +4,7 @@
 use super::admission::Progress;
 use super::config::AckAfter;
 use super::counters::inc;
-use super::delivery::{Incoming, IncomingKind, Responder};
+use super::delivery::{answer_waiters, Incoming, IncomingKind, Responder};
 use super::refusals::Kind;
 use super::reply::{next_frame_buffered, spawn_response_writer, ConnWriter, SharedWriter};
 use super::shared::{Out, Shared};
@@ -197,8 +197,11 @@ pub(crate) async fn serve_conn(
         // id, so a flow is named by its sender's address and id.
         let dkey = (key.is_none().then(|| peer.ip()), h.flow_id);
         // A flow whose acknowledgement waits for the application is answered like a call:
-        // its copies wait in the duplicate filter until the application has it.
-        let waits = call || cfg.ack_after != AckAfter::Queue;
+        // its copies wait in the duplicate filter until the application has it. Under
+        // `AckAfter::Queue` a flow's later copies wait too, until its first copy has entered
+        // the queue: a `DUP` acknowledgement never goes out for a flow still waiting for room.
+        let queue_ack = !call && cfg.ack_after == AckAfter::Queue;
+        let waits = true;
         let waiter = if waits {
             let (tx, _) = responses.get_or_insert_with(|| {
                 spawn_response_writer(wr.clone(), dead.clone(), progress.clone(), shared.clone())
@@ -241,7 +244,7 @@ pub(crate) async fn serve_conn(
                     copy: h.copy,
                     timestamp_ms: h.timestamp_ms,
                     data: f.payload,
-                    responder: waits.then(|| Responder {
+                    responder: (!queue_ack).then(|| Responder {
                         key: dkey,
                         peer: peer.ip(),
                         shared: shared.clone(),
@@ -255,10 +258,21 @@ pub(crate) async fn serve_conn(
                 if app.send(inc_msg).await.is_err() {
                     break;
                 }
-                if !waits {
+                if queue_ack {
+                    // Admitted: acknowledge the later copies that waited for it (the first
+                    // waiter is this copy, acknowledged below in turn).
+                    let body: Arc<[u8]> = Arc::from(&[][..]);
+                    let mut waiters = {
+                        let mut d = shared.dedup.lock().expect("dedup lock");
+                        d.complete(dkey, body.clone(), peer.ip(), Instant::now())
+                    };
+                    if !waiters.is_empty() {
+                        waiters.remove(0);
+                    }
+                    answer_waiters(shared, waiters, &body);
                     progress.mark(shared.now_ms());
                 }
-                (!waits).then(|| Out {
+                queue_ack.then(|| Out {
                     head: reply(false).encode(key, &[]),
                     body: None,
                 })
@@ -302,6 +316,11 @@ pub(crate) async fn serve_conn(
                 );
                 match (waits, cached) {
                     (false, _) => Some(Out {
+                        head: reply(true).encode(key, &[]),
+                        body: None,
+                    }),
+                    // A flow whose (empty) acknowledgement body was dropped: acknowledged.
+                    (true, None) if gone && !call => Some(Out {
                         head: reply(true).encode(key, &[]),
                         body: None,
                     }),

@@ -98,23 +98,32 @@ impl Responder {
             let mut d = self.shared.dedup.lock().expect("dedup lock");
             d.complete(self.key, body.clone(), self.peer, Instant::now())
         };
-        for (tx, h) in waiters {
-            let head = Header {
-                flags: flags::REPLY,
-                ..h
-            }
-            .encode(self.shared.cfg.key.as_deref(), &body);
-            if tx
-                .try_send(Out {
-                    head,
-                    body: Some(body.clone()),
-                })
-                .is_err()
-            {
-                // The connection's response queue is full (or it closed): counted.
-                inc(&self.shared.counters.responses_dropped, 1);
-                debug!(flow_id = h.flow_id, copy = h.copy, "response not queued");
-            }
+        answer_waiters(&self.shared, waiters, &body);
+    }
+}
+
+/// Queues the response (or acknowledgement) `body` for every copy in `waiters`.
+pub(crate) fn answer_waiters(
+    shared: &Shared,
+    waiters: Vec<(tokio::sync::mpsc::Sender<Out>, Header)>,
+    body: &Arc<[u8]>,
+) {
+    for (tx, h) in waiters {
+        let head = Header {
+            flags: flags::REPLY,
+            ..h
+        }
+        .encode(shared.cfg.key.as_deref(), body);
+        if tx
+            .try_send(Out {
+                head,
+                body: Some(body.clone()),
+            })
+            .is_err()
+        {
+            // The connection's response queue is full (or it closed): counted.
+            inc(&shared.counters.responses_dropped, 1);
+            debug!(flow_id = h.flow_id, copy = h.copy, "response not queued");
         }
     }
 }
