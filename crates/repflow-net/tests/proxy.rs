@@ -1204,3 +1204,88 @@ async fn a_journal_that_went_missing_is_not_started_anew_silently() {
     assert_eq!(st, 0);
     run.abort();
 }
+
+/// An HTTP/1.1 upstream that serves at most 2 requests per connection, then either answers
+/// the 3rd with `Connection: close` and closes (nginx's `keepalive_requests`), or, with
+/// `silent`, closes on the 3rd without answering (a keep-alive timeout racing a request).
+/// Returns its address and the number of requests it answered.
+async fn fake_http_keepalive_limit(silent: bool) -> (SocketAddr, Arc<AtomicU64>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let n = Arc::new(AtomicU64::new(0));
+    let counter = n.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let n = n.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut served = 0;
+                loop {
+                    while let Ok(Some(m)) = repflow_net::proxy::http::request(&buf, 1 << 20) {
+                        buf.drain(..m.len);
+                        served += 1;
+                        if served == 3 && silent {
+                            return;
+                        }
+                        let v = n.fetch_add(1, Ordering::SeqCst) + 1;
+                        let body = v.to_string();
+                        let close = if served == 3 {
+                            "Connection: close\r\n"
+                        } else {
+                            ""
+                        };
+                        let out = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{close}\r\n{body}",
+                            body.len()
+                        );
+                        if s.write_all(out.as_bytes()).await.is_err() || served == 3 {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, counter)
+}
+
+/// Issue 47, finding 5: nginx's `keepalive_requests` closed a *pooled* upstream connection
+/// and the close reached the application: 996 answers of 10,000 pipelined GETs, then a
+/// closed connection. An upstream's close of a pooled connection is the pool's event: its
+/// `Connection: close` is not passed on, a GET that met a silently closed pooled connection
+/// is sent again on a new one, and the application's connection stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_closing_a_pooled_connection_does_not_close_the_application() {
+    for silent in [false, true] {
+        let stack = Stack::start(
+            fake_http_keepalive_limit(silent).await,
+            Protocol::Http,
+            None,
+        )
+        .await;
+        let mut s = TcpStream::connect(stack.cli).await.unwrap();
+        let mut buf = Vec::new();
+        let get = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        s.write_all(&get.repeat(10)).await.unwrap();
+        for i in 0..10 {
+            let r = read_http(&mut s, &mut buf)
+                .await
+                .unwrap_or_else(|| panic!("silent={silent}: response {i} missing"));
+            assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+            assert!(!r.to_ascii_lowercase().contains("connection: close"), "{r}");
+        }
+        // Still open: one more.
+        s.write_all(get).await.unwrap();
+        let r = read_http(&mut s, &mut buf)
+            .await
+            .expect("connection still open");
+        assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+        assert_eq!(stack.n.load(Ordering::SeqCst), 11, "silent={silent}");
+    }
+}

@@ -70,6 +70,13 @@ fn alive(s: &TcpStream) -> bool {
     matches!(s.try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
+/// Whether an HTTP request's method is safe to send again (RFC 9110: GET, HEAD, OPTIONS).
+fn safe_method(req: &[u8]) -> bool {
+    [&b"GET "[..], b"HEAD ", b"OPTIONS "]
+        .iter()
+        .any(|m| req.starts_with(m))
+}
+
 impl Pool {
     pub(crate) fn new(cfg: PoolConfig) -> Pool {
         Pool {
@@ -98,6 +105,11 @@ impl Pool {
                 }
             }
         }
+        Ok((permit, self.connect().await?, true))
+    }
+
+    /// A new connection to the upstream.
+    async fn connect(&self) -> Result<TcpStream, UpstreamError> {
         let s = tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(self.cfg.addr))
             .await
             .map_err(|_| {
@@ -108,7 +120,7 @@ impl Pool {
             })?
             .map_err(UpstreamError::Down)?;
         let _ = s.set_nodelay(true);
-        Ok((permit, s, true))
+        Ok(s)
     }
 
     fn put(&self, s: TcpStream) {
@@ -134,7 +146,40 @@ impl Pool {
         reusable: bool,
     ) -> Result<(Vec<u8>, bool), UpstreamError> {
         let fresh = proto == Protocol::Conn;
-        let (_permit, mut s, opened) = self.get(fresh).await?;
+        let (_permit, mut s, mut opened) = self.get(fresh).await?;
+        let mut got = 0usize;
+        let mut r = self
+            .attempt(&mut s, proto, req, count, to_head, &mut got)
+            .await;
+        // A pooled HTTP connection the upstream closed (its keep-alive limit or timeout) ends
+        // without a byte of response: a safe request (GET, HEAD, OPTIONS) goes again, once,
+        // on a new connection; the application never sees the pool's close.
+        if r.is_err() && got == 0 && !opened && proto == Protocol::Http && safe_method(req) {
+            s = self.connect().await?;
+            opened = true;
+            r = self
+                .attempt(&mut s, proto, req, count, to_head, &mut got)
+                .await;
+        }
+        let (body, reuse) = r?;
+        if reuse && reusable {
+            self.put(s);
+        }
+        Ok((body, opened))
+    }
+
+    /// One write of `req` and read of its response on `s`, within the upstream timeout;
+    /// `got` counts the response bytes read. `(response, whether s may be reused)`.
+    async fn attempt(
+        &self,
+        s: &mut TcpStream,
+        proto: Protocol,
+        req: &[u8],
+        count: usize,
+        to_head: bool,
+        got: &mut usize,
+    ) -> Result<(Vec<u8>, bool), UpstreamError> {
+        let fresh = proto == Protocol::Conn;
         let max = self.cfg.max_response;
         let work = async {
             s.write_all(req)
@@ -161,6 +206,7 @@ impl Pool {
                     .read_buf(&mut buf)
                     .await
                     .map_err(|e| UpstreamError::Unknown(format!("read: {e}")))?;
+                *got += n;
                 if buf.len() > max {
                     return Err(UpstreamError::TooLarge(max));
                 }
@@ -211,6 +257,13 @@ impl Pool {
                                     "bytes after the response".into(),
                                 ));
                             }
+                            if m.head.close {
+                                // The upstream closes this pooled connection: that is the
+                                // pool's business, not the application's.
+                                if let Some(b) = http::without_connection_header(&buf, m.head.len) {
+                                    return Ok((b, false));
+                                }
+                            }
                             return Ok((buf, !m.head.close));
                         }
                         Ok(None) if eof => {
@@ -231,14 +284,8 @@ impl Pool {
                 }
             }
         };
-        let (body, reuse) = tokio::time::timeout(self.cfg.timeout, work)
+        tokio::time::timeout(self.cfg.timeout, work)
             .await
-            .map_err(|_| {
-                UpstreamError::Unknown("no response within the upstream timeout".into())
-            })??;
-        if reuse && reusable {
-            self.put(s);
-        }
-        Ok((body, opened))
+            .map_err(|_| UpstreamError::Unknown("no response within the upstream timeout".into()))?
     }
 }
