@@ -1289,3 +1289,74 @@ async fn upstream_closing_a_pooled_connection_does_not_close_the_application() {
         assert_eq!(stack.n.load(Ordering::SeqCst), 11, "silent={silent}");
     }
 }
+
+/// Issue 47, finding 2 (the client side): application connections that never read held
+/// `connections × (request + response)`, about 17 GiB at the defaults. Now every
+/// connection's buffers past 64 KiB, requests in flight and responses being written are
+/// charged to one budget (`max_buffered`): here 2 MiB, and 8 connections that pipeline GETs
+/// of 512 KiB values and never read. The charge never exceeds the budget, and what would
+/// exceed it is refused (`refused_memory`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_clients_stay_within_the_client_sidecars_budget() {
+    // An upstream answering every command with a 512 KiB bulk string.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut value = b"$524288\r\n".to_vec();
+                value.extend_from_slice(&vec![b'v'; 512 * 1024]);
+                value.extend_from_slice(b"\r\n");
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Ok(Some(r)) = resp::request(&buf, 1 << 20) {
+                        buf.drain(..r.len);
+                        if s.write_all(&value).await.is_err() {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    let srv = server_sidecar(None, up, Protocol::Redis, None).await;
+    let mut net = ClientConfig::new(PolicyConfig::repflow(1));
+    net.mode = ConnMode::Pooled;
+    net.flow_timeout = Duration::from_secs(5);
+    let mut cfg = ProxyClientConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        srv.addr,
+        Protocol::Redis,
+        net,
+    );
+    cfg.max_buffered = 2 << 20;
+    cfg.max_pipeline = 1;
+    let c = ProxyClient::bind(cfg).await.unwrap();
+    let cli = c.local_addr().unwrap();
+    let stats = c.stats();
+    tokio::spawn(c.run());
+    let mut conns = Vec::new();
+    for _ in 0..8 {
+        let mut s = TcpStream::connect(cli).await.unwrap();
+        s.write_all(&cmd(&["GET", "k"]).repeat(64)).await.unwrap();
+        conns.push(s);
+    }
+    let mut peak = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(stats.buffered_bytes());
+    }
+    assert!(peak <= 2 << 20, "{peak} bytes charged");
+    assert!(
+        stats.counters().refused_memory > 0,
+        "{:?}",
+        stats.counters()
+    );
+    drop(conns);
+}
