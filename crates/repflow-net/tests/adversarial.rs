@@ -1233,3 +1233,39 @@ async fn queue_mode_dup_ack_waits_for_admission() {
     assert_eq!(srv.next().await.unwrap().flow_id, 2);
     assert!(drain(&mut srv).await.is_empty());
 }
+
+/// Issue 47, finding 2 (the server side): a peer that sends calls on one connection and
+/// never reads had up to 256 responses per connection queued for it, whatever their size
+/// (a keyless `repflow serve` grew by 640 MB with 1 MiB calls). Queued responses are now
+/// bounded in bytes for all connections together (`response_queue_bytes`, here 2 MiB, plus
+/// one response); past it they are not queued (`responses_dropped`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_queued_for_a_non_reading_peer_are_bounded() {
+    let (mut srv, addr) = bind(|c| {
+        c.response_queue_bytes = 2 << 20;
+        c.write_timeout = Duration::from_secs(5);
+    })
+    .await;
+    let stats = srv.stats();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            inc.respond(vec![b'r'; 1 << 20]);
+        }
+    });
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let mut calls = Vec::new();
+    for id in 0..40u64 {
+        calls.extend_from_slice(&frame(id, 0, 1, true, b"q", None));
+    }
+    c.write_all(&calls).await.unwrap();
+    let mut peak = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(stats.counters().response_queue_bytes);
+    }
+    let n = stats.counters();
+    assert!(peak <= (2 << 20) + (1 << 20) + 200, "{peak} bytes queued");
+    assert!(n.responses_dropped > 0, "{n:?}");
+    drop(c);
+    app.abort();
+}

@@ -275,6 +275,7 @@ pub(crate) async fn serve_conn(
                 queue_ack.then(|| Out {
                     head: reply(false).encode(key, &[]),
                     body: None,
+                    _charge: None,
                 })
             }
             Seen::Conflict => {
@@ -318,11 +319,13 @@ pub(crate) async fn serve_conn(
                     (false, _) => Some(Out {
                         head: reply(true).encode(key, &[]),
                         body: None,
+                        _charge: None,
                     }),
                     // A flow whose (empty) acknowledgement body was dropped: acknowledged.
                     (true, None) if gone && !call => Some(Out {
                         head: reply(true).encode(key, &[]),
                         body: None,
+                        _charge: None,
                     }),
                     // Executed, but its response was dropped (byte bounds): say so, never
                     // deliver it again.
@@ -333,10 +336,12 @@ pub(crate) async fn serve_conn(
                         }
                         .encode(key, &[]),
                         body: None,
+                        _charge: None,
                     }),
                     (true, Some(b)) => Some(Out {
                         head: reply(true).encode(key, &b),
                         body: Some(b),
+                        _charge: None,
                     }),
                     // Call (or flow) still with the application: this connection was added
                     // as a waiter.

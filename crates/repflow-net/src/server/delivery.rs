@@ -2,7 +2,7 @@
 //! handle that answers a call ([`Responder`]).
 
 use super::counters::inc;
-use super::shared::{DedupKey, Out, Shared};
+use super::shared::{DedupKey, Out, QueuedCharge, Shared};
 use crate::frame::{flags, Header};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -102,9 +102,11 @@ impl Responder {
     }
 }
 
-/// Queues the response (or acknowledgement) `body` for every copy in `waiters`.
+/// Queues the response (or acknowledgement) `body` for every copy in `waiters`, within
+/// `response_queue_bytes` for all connections together (a response is queued anyway when
+/// none is).
 pub(crate) fn answer_waiters(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     waiters: Vec<(tokio::sync::mpsc::Sender<Out>, Header)>,
     body: &Arc<[u8]>,
 ) {
@@ -114,10 +116,29 @@ pub(crate) fn answer_waiters(
             ..h
         }
         .encode(shared.cfg.key.as_deref(), body);
+        let bytes = head.len() + body.len();
+        let before = shared
+            .queued_bytes
+            .fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        let charge = QueuedCharge {
+            shared: shared.clone(),
+            bytes,
+        };
+        if before > 0 && before + bytes as u64 > shared.cfg.response_queue_bytes as u64 {
+            drop(charge);
+            inc(&shared.counters.responses_dropped, 1);
+            debug!(
+                flow_id = h.flow_id,
+                copy = h.copy,
+                "response queue bytes full"
+            );
+            continue;
+        }
         if tx
             .try_send(Out {
                 head,
                 body: Some(body.clone()),
+                _charge: Some(charge),
             })
             .is_err()
         {

@@ -79,6 +79,7 @@ impl Server {
             ),
             slots: Mutex::new(Default::default()),
             refusals: Default::default(),
+            queued_bytes: Default::default(),
             epoch: Instant::now(),
             started_ms: crate::frame::now_ms(),
             counters: AtomicCounters::default(),
