@@ -1006,6 +1006,44 @@ async fn disguised_state_commands_are_refused_by_the_server_sidecar() {
 async fn one_client_cannot_steer_another_clients_upstream_connection() {
     let (up, store, _seen) = stateful_redis().await;
     let stack = Stack::start((up, Arc::default()), Protocol::Redis, None).await;
+    steer_attacks(stack.cli, &store).await;
+}
+
+/// The same attack with `--key-file` on both sidecars: it goes through an honest, keyed
+/// client sidecar.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_steer_another_clients_upstream_connection_with_a_key() {
+    let (up, store, _seen) = stateful_redis().await;
+    let key = b"issue-47-key".to_vec();
+    let mut net = ServerConfig::ports(free_port_pair(), 2);
+    net.key = Some(key.clone());
+    let srv = ProxyServer::bind(ProxyServerConfig::new(net, up, Protocol::Redis))
+        .await
+        .unwrap();
+    let to = srv.local_addrs()[0];
+    tokio::spawn(srv.run());
+    let mut cnet = ClientConfig::new(PolicyConfig::repflow(2));
+    cnet.mode = ConnMode::Pooled;
+    cnet.key = Some(key);
+    let c = ProxyClient::bind(ProxyClientConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        to,
+        Protocol::Redis,
+        cnet,
+    ))
+    .await
+    .unwrap();
+    let cli = c.local_addr().unwrap();
+    tokio::spawn(c.run());
+    steer_attacks(cli, &store).await;
+}
+
+#[allow(clippy::type_complexity)]
+async fn steer_attacks(
+    cli: SocketAddr,
+    store: &std::sync::Mutex<std::collections::HashMap<(u64, Vec<u8>), Vec<u8>>>,
+) {
+    let stack = Cli { cli };
     let attacks: Vec<Vec<u8>> = [
         &b"\"MULTI\"\r\n"[..],
         b"\x0bMULTI\r\n",
@@ -1048,6 +1086,11 @@ async fn one_client_cannot_steer_another_clients_upstream_connection() {
         }
         drop(a);
     }
+}
+
+/// Where an application connects.
+struct Cli {
+    cli: SocketAddr,
 }
 
 /// Counts the `tracing` events at `warn` or above whose text contains `needle`.
