@@ -44,6 +44,8 @@ pub(crate) enum Seen {
         /// The call was answered but its response was dropped to stay within the byte bounds:
         /// answer "executed, response no longer held".
         gone: bool,
+        /// The flow or call is still with the application (its copies wait for it).
+        waiting: bool,
     },
     /// A frame of a remembered id whose payload digest differs from the first copy's:
     /// refuse it (not delivered, not answered).
@@ -505,11 +507,40 @@ impl<K: Copy + Eq + Hash + Sourced, W> Dedup<K, W> {
                 Resp::Done(b, _) => (Some(b.clone()), false),
                 Resp::Gone => (None, true),
             };
+            let waiting = matches!(e.resp, Resp::Pending(_));
             Seen::Dup {
                 cached,
                 repeat,
                 gone,
+                waiting,
             }
+        }
+    }
+
+    /// A flow whose first copy was registered as pending has entered the application's
+    /// queue: it becomes an ordinary delivered flow (no response held); returns the copies
+    /// that waited for that.
+    pub(crate) fn admit(&mut self, key: K) -> Vec<W> {
+        match self.map.get_mut(&key) {
+            Some(e) if matches!(e.resp, Resp::Pending(_)) => {
+                match std::mem::replace(&mut e.resp, Resp::Flow) {
+                    Resp::Pending(w) => w,
+                    _ => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Adds `waiter` to a pending flow or call; `false` (nothing added) when it is no longer
+    /// pending or forgotten.
+    pub(crate) fn add_waiter(&mut self, key: K, waiter: W) -> bool {
+        match self.map.get_mut(&key).map(|e| &mut e.resp) {
+            Some(Resp::Pending(w)) if w.len() < 256 => {
+                w.push(waiter);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -611,6 +642,7 @@ mod tests {
             cached: None,
             repeat,
             gone: false,
+            waiting: false,
         }
     }
 
@@ -702,13 +734,19 @@ mod tests {
             d.on_copy(3, 0, 3, true, Some(10), (0, 0, false), t),
             Seen::New
         );
+        let pending = |repeat| Seen::Dup {
+            cached: None,
+            repeat,
+            gone: false,
+            waiting: true,
+        };
         assert_eq!(
             d.on_copy(3, 1, 3, true, Some(11), (0, 0, false), t),
-            dup(false)
+            pending(false)
         );
         assert_eq!(
             d.on_copy(3, 1, 3, true, Some(12), (0, 0, false), t),
-            dup(true)
+            pending(true)
         );
         let w = d.complete(3, Arc::from(&b"ok"[..]), PEER, t);
         assert_eq!(w, vec![10, 11]);
@@ -757,7 +795,8 @@ mod tests {
             Seen::Dup {
                 cached: None,
                 repeat: false,
-                gone: true
+                gone: true,
+                waiting: false
             }
         );
         assert_eq!(d.stats().responses_evicted, 96);

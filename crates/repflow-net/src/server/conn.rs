@@ -200,9 +200,11 @@ pub(crate) async fn serve_conn(
         // its copies wait in the duplicate filter until the application has it. Under
         // `AckAfter::Queue` a flow's later copies wait too, until its first copy has entered
         // the queue: a `DUP` acknowledgement never goes out for a flow still waiting for room.
+        // (Its first copy registers no waiter, and no response writer is started for it: the
+        // common path stays as cheap as before; a later copy registers itself if it must wait.)
         let queue_ack = !call && cfg.ack_after == AckAfter::Queue;
         let waits = true;
-        let waiter = if waits {
+        let waiter = if !queue_ack {
             let (tx, _) = responses.get_or_insert_with(|| {
                 spawn_response_writer(wr.clone(), dead.clone(), progress.clone(), shared.clone())
             });
@@ -259,17 +261,11 @@ pub(crate) async fn serve_conn(
                     break;
                 }
                 if queue_ack {
-                    // Admitted: acknowledge the later copies that waited for it (the first
-                    // waiter is this copy, acknowledged below in turn).
-                    let body: Arc<[u8]> = Arc::from(&[][..]);
-                    let mut waiters = {
-                        let mut d = shared.dedup.lock().expect("dedup lock");
-                        d.complete(dkey, body.clone(), peer.ip(), Instant::now())
-                    };
+                    // Admitted: acknowledge the later copies that waited for it, then this one.
+                    let waiters = shared.dedup.lock().expect("dedup lock").admit(dkey);
                     if !waiters.is_empty() {
-                        waiters.remove(0);
+                        answer_waiters(shared, waiters, &Arc::from(&[][..]));
                     }
-                    answer_waiters(shared, waiters, &body);
                     progress.mark(shared.now_ms());
                 }
                 queue_ack.then(|| Out {
@@ -307,7 +303,12 @@ pub(crate) async fn serve_conn(
                 );
                 break;
             }
-            Seen::Dup { cached, gone, .. } => {
+            Seen::Dup {
+                cached,
+                gone,
+                waiting,
+                ..
+            } => {
                 inc(&c.duplicates, 1);
                 inc(&c.duplicate_bytes, len);
                 debug!(
@@ -315,7 +316,29 @@ pub(crate) async fn serve_conn(
                     copy = h.copy,
                     "late duplicate discarded"
                 );
-                match (waits, cached) {
+                // Under `AckAfter::Queue`: a copy of a flow whose first copy still waits for
+                // room waits for its admission (registered now); otherwise acknowledged.
+                let queued_wait = queue_ack && waiting && {
+                    let (tx, _) = responses.get_or_insert_with(|| {
+                        spawn_response_writer(
+                            wr.clone(),
+                            dead.clone(),
+                            progress.clone(),
+                            shared.clone(),
+                        )
+                    });
+                    let tx = tx.clone();
+                    shared
+                        .dedup
+                        .lock()
+                        .expect("dedup lock")
+                        .add_waiter(dkey, (tx, h))
+                };
+                match (waits && !queue_ack, cached) {
+                    _ if queued_wait => {
+                        progress.busy();
+                        None
+                    }
                     (false, _) => Some(Out {
                         head: reply(true).encode(key, &[]),
                         body: None,
