@@ -46,8 +46,11 @@ pub mod flags {
     /// frames whose payload is longer than [`HEAD_TAG_ABOVE`](super::HEAD_TAG_ABOVE), so that
     /// a receiver authenticates the announced length before it reads (and holds) the payload.
     pub const HEAD_TAG: u8 = 0x10;
+    /// On a `DUP` reply to a call: the call was executed, but its response is no longer
+    /// held (the receiver's response cache dropped it); the payload is empty.
+    pub const GONE: u8 = 0x20;
     /// Every flag bit this version defines; the others must be zero.
-    pub const KNOWN: u8 = TAG | CALL | REPLY | DUP | HEAD_TAG;
+    pub const KNOWN: u8 = TAG | CALL | REPLY | DUP | HEAD_TAG | GONE;
 }
 
 /// A frame that cannot be accepted.

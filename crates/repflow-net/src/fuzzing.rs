@@ -91,7 +91,8 @@ pub fn dedup_ops(data: &[u8]) {
     };
     let cap = usize::from(head[0] % 32) + 1;
     let ttl = Duration::from_millis(u64::from(head[1]) + 1);
-    let mut d: Dedup<u8, u8> = Dedup::new(cap, ttl);
+    // Room for about 3 held one-byte responses in all, 2 per sender address.
+    let mut d: Dedup<u8, u8> = Dedup::new(cap, ttl).with_response_bounds(3 * 65, 2 * 65);
     let mut now = Instant::now();
     let mut delivered: HashMap<u8, (Instant, u64)> = HashMap::new();
     for op in ops.chunks_exact(4) {
@@ -113,9 +114,17 @@ pub fn dedup_ops(data: &[u8]) {
             delivered.insert(id, (now, d.stats().capacity_evictions));
         }
         if call && op[2] & 2 == 2 {
-            d.complete(id, Arc::from(&b"r"[..]), now);
+            d.complete(
+                id,
+                Arc::from(&b"r"[..]),
+                std::net::IpAddr::from([127, 0, 0, 1]),
+                now,
+            );
         }
         assert!(d.len() <= cap);
         assert!(d.order_len() <= 2 * cap + 65);
+        assert!(d.held_bytes() <= 3 * 65);
+        assert!(d.held_queue_len() <= 2 * cap + 65);
+        assert!(d.source_queue_len() <= 2 * cap + 65);
     }
 }

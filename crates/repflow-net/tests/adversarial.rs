@@ -651,7 +651,7 @@ async fn bad_magic_or_version_is_refused_at_once() {
     let (srv, addr) = bind(|c| c.header_timeout = Duration::from_secs(10)).await;
     let mut old = frame(1, 0, 1, false, b"", None)[..20].to_vec();
     old[2] = 1;
-    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x20"[..]] {
+    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x40"[..]] {
         let t = Instant::now();
         let mut c = TcpStream::connect(addr).await.unwrap();
         c.write_all(bytes).await.unwrap();
@@ -1032,4 +1032,240 @@ async fn keyed_server_authenticates_a_long_length_before_reading_it() {
         .unwrap()
         .unwrap();
     assert_eq!(got.data.len(), 500_000);
+}
+
+/// Issue 47, finding 2: every call's response was held for late copies with no byte bound,
+/// and expired only when a later frame arrived. Here the response cache holds 64 KiB in
+/// all and 32 KiB per address: a flood of calls from 127.0.0.2 with 10 KB responses keeps it
+/// within both bounds and does not drop 127.0.0.3's response; the late copy of a flooder's
+/// call whose response was dropped is answered `DUP|GONE` (empty) and not delivered again;
+/// with no traffic at all, the timer empties the cache once the TTL has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_cache_is_bounded_in_bytes_and_expires_on_a_timer() {
+    let (mut srv, addr) = bind(|c| {
+        c.response_cache_bytes = 64 << 10;
+        c.response_cache_bytes_per_peer = 32 << 10;
+        c.dedup_ttl = Duration::from_secs(2);
+    })
+    .await;
+    let stats = srv.stats();
+    let delivered = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let n = delivered.clone();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            n.fetch_add(1, Ordering::SeqCst);
+            inc.respond(vec![b'r'; 10_000]);
+        }
+    });
+    let call = |from: [u8; 4], id: u64, copy: u8| async move {
+        let mut c = connect_from(addr, Some(from)).await;
+        c.write_all(&frame(id, copy, 2, true, b"q", None))
+            .await
+            .unwrap();
+        reply(&mut c, false).await
+    };
+    let (_, body) = call([127, 0, 0, 3], 7_000, 0).await;
+    assert_eq!(body.len(), 10_000);
+    for id in 0..40u64 {
+        let (_, body) = call([127, 0, 0, 2], id, 0).await;
+        assert_eq!(body.len(), 10_000);
+        let held = stats.counters().response_cache_bytes;
+        assert!(held <= 64 << 10, "{held} bytes held");
+    }
+    let c = stats.counters();
+    assert!(c.response_cache_bytes <= (32 << 10) + 10_064, "{c:?}");
+    assert!(c.responses_evicted >= 37, "{c:?}");
+    // The victim's late copy still gets its response.
+    let (h, body) = call([127, 0, 0, 3], 7_000, 1).await;
+    assert_eq!((h.flags & flags::DUP != 0, body.len()), (true, 10_000));
+    // The flooder's first call: answered as executed, response gone; not delivered again.
+    let (h, body) = call([127, 0, 0, 2], 0, 1).await;
+    assert_eq!(
+        h.flags & (flags::DUP | flags::GONE),
+        flags::DUP | flags::GONE,
+        "{h:?}"
+    );
+    assert!(body.is_empty());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        delivered.load(Ordering::SeqCst),
+        41,
+        "nothing executed twice"
+    );
+    // No traffic: the timer forgets expired ids and their responses.
+    assert!(
+        until(Duration::from_secs(5), || {
+            let c = stats.counters();
+            c.response_cache_bytes == 0 && c.dedup_entries == 0
+        })
+        .await,
+        "{:?}",
+        stats.counters()
+    );
+    app.abort();
+}
+
+/// Issue 47, finding 3a: the duplicate filter is memory only, so a captured tagged copy
+/// replayed to a restarted keyed server (within the replay window) was delivered again. A
+/// keyed server now refuses frames stamped before it started; a fresh frame is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tagged_replay_after_a_server_restart_is_refused() {
+    let key: &[u8] = b"restart-key";
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    let captured = frame(0x4701, 0, 2, false, b"transfer 100", Some(key));
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&captured).await.unwrap();
+    let (h, _) = reply(&mut c, true).await;
+    assert_eq!(h.flags & flags::DUP, 0);
+    assert_eq!(drain(&mut srv).await.len(), 1);
+    drop(c);
+    drop(srv);
+    // The restarted server (a new process would have a new, empty filter too).
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (mut srv, addr) = bind(|c| c.key = Some(key.to_vec())).await;
+    assert!(
+        closed_unanswered(addr, None, &captured).await,
+        "the replay was answered"
+    );
+    assert_eq!(drain(&mut srv).await.len(), 0, "replay delivered again");
+    assert_eq!(srv.counters().replays_refused, 1);
+    // A copy stamped now is served.
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(&frame(0x4702, 0, 1, false, b"fresh", Some(key)))
+        .await
+        .unwrap();
+    let _ = reply(&mut c, true).await;
+    assert_eq!(drain(&mut srv).await.len(), 1);
+}
+
+/// Issue 47, finding 3b: without a key, 262,200 zero-length flows from another address
+/// pushed a legitimate flow's id out of the full duplicate filter, and its late copy was
+/// delivered twice. Now a full filter forgets the oldest id of the address holding the most:
+/// here 3,000 flows from 127.0.0.2 against a capacity of 1,024 leave 127.0.0.1's flow
+/// remembered, and its late copy is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_flood_from_another_address_does_not_flush_a_flow() {
+    let (mut srv, addr) = bind(|c| c.dedup_capacity = 1024).await;
+    let stats = srv.stats();
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let d2 = delivered.clone();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            d2.lock().unwrap().push((inc.peer.ip(), inc.flow_id));
+        }
+    });
+    let victim = 0x4747_beef;
+    let mut v = connect_from(addr, Some([127, 0, 0, 1])).await;
+    v.write_all(&frame(victim, 0, 2, false, b"pay 10", None))
+        .await
+        .unwrap();
+    let _ = reply(&mut v, false).await;
+    // The flood: one connection, 3,000 zero-length flows, acknowledgements read meanwhile.
+    let mut f = connect_from(addr, Some([127, 0, 0, 2])).await;
+    let mut flood = Vec::new();
+    for id in 0..3000u64 {
+        flood.extend_from_slice(&frame(id, 0, 1, false, b"", None));
+    }
+    let (mut rd, mut wr) = f.split();
+    let reader = async {
+        for _ in 0..3000 {
+            let mut fixed = [0u8; HEADER_LEN];
+            rd.read_exact(&mut fixed).await.unwrap();
+        }
+    };
+    tokio::join!(reader, async { wr.write_all(&flood).await.unwrap() });
+    let c = stats.counters();
+    assert!(c.dedup_capacity_evictions >= 3000 + 1 - 1024, "{c:?}");
+    // The victim's late copy: a duplicate, not a second delivery.
+    v.write_all(&frame(victim, 1, 2, false, b"pay 10", None))
+        .await
+        .unwrap();
+    let (h, _) = reply(&mut v, false).await;
+    assert_ne!(h.flags & flags::DUP, 0, "late copy delivered again");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let n = delivered
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(ip, id)| ip.to_string() == "127.0.0.1" && *id == victim)
+        .count();
+    assert_eq!(n, 1);
+    app.abort();
+}
+
+/// Issue 47, finding 6: under `AckAfter::Queue` a copy-1 `DUP` acknowledgement was sent while
+/// copy 0 still waited for room in the queue, so a process death lost acknowledged flows
+/// beyond the queue (1,914 of 2,062 with 1,024 slots). Now a later copy waits for the first
+/// copy's admission: every acknowledged flow is in the queue or taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_mode_dup_ack_waits_for_admission() {
+    let (mut srv, addr) = bind(|c| c.queue = 1).await;
+    let mut a = TcpStream::connect(addr).await.unwrap();
+    a.write_all(&frame(1, 0, 1, false, b"a", None))
+        .await
+        .unwrap();
+    let _ = reply(&mut a, false).await;
+    // Flow 2's copy 0 waits for room (the queue of 1 holds flow 1).
+    let mut b0 = TcpStream::connect(addr).await.unwrap();
+    b0.write_all(&frame(2, 0, 2, false, b"b", None))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut b1 = TcpStream::connect(addr).await.unwrap();
+    b1.write_all(&frame(2, 1, 2, false, b"b", None))
+        .await
+        .unwrap();
+    let mut fixed = [0u8; HEADER_LEN];
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), b1.read_exact(&mut fixed))
+            .await
+            .is_err(),
+        "copy 1 acknowledged while copy 0 waited for room"
+    );
+    // The application takes flow 1: flow 2 is admitted, both copies acknowledged.
+    assert_eq!(srv.next().await.unwrap().flow_id, 1);
+    let (h, _) = reply(&mut b0, false).await;
+    assert_eq!((h.flow_id, h.flags & flags::DUP), (2, 0));
+    tokio::time::timeout(Duration::from_secs(2), b1.read_exact(&mut fixed))
+        .await
+        .expect("copy 1 acknowledged after admission")
+        .unwrap();
+    assert_eq!(srv.next().await.unwrap().flow_id, 2);
+    assert!(drain(&mut srv).await.is_empty());
+}
+
+/// Issue 47, finding 2 (the server side): a peer that sends calls on one connection and
+/// never reads had up to 256 responses per connection queued for it, whatever their size
+/// (a keyless `repflow serve` grew by 640 MB with 1 MiB calls). Queued responses are now
+/// bounded in bytes for all connections together (`response_queue_bytes`, here 2 MiB, plus
+/// one response); past it they are not queued (`responses_dropped`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_queued_for_a_non_reading_peer_are_bounded() {
+    let (mut srv, addr) = bind(|c| {
+        c.response_queue_bytes = 2 << 20;
+        c.write_timeout = Duration::from_secs(5);
+    })
+    .await;
+    let stats = srv.stats();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            inc.respond(vec![b'r'; 1 << 20]);
+        }
+    });
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let mut calls = Vec::new();
+    for id in 0..40u64 {
+        calls.extend_from_slice(&frame(id, 0, 1, true, b"q", None));
+    }
+    c.write_all(&calls).await.unwrap();
+    let mut peak = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(stats.counters().response_queue_bytes);
+    }
+    let n = stats.counters();
+    assert!(peak <= (2 << 20) + (1 << 20) + 200, "{peak} bytes queued");
+    assert!(n.responses_dropped > 0, "{n:?}");
+    drop(c);
+    app.abort();
 }

@@ -31,8 +31,8 @@ async fn fake_redis() -> (SocketAddr, Arc<AtomicU64>) {
                 let mut chunk = [0u8; 4096];
                 loop {
                     while let Ok(Some(r)) = resp::request(&buf, 1 << 20) {
-                        let name =
-                            String::from_utf8_lossy(&buf[r.name.clone()]).to_ascii_uppercase();
+                        let name = String::from_utf8_lossy(r.name.as_deref().unwrap_or_default())
+                            .to_ascii_uppercase();
                         let out = match name.as_str() {
                             "INCR" => format!(":{}\r\n", n.fetch_add(1, Ordering::SeqCst) + 1),
                             "GET" => {
@@ -142,6 +142,7 @@ async fn server_sidecar(
         path,
         window: Duration::from_secs(60),
         capacity: 1 << 16,
+        allow_missing: false,
     });
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
@@ -563,4 +564,842 @@ async fn http_response_until_close_closes_the_client_connection() {
         .expect("closed after the response")
         .unwrap();
     assert_eq!(out, b"HTTP/1.0 200 OK\r\n\r\nuntil close");
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 47, finding 1: one application steering the pooled Redis connections of the others.
+// ---------------------------------------------------------------------------------------
+
+/// The words of an inline Redis command, as Redis reads them, written here from the rules
+/// of Redis's `sdssplitargs` (sds.c) independently of the sidecar's parser: `Err` where
+/// Redis answers "unbalanced quotes". Rules: before a word every C `isspace` byte is skipped
+/// (space, `\t`, `\n`, `\v`, `\f`, `\r`); an unquoted word ends at space, `\t`, `\n`, `\r`
+/// or the end (`\v` and `\f` inside a word belong to it); a `"` or `'` anywhere in a word
+/// opens a quoted part of that same word; in `"…"` the escapes `\xHH` (two hex digits), `\n`
+/// `\r` `\t` `\b` `\a` are decoded and `\` before any other byte gives that byte; in `'…'`
+/// only `\'` is an escape; a closing quote must be followed by an `isspace` byte or the end;
+/// a quote left open is an error.
+fn reference_words(line: &[u8]) -> Result<Vec<Vec<u8>>, ()> {
+    #[derive(PartialEq)]
+    enum St {
+        Between,
+        Plain,
+        Double,
+        Single,
+    }
+    let isspace = |b: u8| b" \t\n\r\x0b\x0c".contains(&b);
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut words = Vec::new();
+    let mut word = Vec::new();
+    let mut st = St::Between;
+    let mut i = 0;
+    while i <= line.len() {
+        let c = line.get(i).copied();
+        match st {
+            St::Between => match c {
+                Some(b) if isspace(b) => i += 1,
+                None => break,
+                Some(_) => st = St::Plain,
+            },
+            St::Plain => match c {
+                None | Some(b' ' | b'\t' | b'\n' | b'\r') => {
+                    words.push(std::mem::take(&mut word));
+                    st = St::Between;
+                    i += 1;
+                }
+                Some(b'"') => {
+                    st = St::Double;
+                    i += 1;
+                }
+                Some(b'\'') => {
+                    st = St::Single;
+                    i += 1;
+                }
+                Some(b) => {
+                    word.push(b);
+                    i += 1;
+                }
+            },
+            St::Double => match (c, line.get(i + 1).copied()) {
+                (None, _) => return Err(()),
+                (Some(b'\\'), Some(b'x'))
+                    if line.len() > i + 3
+                        && hex(line[i + 2]).is_some()
+                        && hex(line[i + 3]).is_some() =>
+                {
+                    word.push((hex(line[i + 2]).unwrap() * 16 + hex(line[i + 3]).unwrap()) as u8);
+                    i += 4;
+                }
+                (Some(b'\\'), Some(e)) => {
+                    word.push(match e {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                    i += 2;
+                }
+                (Some(b'"'), next) => {
+                    if next.is_some_and(|n| !isspace(n)) {
+                        return Err(());
+                    }
+                    words.push(std::mem::take(&mut word));
+                    st = St::Between;
+                    i += 2;
+                }
+                (Some(b), _) => {
+                    word.push(b);
+                    i += 1;
+                }
+            },
+            St::Single => match (c, line.get(i + 1).copied()) {
+                (None, _) => return Err(()),
+                (Some(b'\\'), Some(b'\'')) => {
+                    word.push(b'\'');
+                    i += 2;
+                }
+                (Some(b'\''), next) => {
+                    if next.is_some_and(|n| !isspace(n)) {
+                        return Err(());
+                    }
+                    words.push(std::mem::take(&mut word));
+                    st = St::Between;
+                    i += 2;
+                }
+                (Some(b), _) => {
+                    word.push(b);
+                    i += 1;
+                }
+            },
+        }
+    }
+    Ok(words)
+}
+
+/// The sidecar codec's reading of a request's command name (`None`: a blank inline line).
+fn sidecar_name(_buf: &[u8], r: &resp::Request) -> Option<Vec<u8>> {
+    r.name.clone()
+}
+
+#[test]
+fn reference_tokenizer_follows_redis_rules() {
+    let w = |s: &[u8]| reference_words(s);
+    assert_eq!(
+        w(b"  set k v"),
+        Ok(vec![b"set".to_vec(), b"k".to_vec(), b"v".to_vec()])
+    );
+    assert_eq!(w(b"\x0bMULTI"), Ok(vec![b"MULTI".to_vec()]));
+    assert_eq!(w(b"GET\x0bk"), Ok(vec![b"GET\x0bk".to_vec()]));
+    assert_eq!(w(b"\"MULTI\""), Ok(vec![b"MULTI".to_vec()]));
+    assert_eq!(
+        w(b"MU\"LTI\" x"),
+        Ok(vec![b"MULTI".to_vec(), b"x".to_vec()])
+    );
+    assert_eq!(w(b"\"\\x4dULTI\""), Ok(vec![b"MULTI".to_vec()]));
+    assert_eq!(w(b"\"a\\qb\\n\""), Ok(vec![b"aqb\n".to_vec()]));
+    assert_eq!(
+        w(b"'it\\'s' \"\""),
+        Ok(vec![b"it's".to_vec(), b"".to_vec()])
+    );
+    assert_eq!(w(b"'a\\nb'"), Ok(vec![b"a\\nb".to_vec()]));
+    assert_eq!(w(b"\"MULTI\"x"), Err(()));
+    assert_eq!(w(b"\"MULTI"), Err(()));
+    assert_eq!(w(b"'a\\'"), Err(()));
+    assert_eq!(w(b"\"a\\\""), Err(()));
+    assert_eq!(w(b" \x0c\t "), Ok(vec![]));
+}
+
+/// Bytes that matter to Redis's inline rules, and some that do not.
+fn inline_byte() -> impl proptest::strategy::Strategy<Value = u8> {
+    proptest::sample::select(b" \t\x0b\x0c\"'\\xXnrtbaqMULTIsel04fF9z\x80\xff".to_vec())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 4096,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// The sidecar's codec reads an inline command's name as the reference does: the first
+    /// word, or nothing for a line of blanks; a line Redis refuses (unbalanced quotes, a
+    /// closing quote followed by a word byte) is refused.
+    #[test]
+    fn inline_names_match_the_reference(line in proptest::collection::vec(inline_byte(), 0..24)) {
+        let mut buf = line.clone();
+        buf.extend_from_slice(b"\r\n");
+        let ours = resp::request(&buf, 1 << 20);
+        match reference_words(&line) {
+            Err(()) => proptest::prop_assert!(ours.is_err(), "{:?}: {:?}", line, ours),
+            Ok(words) => {
+                let r = ours.map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{line:?}: {e}")))?;
+                let r = r.expect("a whole line");
+                proptest::prop_assert_eq!(r.len, buf.len());
+                proptest::prop_assert_eq!(sidecar_name(&buf, &r), words.first().cloned(), "{:?}", line);
+            }
+        }
+    }
+}
+
+/// A fake Redis with the connection state that matters here: each connection has its
+/// database (`SELECT n`, default 0) and its transaction (`MULTI` queues commands, `+QUEUED`,
+/// until `EXEC` runs them or `DISCARD` drops them); `XSTATE n` stands for a command the
+/// proxy does not know that changes connection state (it selects database `n` too). Inline
+/// commands are read with `reference_words`, as Redis reads them. `SET k v`, `GET k`;
+/// anything else `+OK`. Returns its address, the store ((db, key) → value) and the number of
+/// commands it received.
+#[allow(clippy::type_complexity)]
+async fn stateful_redis() -> (
+    SocketAddr,
+    Arc<std::sync::Mutex<std::collections::HashMap<(u64, Vec<u8>), Vec<u8>>>>,
+    Arc<AtomicU64>,
+) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let store: Arc<std::sync::Mutex<std::collections::HashMap<(u64, Vec<u8>), Vec<u8>>>> =
+        Arc::default();
+    let seen = Arc::new(AtomicU64::new(0));
+    let (store2, seen2) = (store.clone(), seen.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let (store, seen) = (store2.clone(), seen2.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut db = 0u64;
+                let mut queued: Option<Vec<Vec<Vec<u8>>>> = None;
+                loop {
+                    while let Ok(Some(r)) = resp::request(&buf, 1 << 20) {
+                        let argv: Vec<Vec<u8>> = if buf[0] == b'*' {
+                            let mut v = Vec::new();
+                            let mut p = buf.iter().position(|&b| b == b'\n').unwrap() + 1;
+                            while p < r.len {
+                                let nl = p + buf[p..].iter().position(|&b| b == b'\n').unwrap();
+                                let n: usize = std::str::from_utf8(&buf[p + 1..nl - 1])
+                                    .unwrap()
+                                    .parse()
+                                    .unwrap();
+                                v.push(buf[nl + 1..nl + 1 + n].to_vec());
+                                p = nl + 1 + n + 2;
+                            }
+                            v
+                        } else {
+                            let line = &buf[..r.len];
+                            let line = line.strip_suffix(b"\n").unwrap_or(line);
+                            let line = line.strip_suffix(b"\r").unwrap_or(line);
+                            match reference_words(line) {
+                                Ok(w) => w,
+                                Err(()) => return,
+                            }
+                        };
+                        buf.drain(..r.len);
+                        if argv.is_empty() {
+                            continue;
+                        }
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
+                        let exec = |argv: &[Vec<u8>], db: &mut u64| -> Vec<u8> {
+                            let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
+                            let arg = |i: usize| argv.get(i).cloned().unwrap_or_default();
+                            match name.as_str() {
+                                "SELECT" | "XSTATE" => {
+                                    *db = String::from_utf8_lossy(&arg(1)).parse().unwrap_or(0);
+                                    b"+OK\r\n".to_vec()
+                                }
+                                "SET" => {
+                                    store.lock().unwrap().insert((*db, arg(1)), arg(2));
+                                    b"+OK\r\n".to_vec()
+                                }
+                                "GET" => match store.lock().unwrap().get(&(*db, arg(1))) {
+                                    Some(v) => {
+                                        let mut o = format!("${}\r\n", v.len()).into_bytes();
+                                        o.extend_from_slice(v);
+                                        o.extend_from_slice(b"\r\n");
+                                        o
+                                    }
+                                    None => b"$-1\r\n".to_vec(),
+                                },
+                                _ => b"+OK\r\n".to_vec(),
+                            }
+                        };
+                        let out = match (name.as_str(), queued.is_some()) {
+                            ("MULTI", false) => {
+                                queued = Some(Vec::new());
+                                b"+OK\r\n".to_vec()
+                            }
+                            ("EXEC", true) => {
+                                let q = queued.take().unwrap();
+                                let mut o = format!("*{}\r\n", q.len()).into_bytes();
+                                for a in &q {
+                                    o.extend_from_slice(&exec(a, &mut db));
+                                }
+                                o
+                            }
+                            ("DISCARD", true) => {
+                                queued = None;
+                                b"+OK\r\n".to_vec()
+                            }
+                            ("EXEC" | "DISCARD", false) => b"-ERR without MULTI\r\n".to_vec(),
+                            ("RESET", _) => {
+                                queued = None;
+                                db = 0;
+                                b"+RESET\r\n".to_vec()
+                            }
+                            (_, true) => {
+                                queued.as_mut().unwrap().push(argv.clone());
+                                b"+QUEUED\r\n".to_vec()
+                            }
+                            (_, false) => exec(&argv, &mut db),
+                        };
+                        if s.write_all(&out).await.is_err() {
+                            return;
+                        }
+                    }
+                    if resp::request(&buf, 1 << 20).is_err() {
+                        return;
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, store, seen)
+}
+
+/// Every connection-state command the proxy refuses.
+const REFUSED: &[&str] = &[
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "SELECT",
+    "AUTH",
+    "HELLO",
+    "RESET",
+    "SUBSCRIBE",
+    "PSUBSCRIBE",
+    "SSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PUNSUBSCRIBE",
+    "SUNSUBSCRIBE",
+    "MONITOR",
+    "SYNC",
+    "PSYNC",
+    "REPLCONF",
+    "CLIENT",
+    "READONLY",
+    "READWRITE",
+    "ASKING",
+];
+
+/// The ways of writing command `c` (with argument line `args`) that Redis reads as `c`.
+fn disguises(c: &str, args: &str) -> Vec<Vec<u8>> {
+    let mixed: String = c
+        .chars()
+        .enumerate()
+        .map(|(i, ch)| {
+            if i % 2 == 0 {
+                ch.to_ascii_lowercase()
+            } else {
+                ch
+            }
+        })
+        .collect();
+    let (head, tail) = c.split_at(c.len() / 2);
+    let hex: String = c.bytes().map(|b| format!("\\x{b:02x}")).collect();
+    let mut out: Vec<Vec<u8>> = [
+        format!("\"{c}\"{args}\r\n"),
+        format!("\x0b{c}{args}\r\n"),
+        format!("\x0c\x0b {mixed}{args}\r\n"),
+        format!("'{mixed}'{args}\r\n"),
+        format!("{head}\"{tail}\"{args}\r\n"),
+        format!("\"{hex}\"{args}\r\n"),
+        format!("{mixed}{args}\r\n"),
+    ]
+    .into_iter()
+    .map(String::into_bytes)
+    .collect();
+    let mut words = vec![mixed];
+    words.extend(args.split_whitespace().map(str::to_string));
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    out.push(cmd(&refs));
+    // A NUL after the name: Redis compares command names with strcasecmp (up to the NUL).
+    out.push(format!("\"{c}\\x00\"{args}\r\n").into_bytes());
+    out
+}
+
+/// Finding 1: every refused command, quoted, after a vertical tab, in mixed case, split by
+/// quotes, hex-escaped or as an array, is refused by the client sidecar (an error in its
+/// place) and never reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disguised_state_commands_are_refused_by_the_client_sidecar() {
+    let (up, _store, seen) = stateful_redis().await;
+    let stack = Stack::start((up, Arc::default()), Protocol::Redis, None).await;
+    for c in REFUSED {
+        for d in disguises(c, " 9") {
+            let mut s = TcpStream::connect(stack.cli).await.unwrap();
+            s.write_all(&d).await.unwrap();
+            let r = read_replies(&mut s, 1).await;
+            assert!(
+                r.first()
+                    .is_some_and(|x| x.starts_with("-ERR repflow proxy:")),
+                "{:?} answered {r:?}",
+                String::from_utf8_lossy(&d)
+            );
+        }
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "nothing reached the upstream"
+    );
+}
+
+/// Finding 1, the server sidecar on its own: the same disguised commands sent straight to
+/// it (as a client sidecar of another build, or anyone holding the key, could) are refused
+/// there, before the upstream, with nothing executed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disguised_state_commands_are_refused_by_the_server_sidecar() {
+    let (up, _store, seen) = stateful_redis().await;
+    let srv = server_sidecar(None, up, Protocol::Redis, None).await;
+    let mut id = 0x4747_0000u64;
+    for c in REFUSED {
+        for d in disguises(c, " 9") {
+            id += 1;
+            // Alone and behind an ordinary command in one batch.
+            for batch in [d.clone(), [cmd(&["SET", "a", "1"]), d.clone()].concat()] {
+                id += 1;
+                let (st, body) = raw_call(
+                    srv.addr,
+                    &call_frame(id, 0, repflow_net::frame::now_ms(), &batch),
+                )
+                .await;
+                assert_eq!(
+                    st,
+                    1,
+                    "{:?} not refused: {}",
+                    String::from_utf8_lossy(&batch),
+                    String::from_utf8_lossy(&body)
+                );
+            }
+        }
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "nothing reached the upstream"
+    );
+}
+
+/// Finding 1, the attack itself: an application sends `"MULTI"` (or `"SELECT" 9`, or a
+/// state-changing command the proxy does not know) through the client sidecar; another
+/// application's `SET` then `GET` must execute normally and land in database 0. Before,
+/// the `SET` answered `+QUEUED` (or wrote to database 9) on the pooled connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_steer_another_clients_upstream_connection() {
+    let (up, store, _seen) = stateful_redis().await;
+    let stack = Stack::start((up, Arc::default()), Protocol::Redis, None).await;
+    steer_attacks(stack.cli, &store).await;
+}
+
+/// The same attack with `--key-file` on both sidecars: it goes through an honest, keyed
+/// client sidecar.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_steer_another_clients_upstream_connection_with_a_key() {
+    let (up, store, _seen) = stateful_redis().await;
+    let key = b"issue-47-key".to_vec();
+    let mut net = ServerConfig::ports(free_port_pair(), 2);
+    net.key = Some(key.clone());
+    let srv = ProxyServer::bind(ProxyServerConfig::new(net, up, Protocol::Redis))
+        .await
+        .unwrap();
+    let to = srv.local_addrs()[0];
+    tokio::spawn(srv.run());
+    let mut cnet = ClientConfig::new(PolicyConfig::repflow(2));
+    cnet.mode = ConnMode::Pooled;
+    cnet.key = Some(key);
+    let c = ProxyClient::bind(ProxyClientConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        to,
+        Protocol::Redis,
+        cnet,
+    ))
+    .await
+    .unwrap();
+    let cli = c.local_addr().unwrap();
+    tokio::spawn(c.run());
+    steer_attacks(cli, &store).await;
+}
+
+#[allow(clippy::type_complexity)]
+async fn steer_attacks(
+    cli: SocketAddr,
+    store: &std::sync::Mutex<std::collections::HashMap<(u64, Vec<u8>), Vec<u8>>>,
+) {
+    let stack = Cli { cli };
+    let attacks: Vec<Vec<u8>> = [
+        &b"\"MULTI\"\r\n"[..],
+        b"\x0bMULTI\r\n",
+        b"\"SELECT\" 9\r\n",
+        b"\x0bselect 9\r\n",
+        b"XSTATE 9\r\n",
+        b"*2\r\n$6\r\nxstate\r\n$1\r\n9\r\n",
+    ]
+    .iter()
+    .map(|a| a.to_vec())
+    .collect();
+    for (i, attack) in attacks.iter().enumerate() {
+        let mut a = TcpStream::connect(stack.cli).await.unwrap();
+        a.write_all(attack).await.unwrap();
+        let _ = read_replies(&mut a, 1).await;
+        // The attacker's connection stays open; the victim comes after, on its own.
+        for round in 0..3 {
+            let key = format!("k{i}-{round}");
+            let mut v = TcpStream::connect(stack.cli).await.unwrap();
+            let mut b = cmd(&["SET", &key, "v"]);
+            b.extend_from_slice(&cmd(&["GET", &key]));
+            v.write_all(&b).await.unwrap();
+            let r = read_replies(&mut v, 2).await;
+            assert_eq!(
+                r,
+                ["+OK", "$1\r\nv"],
+                "after {:?}",
+                String::from_utf8_lossy(attack)
+            );
+            assert_eq!(
+                store
+                    .lock()
+                    .unwrap()
+                    .get(&(0, key.clone().into_bytes()))
+                    .map(Vec::as_slice),
+                Some(&b"v"[..]),
+                "after {:?} the write landed in database 0",
+                String::from_utf8_lossy(attack)
+            );
+        }
+        drop(a);
+    }
+}
+
+/// Where an application connects.
+struct Cli {
+    cli: SocketAddr,
+}
+
+/// Counts the `tracing` events at `warn` or above whose text contains `needle`.
+struct LineCounter {
+    needle: &'static str,
+    lines: Arc<AtomicU64>,
+}
+
+struct Text(String);
+
+impl tracing::field::Visit for Text {
+    fn record_debug(&mut self, _: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {value:?}"));
+    }
+}
+
+impl tracing::Subscriber for LineCounter {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        *m.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        let mut t = Text(String::new());
+        e.record(&mut t);
+        if t.0.contains(self.needle) {
+            self.lines.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Issue 47, finding 4: with the journal unable to write (here its directory removed under a
+/// capacity of 2, so every rotation fails, as on a full disk), each request is refused and
+/// counted, and the log stays within the per-kind limiter: at most one line per second for
+/// the kind. Before, an unthrottled `journal write failed` line was written per request.
+#[tokio::test(flavor = "current_thread")]
+async fn journal_write_failures_are_logged_through_the_limiter() {
+    let lines = Arc::new(AtomicU64::new(0));
+    let _guard = tracing::subscriber::set_default(LineCounter {
+        needle: "journal write failed",
+        lines: lines.clone(),
+    });
+    let (up, n) = fake_redis().await;
+    let path = temp_journal("fulldisk");
+    let mut net = ServerConfig::ports(free_port_pair(), 1);
+    net.idle_timeout = Duration::from_secs(5);
+    let mut cfg = ProxyServerConfig::new(net, up, Protocol::Redis);
+    cfg.journal = Some(JournalConfig {
+        path: path.clone(),
+        window: Duration::from_secs(60),
+        capacity: 2,
+        allow_missing: false,
+    });
+    let srv = ProxyServer::bind(cfg).await.unwrap();
+    let addr = srv.local_addrs()[0];
+    let stats = srv.stats();
+    tokio::spawn(srv.run());
+    for id in 1..=2u64 {
+        let (st, _) = raw_call(
+            addr,
+            &call_frame(id, 0, repflow_net::frame::now_ms(), &cmd(&["INCR", "c"])),
+        )
+        .await;
+        assert_eq!(st, 0);
+    }
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    let start = std::time::Instant::now();
+    let mut refused = 0u64;
+    for id in 3..300u64 {
+        let (st, body) = raw_call(
+            addr,
+            &call_frame(id, 0, repflow_net::frame::now_ms(), &cmd(&["INCR", "c"])),
+        )
+        .await;
+        assert_eq!(st, 1, "{}", String::from_utf8_lossy(&body));
+        refused += 1;
+    }
+    let secs = start.elapsed().as_secs() + 1;
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        2,
+        "nothing executed without its journal record"
+    );
+    assert_eq!(refused, 297);
+    let logged = lines.load(Ordering::SeqCst);
+    assert!(
+        logged <= secs + 1,
+        "{logged} lines for {refused} refusals in about {secs} s"
+    );
+    assert!(logged >= 1, "the failure is logged");
+    let _ = stats;
+}
+
+/// Issue 47, finding 3c: with the journal's files deleted, a `kill -9` and a restart, a late
+/// copy of an INCR executed again, with no warning. Now the restart refuses to start (one
+/// line saying why) unless told to begin a new journal, and a new journal refuses requests
+/// stamped before it started: the late copy is not executed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_went_missing_is_not_started_anew_silently() {
+    let (up, n) = fake_redis().await;
+    let path = temp_journal("missing");
+    let mut srv = server_sidecar(None, up, Protocol::Redis, Some(path.clone())).await;
+    let ts = repflow_net::frame::now_ms();
+    let (st, _) = raw_call(srv.addr, &call_frame(0x47c0, 0, ts, &cmd(&["INCR", "c"]))).await;
+    assert_eq!(st, 0);
+    srv.kill();
+    for gen in 0..2 {
+        std::fs::remove_file(format!("{}.{gen}", path.display())).unwrap();
+    }
+    let cfg = |allow_missing: bool| {
+        let mut c = ProxyServerConfig::new(
+            ServerConfig::ports(free_port_pair(), 2),
+            up,
+            Protocol::Redis,
+        );
+        c.journal = Some(JournalConfig {
+            path: path.clone(),
+            window: Duration::from_secs(60),
+            capacity: 1 << 16,
+            allow_missing,
+        });
+        c
+    };
+    let e = ProxyServer::bind(cfg(false))
+        .await
+        .expect_err("started over a missing journal");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("missing") && msg.contains("allow-missing") && !msg.contains('\n'),
+        "{msg}"
+    );
+    let s = ProxyServer::bind(cfg(true))
+        .await
+        .expect("told to start anew");
+    let addr = s.local_addrs()[0];
+    let stats = s.stats();
+    let run = tokio::spawn(s.run());
+    let (st, body) = raw_call(addr, &call_frame(0x47c0, 1, ts, &cmd(&["INCR", "c"]))).await;
+    assert_eq!(st, 1, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        1,
+        "the late copy did not execute again"
+    );
+    assert_eq!(stats.counters().refused_stale, 1);
+    // New requests are served.
+    let now = repflow_net::frame::now_ms() + 1;
+    let (st, _) = raw_call(addr, &call_frame(0x47c1, 0, now, &cmd(&["INCR", "c"]))).await;
+    assert_eq!(st, 0);
+    run.abort();
+}
+
+/// An HTTP/1.1 upstream that serves at most 2 requests per connection, then either answers
+/// the 3rd with `Connection: close` and closes (nginx's `keepalive_requests`), or, with
+/// `silent`, closes on the 3rd without answering (a keep-alive timeout racing a request).
+/// Returns its address and the number of requests it answered.
+async fn fake_http_keepalive_limit(silent: bool) -> (SocketAddr, Arc<AtomicU64>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let n = Arc::new(AtomicU64::new(0));
+    let counter = n.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let n = n.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut served = 0;
+                loop {
+                    while let Ok(Some(m)) = repflow_net::proxy::http::request(&buf, 1 << 20) {
+                        buf.drain(..m.len);
+                        served += 1;
+                        if served == 3 && silent {
+                            return;
+                        }
+                        let v = n.fetch_add(1, Ordering::SeqCst) + 1;
+                        let body = v.to_string();
+                        let close = if served == 3 {
+                            "Connection: close\r\n"
+                        } else {
+                            ""
+                        };
+                        let out = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{close}\r\n{body}",
+                            body.len()
+                        );
+                        if s.write_all(out.as_bytes()).await.is_err() || served == 3 {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, counter)
+}
+
+/// Issue 47, finding 5: nginx's `keepalive_requests` closed a *pooled* upstream connection
+/// and the close reached the application: 996 answers of 10,000 pipelined GETs, then a
+/// closed connection. An upstream's close of a pooled connection is the pool's event: its
+/// `Connection: close` is not passed on, a GET that met a silently closed pooled connection
+/// is sent again on a new one, and the application's connection stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_closing_a_pooled_connection_does_not_close_the_application() {
+    for silent in [false, true] {
+        let stack = Stack::start(
+            fake_http_keepalive_limit(silent).await,
+            Protocol::Http,
+            None,
+        )
+        .await;
+        let mut s = TcpStream::connect(stack.cli).await.unwrap();
+        let mut buf = Vec::new();
+        let get = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        s.write_all(&get.repeat(10)).await.unwrap();
+        for i in 0..10 {
+            let r = read_http(&mut s, &mut buf)
+                .await
+                .unwrap_or_else(|| panic!("silent={silent}: response {i} missing"));
+            assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+            assert!(!r.to_ascii_lowercase().contains("connection: close"), "{r}");
+        }
+        // Still open: one more.
+        s.write_all(get).await.unwrap();
+        let r = read_http(&mut s, &mut buf)
+            .await
+            .expect("connection still open");
+        assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+        assert_eq!(stack.n.load(Ordering::SeqCst), 11, "silent={silent}");
+    }
+}
+
+/// Issue 47, finding 2 (the client side): application connections that never read held
+/// `connections × (request + response)`, about 17 GiB at the defaults. Now every
+/// connection's buffers past 64 KiB, requests in flight and responses being written are
+/// charged to one budget (`max_buffered`): here 2 MiB, and 8 connections that pipeline GETs
+/// of 512 KiB values and never read. The charge never exceeds the budget, and what would
+/// exceed it is refused (`refused_memory`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reading_clients_stay_within_the_client_sidecars_budget() {
+    // An upstream answering every command with a 512 KiB bulk string.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut value = b"$524288\r\n".to_vec();
+                value.extend_from_slice(&vec![b'v'; 512 * 1024]);
+                value.extend_from_slice(b"\r\n");
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Ok(Some(r)) = resp::request(&buf, 1 << 20) {
+                        buf.drain(..r.len);
+                        if s.write_all(&value).await.is_err() {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    let srv = server_sidecar(None, up, Protocol::Redis, None).await;
+    let mut net = ClientConfig::new(PolicyConfig::repflow(1));
+    net.mode = ConnMode::Pooled;
+    net.flow_timeout = Duration::from_secs(5);
+    let mut cfg = ProxyClientConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        srv.addr,
+        Protocol::Redis,
+        net,
+    );
+    cfg.max_buffered = 2 << 20;
+    cfg.max_pipeline = 1;
+    let c = ProxyClient::bind(cfg).await.unwrap();
+    let cli = c.local_addr().unwrap();
+    let stats = c.stats();
+    tokio::spawn(c.run());
+    let mut conns = Vec::new();
+    for _ in 0..8 {
+        let mut s = TcpStream::connect(cli).await.unwrap();
+        s.write_all(&cmd(&["GET", "k"]).repeat(64)).await.unwrap();
+        conns.push(s);
+    }
+    let mut peak = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(stats.buffered_bytes());
+    }
+    assert!(peak <= 2 << 20, "{peak} bytes charged");
+    assert!(
+        stats.counters().refused_memory > 0,
+        "{:?}",
+        stats.counters()
+    );
+    drop(conns);
 }

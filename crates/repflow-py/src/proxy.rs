@@ -156,7 +156,8 @@ impl ProxySidecar {
     #[pyo3(signature = (listen, ports, upstream, protocol_name, key=None, max_request=1<<20,
                         max_response=16<<20, max_connections=4096, pool_size=64,
                         pool_wait=1.0, upstream_timeout=30.0, max_inflight=1024,
-                        journal=None, journal_window=60.0, journal_capacity=1<<21))]
+                        journal=None, journal_window=60.0, journal_capacity=1<<21,
+                        journal_allow_missing=false))]
     #[allow(clippy::too_many_arguments)]
     fn server(
         py: Python<'_>,
@@ -175,6 +176,7 @@ impl ProxySidecar {
         journal: Option<String>,
         journal_window: f64,
         journal_capacity: usize,
+        journal_allow_missing: bool,
     ) -> PyResult<Self> {
         let mut net = ServerConfig::ports(addr("--listen", listen)?, ports);
         let window = secs("--journal-window", journal_window)?;
@@ -202,6 +204,7 @@ impl ProxySidecar {
             path: PathBuf::from(p),
             window,
             capacity: journal_capacity.max(1),
+            allow_missing: journal_allow_missing,
         });
         dedicated(py, async move {
             let s = ProxyServer::bind(cfg).await?;

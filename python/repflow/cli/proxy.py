@@ -205,6 +205,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1 << 21,
         help="ids per journal generation (default 2097152)",
     )
+    p.add_argument(
+        "--journal-allow-missing",
+        action="store_true",
+        help="start a new journal although PATH.0 and PATH.1 went missing (PATH.created "
+        "shows one was kept); without it the sidecar refuses to start",
+    )
     _common(p)
     p.set_defaults(func=cmd_server)
 
@@ -307,6 +313,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         "journal": journal,
         "journal_window": u.parse_duration(args.journal_window, "--journal-window"),
         "journal_capacity": _count(args.journal_capacity, "--journal-capacity", 1, 1 << 28),
+        "journal_allow_missing": bool(args.journal_allow_missing),
     }
     what = f"{args.protocol} requests to {opts['upstream']}, journal {journal or 'off'}"
     return _run("server", opts, args, what)

@@ -1,7 +1,7 @@
 //! Opening a copy's connection, writing its frame, reading its reply (per-flow copies).
 
 use super::base::Client;
-use super::types::{inc, Reply, Route};
+use super::types::{inc, Reply, Route, GONE_MESSAGE};
 use crate::frame::flags;
 use crate::wire::{read_frame, write_counted, FrameReader, ReadError, Unsent};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -139,6 +139,9 @@ impl Client {
             .await?;
         if f.header.flow_id != flow_id {
             return Err(format!("reply for flow {}", f.header.flow_id));
+        }
+        if f.header.flags & flags::GONE != 0 {
+            return Err(GONE_MESSAGE.into());
         }
         // No shutdown: dropping the stream resets it (linger 0) whatever was sent before, so
         // a FIN first would only cost a syscall and a segment for the server to process.

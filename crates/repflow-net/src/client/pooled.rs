@@ -113,10 +113,14 @@ impl Client {
                         let k = (f.header.flow_id, f.header.copy);
                         let tx = p3.lock().expect("pending lock").remove(&k);
                         if let Some(tx) = tx {
-                            let _ = tx.send(Ok(Reply {
-                                dup: f.header.flags & flags::DUP != 0,
-                                body: f.payload,
-                            }));
+                            let _ = tx.send(if f.header.flags & flags::GONE != 0 {
+                                Err(super::types::GONE_MESSAGE.into())
+                            } else {
+                                Ok(Reply {
+                                    dup: f.header.flags & flags::DUP != 0,
+                                    body: f.payload,
+                                })
+                            });
                         }
                     }
                     Err(e) => {

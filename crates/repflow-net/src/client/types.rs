@@ -177,6 +177,10 @@ pub(super) fn inc(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
+/// A copy's failure when the server answered `GONE`: the call ran, its response was dropped
+/// from the server's response cache (the call is not executed again).
+pub(crate) const GONE_MESSAGE: &str = "executed, response no longer held by the server";
+
 pub(super) struct Reply {
     pub(super) dup: bool,
     pub(super) body: Vec<u8>,

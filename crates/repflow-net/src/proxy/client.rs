@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info};
 
 /// Settings of a [`ProxyClient`].
@@ -36,7 +36,17 @@ pub struct ProxyClientConfig {
     pub idle_timeout: Duration,
     /// Time allowed for each write to the application.
     pub write_timeout: Duration,
+    /// Bytes all application connections together may hold beyond [`CONN_BASE`] each: read
+    /// buffers past that size, requests in their calls, responses being written. A
+    /// connection that would exceed it is refused (`refused_memory`): its request is
+    /// answered "not executed" and the connection closed, or, for a response that arrived,
+    /// "executed, response dropped". Memory ≈ `max_buffered` + `max_connections` ×
+    /// [`CONN_BASE`] (+ responses being received by the library).
+    pub max_buffered: usize,
 }
+
+/// Read-buffer bytes each application connection holds without charge to `max_buffered`.
+pub const CONN_BASE: usize = 64 * 1024;
 
 impl ProxyClientConfig {
     /// Defaults around a repflow-net client: 1 MiB requests, 256 pipelined commands per
@@ -57,12 +67,15 @@ impl ProxyClientConfig {
             max_connections: 1024,
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
+            max_buffered: 256 << 20,
         }
     }
 }
 
 struct Shared {
     cfg: ProxyClientConfig,
+    /// `max_buffered` in KiB permits.
+    budget: Arc<Semaphore>,
     client: Client,
     counters: Atomic,
     log: RefusalLog,
@@ -103,35 +116,13 @@ impl ProxyClientStats {
     pub fn net(&self) -> crate::ClientCounters {
         self.0.client.counters()
     }
-}
 
-/// Redis commands that change the state of their connection (or turn it into a stream):
-/// the server sidecar spreads requests over a pool, so they cannot be carried.
-const STATEFUL: &[&str] = &[
-    "MULTI",
-    "EXEC",
-    "DISCARD",
-    "WATCH",
-    "UNWATCH",
-    "SELECT",
-    "AUTH",
-    "HELLO",
-    "RESET",
-    "SUBSCRIBE",
-    "PSUBSCRIBE",
-    "SSUBSCRIBE",
-    "UNSUBSCRIBE",
-    "PUNSUBSCRIBE",
-    "SUNSUBSCRIBE",
-    "MONITOR",
-    "SYNC",
-    "PSYNC",
-    "REPLCONF",
-    "CLIENT",
-    "READONLY",
-    "READWRITE",
-    "ASKING",
-];
+    /// Bytes charged to `max_buffered` now (KiB granularity).
+    pub fn buffered_bytes(&self) -> usize {
+        let total = (self.0.cfg.max_buffered / 1024).min(Semaphore::MAX_PERMITS);
+        (total - self.0.budget.available_permits()) * 1024
+    }
+}
 
 impl ProxyClient {
     /// Binds the application-facing listener.
@@ -153,6 +144,9 @@ impl ProxyClient {
         Ok(ProxyClient {
             listener,
             shared: Arc::new(Shared {
+                budget: Arc::new(Semaphore::new(
+                    (cfg.max_buffered / 1024).min(Semaphore::MAX_PERMITS),
+                )),
                 client: Client::new(ccfg),
                 cfg,
                 counters: Atomic::default(),
@@ -240,19 +234,61 @@ fn error_bytes(proto: Protocol, msg: &str, status: u16) -> Vec<u8> {
 /// One application connection.
 async fn serve(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut held = None;
     let r = match sh.cfg.protocol {
-        Protocol::Conn => serve_conn(sh, &mut s, &mut buf).await,
-        _ => serve_requests(sh, &mut s, &mut buf).await,
+        Protocol::Conn => serve_conn(sh, &mut s, &mut buf, &mut held).await,
+        _ => serve_requests(sh, &mut s, &mut buf, &mut held).await,
     };
     if let Err(e) = r {
         debug!(%peer, error = %e, "application connection closed");
     }
 }
 
-/// Reads more bytes within the idle timeout: `Ok(false)` at EOF.
-async fn fill(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+/// Takes `bytes` from the budget, or `None` when it is exhausted (counted).
+fn charge(sh: &Shared, bytes: usize) -> Option<OwnedSemaphorePermit> {
+    let kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+    match sh.budget.clone().try_acquire_many_owned(kib) {
+        Ok(p) => Some(p),
+        Err(_) => {
+            inc(&sh.counters.refused_memory);
+            None
+        }
+    }
+}
+
+fn budget_exhausted() -> std::io::Error {
+    std::io::Error::other("max_buffered exhausted")
+}
+
+/// Reads more bytes within the idle timeout: `Ok(false)` at EOF. A read buffer past
+/// [`CONN_BASE`] is charged to the budget (`held`).
+async fn fill(
+    sh: &Shared,
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    held: &mut Option<OwnedSemaphorePermit>,
+) -> std::io::Result<bool> {
     if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(16 * 1024);
+        let want = (buf.len() + 16 * 1024).max(buf.capacity());
+        if want > CONN_BASE {
+            let have = held.as_ref().map_or(0, |p| p.num_permits()) * 1024;
+            let need = (want - CONN_BASE).saturating_sub(have);
+            if need > 0 {
+                let Some(p) = charge(sh, need) else {
+                    sh.log.refuse(
+                        "client",
+                        "memory",
+                        &"application connection buffer: max_buffered exhausted",
+                    );
+                    return Err(budget_exhausted());
+                };
+                match held {
+                    Some(h) => h.merge(p),
+                    None => *held = Some(p),
+                }
+            }
+        }
+        buf.reserve_exact(want - buf.len());
     }
     match tokio::time::timeout(sh.cfg.idle_timeout, s.read_buf(buf)).await {
         Ok(Ok(n)) => Ok(n > 0),
@@ -334,7 +370,12 @@ async fn call(sh: &Shared, payload: Vec<u8>) -> Result<Vec<u8>, String> {
 
 /// Redis and HTTP: delimit requests, one call per HTTP request or per run of pipelined
 /// Redis commands, responses written in order.
-async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+async fn serve_requests(
+    sh: &Shared,
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    held: &mut Option<OwnedSemaphorePermit>,
+) -> std::io::Result<()> {
     let proto = sh.cfg.protocol;
     let max = sh.cfg.max_request;
     let mut sent_continue = false;
@@ -356,17 +397,17 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
                 Protocol::Redis => match resp::request(rest, max) {
                     Ok(None) => break,
                     Ok(Some(r)) => {
-                        if r.name.is_empty() {
+                        let Some(name) = &r.name else {
                             taken += r.len;
                             continue;
-                        }
-                        let name =
-                            String::from_utf8_lossy(&rest[r.name.clone()]).to_ascii_uppercase();
-                        if name == "QUIT" {
+                        };
+                        let class = resp::classify(name);
+                        if class == resp::Command::Quit {
                             refusal = Some(("quit", String::new(), true));
                             break;
                         }
-                        if STATEFUL.contains(&name.as_str()) {
+                        if class == resp::Command::ConnectionState {
+                            let name = String::from_utf8_lossy(name).to_ascii_uppercase();
                             inc(&sh.counters.refused_unsupported);
                             refusal = Some((
                                 "unsupported",
@@ -452,9 +493,30 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
             sh.counters
                 .requests
                 .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
+            let Some(request_charge) = charge(sh, payload.len()) else {
+                let msg = "proxy memory budget (max_buffered) exhausted, not executed";
+                sh.log.refuse("client", "memory", &msg);
+                let one = error_bytes(proto, msg, 503);
+                let all = if proto == Protocol::Redis {
+                    one.repeat(count)
+                } else {
+                    one
+                };
+                write(sh, s, &all).await?;
+                let _ = s.shutdown().await;
+                return Ok(());
+            };
             let outcome = call(sh, payload).await;
+            drop(request_charge);
+            let outcome = match outcome {
+                Ok(resp) => match charge(sh, resp.len()) {
+                    Some(p) => Ok((resp, p)),
+                    None => Err("response dropped: proxy memory budget (max_buffered) exhausted; the request was executed".to_string()),
+                },
+                Err(m) => Err(m),
+            };
             match outcome {
-                Ok(resp) => {
+                Ok((resp, _response_charge)) => {
                     write(sh, s, &resp).await?;
                     // An upstream that closes after its response (`Connection: close`, or a
                     // body delimited by the close) expects the client to see the close too.
@@ -499,8 +561,14 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
             write(sh, s, &error_bytes(proto, &msg, 400)).await?;
         }
         buf.drain(..taken);
+        // A buffer that grew past the base goes back to it once emptied enough (and its
+        // charge to the budget with it).
+        if buf.capacity() > CONN_BASE && buf.len() <= CONN_BASE / 2 {
+            buf.shrink_to(CONN_BASE);
+            *held = None;
+        }
         // Nothing complete at the front: read more.
-        if taken == 0 && !fill(sh, s, buf).await? {
+        if taken == 0 && !fill(sh, s, buf, held).await? {
             return Ok(());
         }
     }
@@ -508,9 +576,14 @@ async fn serve_requests(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> st
 
 /// `conn`: the application's bytes until it half-closes are one request; the upstream's
 /// bytes until it closes are the response; then the connection closes.
-async fn serve_conn(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+async fn serve_conn(
+    sh: &Shared,
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    held: &mut Option<OwnedSemaphorePermit>,
+) -> std::io::Result<()> {
     buf.extend_from_slice(&request_prefix(Protocol::Conn));
-    while fill(sh, s, buf).await? {
+    while fill(sh, s, buf, held).await? {
         if buf.len() - REQUEST_HEAD > sh.cfg.max_request {
             inc(&sh.counters.refused_too_large);
             sh.log.refuse(
@@ -524,6 +597,16 @@ async fn serve_conn(sh: &Shared, s: &mut TcpStream, buf: &mut Vec<u8>) -> std::i
     inc(&sh.counters.requests);
     match call(sh, std::mem::take(buf)).await {
         Ok(resp) => {
+            // The request's buffer is gone; the response is charged while it is written.
+            *held = None;
+            let Some(_charge) = charge(sh, resp.len()) else {
+                sh.log.refuse(
+                    "client",
+                    "memory",
+                    &"response dropped: max_buffered exhausted (executed)",
+                );
+                return Ok(());
+            };
             write(sh, s, &resp).await?;
             let _ = s.shutdown().await;
         }

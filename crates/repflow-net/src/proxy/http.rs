@@ -412,8 +412,59 @@ pub fn response_head(buf: &[u8], to_head: bool, max: usize) -> Result<Option<Hea
     }))
 }
 
+/// The response `msg` (an HTTP/1.1 response whose head is `head_len` bytes, complete and
+/// not delimited by the close) without its `Connection` header lines, or `None` when it is
+/// not HTTP/1.1 or has none. `Connection` is hop-by-hop: the upstream's `close` ends the
+/// server sidecar's pooled connection, not the application's.
+pub fn without_connection_header(msg: &[u8], head_len: usize) -> Option<Vec<u8>> {
+    if !msg.starts_with(b"HTTP/1.1 ") || head_len > msg.len() {
+        return None;
+    }
+    let head = &msg[..head_len];
+    let mut out = Vec::with_capacity(msg.len());
+    let mut found = false;
+    let mut at = 0;
+    while at < head.len() {
+        let end = head[at..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(head.len(), |i| at + i + 2);
+        let line = &head[at..end];
+        let name = b"connection:";
+        if at > 0 && line.len() >= name.len() && line[..name.len()].eq_ignore_ascii_case(name) {
+            found = true;
+        } else {
+            out.extend_from_slice(line);
+        }
+        at = end;
+    }
+    if !found {
+        return None;
+    }
+    out.extend_from_slice(&msg[head_len..]);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn connection_header_is_removed_from_a_delimited_response() {
+        let m = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\nX-A: b\r\n\r\nhi";
+        let h = super::response(m, false, 1 << 20).unwrap().unwrap();
+        assert!(h.head.close);
+        let out = super::without_connection_header(m, h.head.len).unwrap();
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nhi"
+        );
+        let h2 = super::response(&out, false, 1 << 20).unwrap().unwrap();
+        assert!(!h2.head.close && h2.len == out.len());
+        assert_eq!(
+            super::without_connection_header(b"HTTP/1.0 200 OK\r\n\r\n", 19),
+            None
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -13,6 +13,13 @@
 //! Each record is one `write(2)` before the request is sent upstream: it survives the
 //! process's death (`kill -9`); it is not fsynced, so a crash of the host may lose the last
 //! records (documented in docs/proxy.md).
+//!
+//! A journal that went missing is not silently started anew: the first open also writes
+//! `PATH.created`, and an open that finds that marker without `PATH.0` and `PATH.1` refuses
+//! (one line saying why) unless `allow_missing` is set. Whenever the journal starts empty
+//! (first start, files or directory lost, `allow_missing`), it remembers nothing before that
+//! moment: [`Journal::fresh_since_ms`] is then the start time, and the server sidecar refuses
+//! requests stamped before it, which an earlier life may have executed.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -30,6 +37,11 @@ pub struct JournalConfig {
     pub window: Duration,
     /// Ids per generation (memory ≈ 2 × capacity × 16 bytes, files ≤ 2 × capacity × 16).
     pub capacity: usize,
+    /// Start a new journal when `PATH.0` and `PATH.1` are missing although `PATH.created`
+    /// shows one was kept here (otherwise [`ProxyServer::bind`](super::ProxyServer::bind)
+    /// refuses to start). Requests stamped before the new journal's start are refused either
+    /// way.
+    pub allow_missing: bool,
 }
 
 const RECORD: usize = 16;
@@ -45,6 +57,8 @@ struct State {
 /// The journal (see the module documentation).
 pub(crate) struct Journal {
     cfg: JournalConfig,
+    /// Wall-clock ms since which the journal remembers every execution (0: it was read back).
+    fresh_since_ms: u64,
     state: Mutex<State>,
 }
 
@@ -60,8 +74,12 @@ pub(crate) enum Claim {
 }
 
 fn file_name(base: &Path, gen: u8) -> PathBuf {
+    suffixed(base, &gen.to_string())
+}
+
+fn suffixed(base: &Path, suffix: &str) -> PathBuf {
     let mut s = base.as_os_str().to_owned();
-    s.push(format!(".{gen}"));
+    s.push(format!(".{suffix}"));
     PathBuf::from(s)
 }
 
@@ -97,6 +115,21 @@ impl Journal {
         }
         let now_ms = crate::frame::now_ms();
         let window_ms = cfg.window.as_millis() as u64;
+        let marker = suffixed(&cfg.path, "created");
+        let present = file_name(&cfg.path, 0).exists() || file_name(&cfg.path, 1).exists();
+        if !present && marker.exists() && !cfg.allow_missing {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{}.0 and .1 are missing but {} shows a journal was kept here, so a copy of a request already executed could execute again; restore them, or start a new journal with --journal-allow-missing (allow_missing)",
+                    cfg.path.display(),
+                    marker.display()
+                ),
+            ));
+        }
+        if !marker.exists() {
+            File::create(&marker)?.sync_all()?;
+        }
         let mut recs = Vec::new();
         for gen in 0..2 {
             read_records(&file_name(&cfg.path, gen), now_ms, window_ms, &mut recs)?;
@@ -118,6 +151,7 @@ impl Journal {
             .collect();
         Ok(Journal {
             cfg,
+            fresh_since_ms: if present { 0 } else { now_ms },
             state: Mutex::new(State {
                 file,
                 active: 0,
@@ -126,6 +160,12 @@ impl Journal {
                 previous: HashSet::new(),
             }),
         })
+    }
+
+    /// Wall-clock ms before which the journal may not know what was executed: the time it
+    /// started empty (0 when it was read back from its files).
+    pub(crate) fn fresh_since_ms(&self) -> u64 {
+        self.fresh_since_ms
     }
 
     /// Ids remembered now.
@@ -171,6 +211,7 @@ mod tests {
             path: dir.join("j"),
             window,
             capacity,
+            allow_missing: false,
         }
     }
 

@@ -59,6 +59,8 @@ counters! {
     timeouts,
     /// Journal rotations forced by its capacity before the window had passed (server).
     journal_early_rotations,
+    /// Refused (client): the application connections' buffers would exceed `max_buffered`.
+    refused_memory,
 }
 
 pub(crate) fn inc(c: &AtomicU64) {

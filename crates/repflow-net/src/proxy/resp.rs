@@ -5,6 +5,14 @@
 //! Requests are RESP arrays of bulk strings (what `redis-cli` and client libraries send) or
 //! inline commands (one line, as typed over telnet). Replies are RESP2 or RESP3 values, except
 //! out-of-band push messages (`>`), which do not answer a request.
+//!
+//! A request's command name is read exactly as Redis reads it, because the sidecars refuse
+//! commands by name ([`classify`]): the first bulk string of an array, or the first word of
+//! an inline line split by Redis's rules (`sdssplitargs` in Redis's `sds.c`: every C
+//! `isspace` byte skipped before a word, quotes and escapes decoded, an unbalanced quote
+//! refused). Where this codec and Redis could disagree it refuses: numbers must be what
+//! Redis's `string2ll` accepts (no sign but `-`, no leading zero), every line ends in CR LF,
+//! and an inline line may not hold a CR or a NUL.
 
 use thiserror::Error;
 
@@ -29,6 +37,10 @@ pub enum RespError {
     /// A push message (RESP3 `>`) where a reply was expected.
     #[error("push messages (RESP3 '>') are not supported: use RESP2, no pub/sub or tracking")]
     Push,
+    /// An inline command whose quotes Redis would refuse (left open, or a closing quote
+    /// followed by something other than a space).
+    #[error("unbalanced quotes in an inline command")]
+    Quotes,
 }
 
 /// One request found at the start of a buffer.
@@ -36,9 +48,12 @@ pub enum RespError {
 pub struct Request {
     /// Bytes of the request, terminator included.
     pub len: usize,
-    /// Range of the command name in the buffer (empty for a blank inline line, which Redis
-    /// ignores without a reply).
-    pub name: std::ops::Range<usize>,
+    /// The command name as Redis reads it: the first bulk string of an array, or the first
+    /// word of an inline command with its quotes and escapes decoded (`"MULTI"` and
+    /// `\x0bMULTI` are both `MULTI`). `None` for an inline line without words (blanks only),
+    /// which Redis skips without a reply; `Some` of an empty name for `""`, which Redis
+    /// answers (with an error).
+    pub name: Option<Vec<u8>>,
 }
 
 /// Longest header line (`*N`, `$N`, `:N`) of an array or bulk string accepted.
@@ -62,13 +77,17 @@ fn line_end(buf: &[u8], at: usize, limit: usize) -> Result<Option<usize>, RespEr
     }
 }
 
-/// A strict decimal integer (optional leading `-`, 1 to 19 digits).
+/// A strict decimal integer as Redis's `string2ll` reads it: `0`, or an optional `-` and 1
+/// to 18 digits, the first not `0`.
 fn number(s: &[u8]) -> Result<i64, RespError> {
     let (neg, digits) = match s.first() {
         Some(b'-') => (true, &s[1..]),
         _ => (false, s),
     };
     if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(RespError::BadNumber);
+    }
+    if digits[0] == b'0' && (neg || digits.len() > 1) {
         return Err(RespError::BadNumber);
     }
     let v = digits
@@ -105,7 +124,7 @@ pub fn request(buf: &[u8], max: usize) -> Result<Option<Request>, RespError> {
             RespError::TooLarge(max)
         });
     }
-    let mut name = 0..0;
+    let mut name = None;
     for i in 0..n {
         if pos >= buf.len() {
             return Ok(None);
@@ -124,14 +143,14 @@ pub fn request(buf: &[u8], max: usize) -> Result<Option<Request>, RespError> {
             return Err(RespError::TooLarge(max));
         }
         let end = end as usize;
-        if i == 0 {
-            name = data..data + len as usize;
-        }
         if buf.len() < end {
             return Ok(None);
         }
         if &buf[end - 2..end] != b"\r\n" {
             return Err(RespError::BadTerminator);
+        }
+        if i == 0 {
+            name = Some(buf[data..end - 2].to_vec());
         }
         pos = end;
     }
@@ -154,18 +173,369 @@ fn inline(buf: &[u8], max: usize) -> Result<Option<Request>, RespError> {
     if line.iter().any(|&b| b == b'\r' || b == 0) {
         return Err(RespError::BadTerminator);
     }
-    let start = line
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(line.len());
-    let stop = line[start..]
-        .iter()
-        .position(u8::is_ascii_whitespace)
-        .map_or(line.len(), |i| start + i);
     Ok(Some(Request {
         len: nl + 1,
-        name: start..stop,
+        name: inline_name(line)?,
     }))
+}
+
+/// C's `isspace` in the C locale (Redis does not set `LC_CTYPE`): what `sdssplitargs` skips
+/// before a word and accepts after a closing quote.
+fn c_isspace(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// The value of an ASCII hex digit.
+fn hex_value(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// The first word of an inline line (no CR, LF or NUL in it) as Redis's `sdssplitargs`
+/// splits it, after checking every word of the line as Redis does (one bad quote anywhere
+/// and Redis refuses the whole line). Only the first word is kept.
+fn inline_name(line: &[u8]) -> Result<Option<Vec<u8>>, RespError> {
+    let mut first: Option<Vec<u8>> = None;
+    let mut word = Vec::new();
+    let mut p = 0;
+    loop {
+        while p < line.len() && c_isspace(line[p]) {
+            p += 1;
+        }
+        if p == line.len() {
+            return Ok(first);
+        }
+        let keep = first.is_none();
+        let mut push = |b: u8| {
+            if keep {
+                word.push(b);
+            }
+        };
+        // One word: unquoted bytes and quoted parts, until a separator outside quotes.
+        loop {
+            match line.get(p) {
+                None | Some(b' ' | b'\t') => break,
+                Some(b'"') => {
+                    p += 1;
+                    loop {
+                        match line.get(p) {
+                            None => return Err(RespError::Quotes),
+                            Some(b'\\') => match line.get(p + 1) {
+                                Some(b'x')
+                                    if line.len() > p + 3
+                                        && hex_value(line[p + 2]).is_some()
+                                        && hex_value(line[p + 3]).is_some() =>
+                                {
+                                    let hi = hex_value(line[p + 2]).unwrap_or(0);
+                                    let lo = hex_value(line[p + 3]).unwrap_or(0);
+                                    push(hi * 16 + lo);
+                                    p += 4;
+                                }
+                                Some(&e) => {
+                                    push(match e {
+                                        b'n' => b'\n',
+                                        b'r' => b'\r',
+                                        b't' => b'\t',
+                                        b'b' => 0x08,
+                                        b'a' => 0x07,
+                                        other => other,
+                                    });
+                                    p += 2;
+                                }
+                                // A backslash ending the line leaves the quote open.
+                                None => return Err(RespError::Quotes),
+                            },
+                            Some(b'"') => {
+                                p += 1;
+                                break;
+                            }
+                            Some(&b) => {
+                                push(b);
+                                p += 1;
+                            }
+                        }
+                    }
+                    // The closing quote must end the word.
+                    if line.get(p).is_some_and(|&b| !c_isspace(b)) {
+                        return Err(RespError::Quotes);
+                    }
+                    break;
+                }
+                Some(b'\'') => {
+                    p += 1;
+                    loop {
+                        match line.get(p) {
+                            None => return Err(RespError::Quotes),
+                            Some(b'\\') if line.get(p + 1) == Some(&b'\'') => {
+                                push(b'\'');
+                                p += 2;
+                            }
+                            Some(b'\'') => {
+                                p += 1;
+                                break;
+                            }
+                            Some(&b) => {
+                                push(b);
+                                p += 1;
+                            }
+                        }
+                    }
+                    if line.get(p).is_some_and(|&b| !c_isspace(b)) {
+                        return Err(RespError::Quotes);
+                    }
+                    break;
+                }
+                Some(&b) => {
+                    push(b);
+                    p += 1;
+                }
+            }
+        }
+        if keep {
+            first = Some(std::mem::take(&mut word));
+        }
+    }
+}
+
+/// How the sidecars carry a Redis command, decided by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Changes the state of its connection or turns it into a stream ([`CONNECTION_STATE`]):
+    /// it cannot be carried over a shared pool and both sidecars refuse it.
+    ConnectionState,
+    /// `QUIT`: the client sidecar answers it itself and closes; the server sidecar refuses it.
+    Quit,
+    /// A command known to leave its connection as it found it ([`STATELESS`]): the upstream
+    /// connection goes back to the pool after it.
+    Stateless,
+    /// Any other name (a module's command, a newer Redis's, a typo): carried, but the
+    /// upstream connection it ran on is closed afterwards instead of going back to the pool,
+    /// so whatever it changed on that connection no other request sees.
+    Unknown,
+}
+
+/// Commands that change the state of their connection (database, transaction, protocol,
+/// authentication, client flags, reply mode) or turn it into a stream.
+pub const CONNECTION_STATE: &[&str] = &[
+    "MULTI",
+    "EXEC",
+    "DISCARD",
+    "WATCH",
+    "UNWATCH",
+    "SELECT",
+    "AUTH",
+    "HELLO",
+    "RESET",
+    "SUBSCRIBE",
+    "PSUBSCRIBE",
+    "SSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PUNSUBSCRIBE",
+    "SUNSUBSCRIBE",
+    "MONITOR",
+    "SYNC",
+    "PSYNC",
+    "REPLCONF",
+    "CLIENT",
+    "READONLY",
+    "READWRITE",
+    "ASKING",
+];
+
+/// Commands known to leave their connection's state as they found it: keys, strings,
+/// hashes, lists, sets, sorted sets, HyperLogLog, bitmaps, geo, streams, `PUBLISH`, and a
+/// few server queries. Not here on purpose: scripts and functions (`EVAL`, `FCALL`, …),
+/// `DEBUG`, `OBJECT`-like admin commands, and every command added after this list — they
+/// run as [`Command::Unknown`].
+pub const STATELESS: &[&str] = &[
+    "APPEND",
+    "BITCOUNT",
+    "BITFIELD",
+    "BITFIELD_RO",
+    "BITOP",
+    "BITPOS",
+    "BLMOVE",
+    "BLMPOP",
+    "BLPOP",
+    "BRPOP",
+    "BRPOPLPUSH",
+    "BZMPOP",
+    "BZPOPMAX",
+    "BZPOPMIN",
+    "COPY",
+    "DBSIZE",
+    "DECR",
+    "DECRBY",
+    "DEL",
+    "DUMP",
+    "ECHO",
+    "EXISTS",
+    "EXPIRE",
+    "EXPIREAT",
+    "EXPIRETIME",
+    "GEOADD",
+    "GEODIST",
+    "GEOHASH",
+    "GEOPOS",
+    "GEORADIUS",
+    "GEORADIUSBYMEMBER",
+    "GEOSEARCH",
+    "GEOSEARCHSTORE",
+    "GET",
+    "GETBIT",
+    "GETDEL",
+    "GETEX",
+    "GETRANGE",
+    "GETSET",
+    "HDEL",
+    "HEXISTS",
+    "HGET",
+    "HGETALL",
+    "HINCRBY",
+    "HINCRBYFLOAT",
+    "HKEYS",
+    "HLEN",
+    "HMGET",
+    "HMSET",
+    "HRANDFIELD",
+    "HSCAN",
+    "HSET",
+    "HSETNX",
+    "HSTRLEN",
+    "HVALS",
+    "INCR",
+    "INCRBY",
+    "INCRBYFLOAT",
+    "INFO",
+    "KEYS",
+    "LCS",
+    "LINDEX",
+    "LINSERT",
+    "LLEN",
+    "LMOVE",
+    "LMPOP",
+    "LPOP",
+    "LPOS",
+    "LPUSH",
+    "LPUSHX",
+    "LRANGE",
+    "LREM",
+    "LSET",
+    "LTRIM",
+    "MGET",
+    "MSET",
+    "MSETNX",
+    "PERSIST",
+    "PEXPIRE",
+    "PEXPIREAT",
+    "PEXPIRETIME",
+    "PFADD",
+    "PFCOUNT",
+    "PFMERGE",
+    "PING",
+    "PSETEX",
+    "PTTL",
+    "PUBLISH",
+    "RANDOMKEY",
+    "RENAME",
+    "RENAMENX",
+    "RESTORE",
+    "RPOP",
+    "RPOPLPUSH",
+    "RPUSH",
+    "RPUSHX",
+    "SADD",
+    "SCAN",
+    "SCARD",
+    "SDIFF",
+    "SDIFFSTORE",
+    "SET",
+    "SETBIT",
+    "SETEX",
+    "SETNX",
+    "SETRANGE",
+    "SINTER",
+    "SINTERCARD",
+    "SINTERSTORE",
+    "SISMEMBER",
+    "SMEMBERS",
+    "SMISMEMBER",
+    "SMOVE",
+    "SORT",
+    "SORT_RO",
+    "SPOP",
+    "SRANDMEMBER",
+    "SREM",
+    "SSCAN",
+    "STRLEN",
+    "SUBSTR",
+    "SUNION",
+    "SUNIONSTORE",
+    "TIME",
+    "TOUCH",
+    "TTL",
+    "TYPE",
+    "UNLINK",
+    "WAIT",
+    "XACK",
+    "XADD",
+    "XAUTOCLAIM",
+    "XCLAIM",
+    "XDEL",
+    "XLEN",
+    "XPENDING",
+    "XRANGE",
+    "XREAD",
+    "XREVRANGE",
+    "XTRIM",
+    "ZADD",
+    "ZCARD",
+    "ZCOUNT",
+    "ZDIFF",
+    "ZDIFFSTORE",
+    "ZINCRBY",
+    "ZINTER",
+    "ZINTERCARD",
+    "ZINTERSTORE",
+    "ZLEXCOUNT",
+    "ZMPOP",
+    "ZMSCORE",
+    "ZPOPMAX",
+    "ZPOPMIN",
+    "ZRANDMEMBER",
+    "ZRANGE",
+    "ZRANGEBYLEX",
+    "ZRANGEBYSCORE",
+    "ZRANGESTORE",
+    "ZRANK",
+    "ZREM",
+    "ZREMRANGEBYLEX",
+    "ZREMRANGEBYRANK",
+    "ZREMRANGEBYSCORE",
+    "ZREVRANGE",
+    "ZREVRANGEBYLEX",
+    "ZREVRANGEBYSCORE",
+    "ZREVRANK",
+    "ZSCAN",
+    "ZSCORE",
+    "ZUNION",
+    "ZUNIONSTORE",
+];
+
+/// How a command named `name` (as in [`Request::name`]) is carried. Names are compared as
+/// Redis compares them: ASCII case ignored, and only up to a NUL byte (Redis's lookup ends
+/// its comparison there).
+pub fn classify(name: &[u8]) -> Command {
+    let name = name.split(|&b| b == 0).next().unwrap_or_default();
+    let is = |list: &[&str]| list.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name));
+    if is(CONNECTION_STATE) {
+        Command::ConnectionState
+    } else if name.eq_ignore_ascii_case(b"QUIT") {
+        Command::Quit
+    } else if is(STATELESS) {
+        Command::Stateless
+    } else {
+        Command::Unknown
+    }
 }
 
 /// The length of the reply at the start of `buf`: `Ok(None)` while incomplete.
@@ -270,7 +640,7 @@ mod tests {
         let b = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n";
         let r = request(b, MAX).unwrap().unwrap();
         assert_eq!(r.len, 20);
-        assert_eq!(&b[r.name.clone()], b"GET");
+        assert_eq!(r.name.as_deref(), Some(&b"GET"[..]));
         let r2 = request(&b[20..], MAX).unwrap().unwrap();
         assert_eq!(r2.len, 14);
         for k in 0..20 {
@@ -282,9 +652,38 @@ mod tests {
     fn inline_commands() {
         let r = request(b"  incr  c\r\nrest", MAX).unwrap().unwrap();
         assert_eq!(r.len, 11);
-        assert_eq!(r.name, 2..6);
-        assert!(request(b"\r\n", MAX).unwrap().unwrap().name.is_empty());
+        assert_eq!(r.name.as_deref(), Some(&b"incr"[..]));
+        assert_eq!(request(b"\r\n", MAX).unwrap().unwrap().name, None);
+        assert_eq!(request(b"\x0b\x0c \r\n", MAX).unwrap().unwrap().name, None);
         assert_eq!(request(b"PING", MAX), Ok(None));
+        let name = |b: &[u8]| request(b, MAX).unwrap().unwrap().name.unwrap();
+        assert_eq!(name(b"\"MULTI\"\r\n"), b"MULTI");
+        assert_eq!(name(b"\x0bMULTI\r\n"), b"MULTI");
+        assert_eq!(name(b"MU'LTI' 1\r\n"), b"MULTI");
+        assert_eq!(name(b"\"\\x4d\\x55LTI\"\r\n"), b"MULTI");
+        assert_eq!(name(b"GET\x0bk\r\n"), b"GET\x0bk");
+        assert_eq!(name(b"\"\"\r\n"), b"");
+        for bad in [
+            &b"\"MULTI\r\n"[..],
+            b"\"MULTI\"x\r\n",
+            b"GET 'a\r\n",
+            b"'a\\'\r\n",
+        ] {
+            assert_eq!(request(bad, MAX), Err(RespError::Quotes), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn commands_are_classified_as_redis_looks_them_up() {
+        assert_eq!(classify(b"mUlTi"), Command::ConnectionState);
+        assert_eq!(classify(b"SELECT\0junk"), Command::ConnectionState);
+        assert_eq!(classify(b"quit"), Command::Quit);
+        assert_eq!(classify(b"get"), Command::Stateless);
+        assert_eq!(classify(b"EVAL"), Command::Unknown);
+        assert_eq!(classify(b""), Command::Unknown);
+        for c in CONNECTION_STATE {
+            assert!(!STATELESS.contains(c), "{c}");
+        }
     }
 
     #[test]
@@ -298,6 +697,10 @@ mod tests {
             b"*1\n",
             b"*1\r\n$-1\r\n",
             b"PI\rNG\r\n",
+            b"*01\r\n$3\r\nGET\r\n",
+            b"*1\r\n$03\r\nGET\r\n",
+            b"*1\r\n$+3\r\nGET\r\n",
+            b"*1\r\n$-0\r\n\r\n",
         ] {
             assert!(request(bad, MAX).is_err(), "{bad:?}");
         }
@@ -376,7 +779,7 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..64)) {
             if let Ok(Some(r)) = request(&b, 256) {
-                prop_assert!(r.len <= b.len() && r.name.end <= r.len);
+                prop_assert!(r.len <= b.len() && r.name.map_or(0, |n| n.len()) <= r.len);
             }
             if let Ok(Some(n)) = reply(&b, 256) {
                 prop_assert!(n <= b.len());

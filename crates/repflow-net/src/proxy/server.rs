@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 /// Settings of a [`ProxyServer`].
 #[derive(Clone, Debug)]
@@ -183,31 +183,78 @@ impl ProxyServer {
     }
 }
 
-/// Checks the request bytes: `(commands, HEAD)` or why they are refused.
-fn validate(proto: Protocol, req: &[u8], max: usize) -> Result<(usize, bool), String> {
+/// A request that may be handed to the upstream.
+struct Valid {
+    /// Commands (Redis) or 1.
+    count: usize,
+    /// An HTTP `HEAD` (its response has no body).
+    to_head: bool,
+    /// Every command is known to leave its connection's state unchanged: the upstream
+    /// connection may go back to the pool afterwards.
+    reusable: bool,
+}
+
+/// Why request bytes are refused: `(kind, unsupported, message)`; `unsupported` for a
+/// command the proxy does not carry, otherwise malformed.
+type Invalid = (&'static str, bool, String);
+
+/// Checks the request bytes. The server sidecar checks Redis command names itself (it is
+/// the one that talks to the upstream): a client sidecar of another build, or anyone
+/// holding the key, could send a connection-state command without the client's check.
+fn validate(proto: Protocol, req: &[u8], max: usize) -> Result<Valid, Invalid> {
+    let malformed = |m: String| ("malformed", false, m);
     match proto {
-        Protocol::Conn => Ok((1, false)),
+        Protocol::Conn => Ok(Valid {
+            count: 1,
+            to_head: false,
+            reusable: false,
+        }),
         Protocol::Redis => {
-            let (mut at, mut n) = (0, 0);
+            let (mut at, mut n, mut reusable) = (0, 0, true);
             while at < req.len() {
                 match resp::request(&req[at..], max) {
-                    Ok(Some(r)) if !r.name.is_empty() => {
-                        at += r.len;
+                    Ok(Some(resp::Request {
+                        len,
+                        name: Some(name),
+                    })) => {
+                        match resp::classify(&name) {
+                            resp::Command::Stateless => {}
+                            resp::Command::Unknown => reusable = false,
+                            resp::Command::ConnectionState | resp::Command::Quit => {
+                                let name = String::from_utf8_lossy(&name).to_ascii_uppercase();
+                                return Err((
+                                    "unsupported",
+                                    true,
+                                    format!("command '{name}' changes connection state and is not carried by the proxy"),
+                                ));
+                            }
+                        }
+                        at += len;
                         n += 1;
                     }
-                    Ok(_) => return Err("incomplete or blank command in a batch".into()),
-                    Err(e) => return Err(e.to_string()),
+                    Ok(_) => {
+                        return Err(malformed("incomplete or blank command in a batch".into()))
+                    }
+                    Err(e) => return Err(malformed(e.to_string())),
                 }
             }
             if n == 0 {
-                return Err("empty batch".into());
+                return Err(malformed("empty batch".into()));
             }
-            Ok((n, false))
+            Ok(Valid {
+                count: n,
+                to_head: false,
+                reusable,
+            })
         }
         Protocol::Http => match http::request(req, max) {
-            Ok(Some(m)) if m.len == req.len() => Ok((1, m.head.head_or_status == 1)),
-            Ok(_) => Err("not exactly one complete HTTP request".into()),
-            Err(e) => Err(e.to_string()),
+            Ok(Some(m)) if m.len == req.len() => Ok(Valid {
+                count: 1,
+                to_head: m.head.head_or_status == 1,
+                reusable: true,
+            }),
+            Ok(_) => Err(malformed("not exactly one complete HTTP request".into())),
+            Err(e) => Err(malformed(e.to_string())),
         },
     }
 }
@@ -234,11 +281,19 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
             return inc_msg.respond(r);
         }
     };
-    let (count, to_head) = match validate(sh.protocol, req, sh.max_request) {
+    let Valid {
+        count,
+        to_head,
+        reusable,
+    } = match validate(sh.protocol, req, sh.max_request) {
         Ok(v) => v,
-        Err(m) => {
-            inc(&c.refused_malformed);
-            let r = refuse("malformed", m);
+        Err((kind, unsupported, m)) => {
+            inc(if unsupported {
+                &c.refused_unsupported
+            } else {
+                &c.refused_malformed
+            });
+            let r = refuse(kind, m);
             return inc_msg.respond(r);
         }
     };
@@ -254,6 +309,14 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
         }
     }
     if let Some(j) = &sh.journal {
+        if inc_msg.timestamp_ms < j.fresh_since_ms() {
+            inc(&c.refused_stale);
+            let r = refuse(
+                "stale",
+                "request sent before this journal started empty: an earlier life of the server sidecar may have executed it".into(),
+            );
+            return inc_msg.respond(r);
+        }
         match j.claim(inc_msg.flow_id) {
             Ok(Claim::New) => {}
             Ok(Claim::NewEarlyRotation) => {
@@ -270,13 +333,17 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
             }
             Err(e) => {
                 // Not recorded: not executed either (it could not be refused after a restart).
-                warn!(error = %e, "journal write failed");
+                // Logged through the per-kind limiter only: a full disk fails every request.
                 let r = refuse("journal", format!("journal write failed: {e}"));
                 return inc_msg.respond(r);
             }
         }
     }
-    match sh.pool.exchange(sh.protocol, req, count, to_head).await {
+    match sh
+        .pool
+        .exchange(sh.protocol, req, count, to_head, reusable)
+        .await
+    {
         Ok((body, opened)) => {
             if opened {
                 inc(&c.connections);

@@ -70,6 +70,13 @@ fn alive(s: &TcpStream) -> bool {
     matches!(s.try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
+/// Whether an HTTP request's method is safe to send again (RFC 9110: GET, HEAD, OPTIONS).
+fn safe_method(req: &[u8]) -> bool {
+    [&b"GET "[..], b"HEAD ", b"OPTIONS "]
+        .iter()
+        .any(|m| req.starts_with(m))
+}
+
 impl Pool {
     pub(crate) fn new(cfg: PoolConfig) -> Pool {
         Pool {
@@ -98,6 +105,11 @@ impl Pool {
                 }
             }
         }
+        Ok((permit, self.connect().await?, true))
+    }
+
+    /// A new connection to the upstream.
+    async fn connect(&self) -> Result<TcpStream, UpstreamError> {
         let s = tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(self.cfg.addr))
             .await
             .map_err(|_| {
@@ -108,7 +120,7 @@ impl Pool {
             })?
             .map_err(UpstreamError::Down)?;
         let _ = s.set_nodelay(true);
-        Ok((permit, s, true))
+        Ok(s)
     }
 
     fn put(&self, s: TcpStream) {
@@ -118,15 +130,56 @@ impl Pool {
     /// Sends `req` (already validated: `count` Redis commands, one HTTP request of method
     /// HEAD when `to_head`, or a `conn` connection's bytes) and returns the response bytes
     /// and whether a new connection was opened.
+    ///
+    /// The connection goes back to the pool only when `reusable` (every command is known
+    /// to leave the connection's state unchanged), the response was exactly what the
+    /// request calls for (one reply per Redis command, no byte more; one HTTP response not
+    /// asking to close), and, for Redis, no reply is `+QUEUED` (a sign of a transaction
+    /// left open). Anything else closes it: no request can leave a pooled connection in a
+    /// state the next request sees.
     pub(crate) async fn exchange(
         &self,
         proto: Protocol,
         req: &[u8],
         count: usize,
         to_head: bool,
+        reusable: bool,
     ) -> Result<(Vec<u8>, bool), UpstreamError> {
         let fresh = proto == Protocol::Conn;
-        let (_permit, mut s, opened) = self.get(fresh).await?;
+        let (_permit, mut s, mut opened) = self.get(fresh).await?;
+        let mut got = 0usize;
+        let mut r = self
+            .attempt(&mut s, proto, req, count, to_head, &mut got)
+            .await;
+        // A pooled HTTP connection the upstream closed (its keep-alive limit or timeout) ends
+        // without a byte of response: a safe request (GET, HEAD, OPTIONS) goes again, once,
+        // on a new connection; the application never sees the pool's close.
+        if r.is_err() && got == 0 && !opened && proto == Protocol::Http && safe_method(req) {
+            s = self.connect().await?;
+            opened = true;
+            r = self
+                .attempt(&mut s, proto, req, count, to_head, &mut got)
+                .await;
+        }
+        let (body, reuse) = r?;
+        if reuse && reusable {
+            self.put(s);
+        }
+        Ok((body, opened))
+    }
+
+    /// One write of `req` and read of its response on `s`, within the upstream timeout;
+    /// `got` counts the response bytes read. `(response, whether s may be reused)`.
+    async fn attempt(
+        &self,
+        s: &mut TcpStream,
+        proto: Protocol,
+        req: &[u8],
+        count: usize,
+        to_head: bool,
+        got: &mut usize,
+    ) -> Result<(Vec<u8>, bool), UpstreamError> {
+        let fresh = proto == Protocol::Conn;
         let max = self.cfg.max_response;
         let work = async {
             s.write_all(req)
@@ -138,8 +191,9 @@ impl Pool {
                     .map_err(|e| UpstreamError::Unknown(format!("shutdown: {e}")))?;
             }
             let mut buf: Vec<u8> = Vec::with_capacity(4096);
-            // Redis: replies found so far and where the next one starts.
-            let (mut found, mut at) = (0usize, 0usize);
+            // Redis: replies found so far, where the next one starts, and whether one of
+            // them is `+QUEUED`.
+            let (mut found, mut at, mut queued) = (0usize, 0usize, false);
             loop {
                 let mut eof = false;
                 if buf.len() >= max {
@@ -152,6 +206,7 @@ impl Pool {
                     .read_buf(&mut buf)
                     .await
                     .map_err(|e| UpstreamError::Unknown(format!("read: {e}")))?;
+                *got += n;
                 if buf.len() > max {
                     return Err(UpstreamError::TooLarge(max));
                 }
@@ -168,6 +223,7 @@ impl Pool {
                         while found < count {
                             match resp::reply(&buf[at..], max - at) {
                                 Ok(Some(n)) => {
+                                    queued |= &buf[at..at + n] == b"+QUEUED\r\n";
                                     at += n;
                                     found += 1;
                                 }
@@ -188,7 +244,7 @@ impl Pool {
                                     "more reply bytes than requests".into(),
                                 ));
                             }
-                            return Ok((buf, true));
+                            return Ok((buf, !queued));
                         }
                         if eof {
                             return Err(UpstreamError::Unknown("connection closed".into()));
@@ -200,6 +256,13 @@ impl Pool {
                                 return Err(UpstreamError::Unknown(
                                     "bytes after the response".into(),
                                 ));
+                            }
+                            if m.head.close {
+                                // The upstream closes this pooled connection: that is the
+                                // pool's business, not the application's.
+                                if let Some(b) = http::without_connection_header(&buf, m.head.len) {
+                                    return Ok((b, false));
+                                }
                             }
                             return Ok((buf, !m.head.close));
                         }
@@ -221,14 +284,8 @@ impl Pool {
                 }
             }
         };
-        let (body, reuse) = tokio::time::timeout(self.cfg.timeout, work)
+        tokio::time::timeout(self.cfg.timeout, work)
             .await
-            .map_err(|_| {
-                UpstreamError::Unknown("no response within the upstream timeout".into())
-            })??;
-        if reuse {
-            self.put(s);
-        }
-        Ok((body, opened))
+            .map_err(|_| UpstreamError::Unknown("no response within the upstream timeout".into()))?
     }
 }

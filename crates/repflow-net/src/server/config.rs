@@ -50,6 +50,19 @@ pub struct ServerConfig {
     pub dedup_capacity: usize,
     /// How long a flow id is remembered (unless all its copies arrived earlier).
     pub dedup_ttl: Duration,
+    /// Bytes of call responses held at most (for all senders) to answer late copies; each
+    /// response costs its length + 64. Past it, the sender address holding the most loses
+    /// its oldest response; a late copy of a call whose response was dropped is answered
+    /// "executed, response no longer held" (flag `GONE`), never executed again.
+    pub response_cache_bytes: usize,
+    /// Bytes of call responses queued at most for the connections' writers (all connections
+    /// together; a response is queued anyway when nothing else is): a peer that does not
+    /// read its responses holds no more; past it a response is not queued (counted in
+    /// `responses_dropped`; a late copy still gets it from the response cache).
+    pub response_queue_bytes: usize,
+    /// Bytes of call responses held at most for one sender address (its oldest is dropped
+    /// first); a larger response is answered but not held.
+    pub response_cache_bytes_per_peer: usize,
     /// Flows delivered but not yet taken by the application before readers wait.
     pub queue: usize,
     /// Listen on Multipath TCP sockets (`IPPROTO_MPTCP`); they also accept plain TCP clients.
@@ -106,6 +119,9 @@ impl ServerConfig {
             replay_window: Duration::from_secs(30),
             dedup_capacity: 1 << 18,
             dedup_ttl: Duration::from_secs(60),
+            response_cache_bytes: 64 << 20,
+            response_queue_bytes: 64 << 20,
+            response_cache_bytes_per_peer: 16 << 20,
             queue: 1024,
             mptcp: false,
         }

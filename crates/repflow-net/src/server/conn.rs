@@ -4,7 +4,7 @@
 use super::admission::Progress;
 use super::config::AckAfter;
 use super::counters::inc;
-use super::delivery::{Incoming, IncomingKind, Responder};
+use super::delivery::{answer_waiters, Incoming, IncomingKind, Responder};
 use super::refusals::Kind;
 use super::reply::{next_frame_buffered, spawn_response_writer, ConnWriter, SharedWriter};
 use super::shared::{Out, Shared};
@@ -153,7 +153,7 @@ pub(crate) async fn serve_conn(
         first = false;
         progress.mark(shared.now_ms());
         let h = f.header;
-        if h.flags & (flags::REPLY | flags::DUP) != 0 {
+        if h.flags & (flags::REPLY | flags::DUP | flags::GONE) != 0 {
             inc(&c.malformed, 1);
             log(
                 Kind::Malformed,
@@ -173,6 +173,19 @@ pub(crate) async fn serve_conn(
                 );
                 break;
             }
+            // The duplicate filter lives in memory: what an earlier life of this server
+            // delivered it does not know. A frame stamped before this server started may be
+            // one of those, captured and replayed: refused (within the replay window only;
+            // older frames are refused above anyway).
+            if h.timestamp_ms < shared.started_ms {
+                inc(&c.replays_refused, 1);
+                log(
+                    Kind::Replay,
+                    &format!("{peer}: flow {:#x}", h.flow_id),
+                    "frame stamped before this server started (possible replay across a restart); closing connection",
+                );
+                break;
+            }
         }
         let len = f.payload.len() as u64;
         inc(&c.copies_received, 1);
@@ -184,9 +197,14 @@ pub(crate) async fn serve_conn(
         // id, so a flow is named by its sender's address and id.
         let dkey = (key.is_none().then(|| peer.ip()), h.flow_id);
         // A flow whose acknowledgement waits for the application is answered like a call:
-        // its copies wait in the duplicate filter until the application has it.
-        let waits = call || cfg.ack_after != AckAfter::Queue;
-        let waiter = if waits {
+        // its copies wait in the duplicate filter until the application has it. Under
+        // `AckAfter::Queue` a flow's later copies wait too, until its first copy has entered
+        // the queue: a `DUP` acknowledgement never goes out for a flow still waiting for room.
+        // (Its first copy registers no waiter, and no response writer is started for it: the
+        // common path stays as cheap as before; a later copy registers itself if it must wait.)
+        let queue_ack = !call && cfg.ack_after == AckAfter::Queue;
+        let waits = true;
+        let waiter = if !queue_ack {
             let (tx, _) = responses.get_or_insert_with(|| {
                 spawn_response_writer(wr.clone(), dead.clone(), progress.clone(), shared.clone())
             });
@@ -228,8 +246,9 @@ pub(crate) async fn serve_conn(
                     copy: h.copy,
                     timestamp_ms: h.timestamp_ms,
                     data: f.payload,
-                    responder: waits.then(|| Responder {
+                    responder: (!queue_ack).then(|| Responder {
                         key: dkey,
+                        peer: peer.ip(),
                         shared: shared.clone(),
                         done: false,
                         armed: call,
@@ -241,12 +260,18 @@ pub(crate) async fn serve_conn(
                 if app.send(inc_msg).await.is_err() {
                     break;
                 }
-                if !waits {
+                if queue_ack {
+                    // Admitted: acknowledge the later copies that waited for it, then this one.
+                    let waiters = shared.dedup.lock().expect("dedup lock").admit(dkey);
+                    if !waiters.is_empty() {
+                        answer_waiters(shared, waiters, &Arc::from(&[][..]));
+                    }
                     progress.mark(shared.now_ms());
                 }
-                (!waits).then(|| Out {
+                queue_ack.then(|| Out {
                     head: reply(false).encode(key, &[]),
                     body: None,
+                    _charge: None,
                 })
             }
             Seen::Conflict => {
@@ -278,7 +303,12 @@ pub(crate) async fn serve_conn(
                 );
                 break;
             }
-            Seen::Dup { cached, .. } => {
+            Seen::Dup {
+                cached,
+                gone,
+                waiting,
+                ..
+            } => {
                 inc(&c.duplicates, 1);
                 inc(&c.duplicate_bytes, len);
                 debug!(
@@ -286,14 +316,55 @@ pub(crate) async fn serve_conn(
                     copy = h.copy,
                     "late duplicate discarded"
                 );
-                match (waits, cached) {
+                // Under `AckAfter::Queue`: a copy of a flow whose first copy still waits for
+                // room waits for its admission (registered now); otherwise acknowledged.
+                let queued_wait = queue_ack && waiting && {
+                    let (tx, _) = responses.get_or_insert_with(|| {
+                        spawn_response_writer(
+                            wr.clone(),
+                            dead.clone(),
+                            progress.clone(),
+                            shared.clone(),
+                        )
+                    });
+                    let tx = tx.clone();
+                    shared
+                        .dedup
+                        .lock()
+                        .expect("dedup lock")
+                        .add_waiter(dkey, (tx, h))
+                };
+                match (waits && !queue_ack, cached) {
+                    _ if queued_wait => {
+                        progress.busy();
+                        None
+                    }
                     (false, _) => Some(Out {
                         head: reply(true).encode(key, &[]),
                         body: None,
+                        _charge: None,
+                    }),
+                    // A flow whose (empty) acknowledgement body was dropped: acknowledged.
+                    (true, None) if gone && !call => Some(Out {
+                        head: reply(true).encode(key, &[]),
+                        body: None,
+                        _charge: None,
+                    }),
+                    // Executed, but its response was dropped (byte bounds): say so, never
+                    // deliver it again.
+                    (true, None) if gone => Some(Out {
+                        head: Header {
+                            flags: flags::REPLY | flags::DUP | flags::GONE,
+                            ..h
+                        }
+                        .encode(key, &[]),
+                        body: None,
+                        _charge: None,
                     }),
                     (true, Some(b)) => Some(Out {
                         head: reply(true).encode(key, &b),
                         body: Some(b),
+                        _charge: None,
                     }),
                     // Call (or flow) still with the application: this connection was added
                     // as a waiter.

@@ -63,6 +63,14 @@ pub struct ServerCounters {
     pub repeated_copies: u64,
     /// Flow ids the duplicate filter remembers now.
     pub dedup_entries: u64,
+    /// Bytes of call responses queued now for connections that have not taken them yet (at
+    /// most `response_queue_bytes`, plus one response).
+    pub response_queue_bytes: u64,
+    /// Bytes of call responses held now for late copies (each counted as its length + 64;
+    /// at most `response_cache_bytes`).
+    pub response_cache_bytes: u64,
+    /// Call responses dropped, or never held, to stay within the response cache's bounds.
+    pub responses_evicted: u64,
 }
 
 #[derive(Debug, Default)]

@@ -2,7 +2,7 @@
 //! handle that answers a call ([`Responder`]).
 
 use super::counters::inc;
-use super::shared::{DedupKey, Out, Shared};
+use super::shared::{DedupKey, Out, QueuedCharge, Shared};
 use crate::frame::{flags, Header};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,6 +74,8 @@ impl Incoming {
 #[derive(Debug)]
 pub struct Responder {
     pub(crate) key: DedupKey,
+    /// The address the held response is charged to (the sender of the delivered copy).
+    pub(crate) peer: std::net::IpAddr,
     pub(crate) shared: Arc<Shared>,
     pub(crate) done: bool,
     /// Whether dropping it answers (a call: always; a flow: once the application has it).
@@ -94,25 +96,55 @@ impl Responder {
         let body: Arc<[u8]> = data.into();
         let waiters = {
             let mut d = self.shared.dedup.lock().expect("dedup lock");
-            d.complete(self.key, body.clone(), Instant::now())
+            d.complete(self.key, body.clone(), self.peer, Instant::now())
         };
-        for (tx, h) in waiters {
-            let head = Header {
-                flags: flags::REPLY,
-                ..h
-            }
-            .encode(self.shared.cfg.key.as_deref(), &body);
-            if tx
-                .try_send(Out {
-                    head,
-                    body: Some(body.clone()),
-                })
-                .is_err()
-            {
-                // The connection's response queue is full (or it closed): counted.
-                inc(&self.shared.counters.responses_dropped, 1);
-                debug!(flow_id = h.flow_id, copy = h.copy, "response not queued");
-            }
+        answer_waiters(&self.shared, waiters, &body);
+    }
+}
+
+/// Queues the response (or acknowledgement) `body` for every copy in `waiters`, within
+/// `response_queue_bytes` for all connections together (a response is queued anyway when
+/// none is).
+pub(crate) fn answer_waiters(
+    shared: &Arc<Shared>,
+    waiters: Vec<(tokio::sync::mpsc::Sender<Out>, Header)>,
+    body: &Arc<[u8]>,
+) {
+    for (tx, h) in waiters {
+        let head = Header {
+            flags: flags::REPLY,
+            ..h
+        }
+        .encode(shared.cfg.key.as_deref(), body);
+        let bytes = head.len() + body.len();
+        let before = shared
+            .queued_bytes
+            .fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        let charge = QueuedCharge {
+            shared: shared.clone(),
+            bytes,
+        };
+        if before > 0 && before + bytes as u64 > shared.cfg.response_queue_bytes as u64 {
+            drop(charge);
+            inc(&shared.counters.responses_dropped, 1);
+            debug!(
+                flow_id = h.flow_id,
+                copy = h.copy,
+                "response queue bytes full"
+            );
+            continue;
+        }
+        if tx
+            .try_send(Out {
+                head,
+                body: Some(body.clone()),
+                _charge: Some(charge),
+            })
+            .is_err()
+        {
+            // The connection's response queue is full (or it closed): counted.
+            inc(&shared.counters.responses_dropped, 1);
+            debug!(flow_id = h.flow_id, copy = h.copy, "response not queued");
         }
     }
 }

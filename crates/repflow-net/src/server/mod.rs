@@ -66,17 +66,22 @@ impl Server {
             .collect::<Result<Vec<_>, _>>()?;
         let (tx, rx) = mpsc::channel(cfg.queue.max(1));
         let shared = Arc::new(Shared {
-            dedup: Mutex::new(Dedup::new(
-                cfg.dedup_capacity,
-                if cfg.key.is_some() {
-                    cfg.dedup_ttl.max(2 * cfg.replay_window)
-                } else {
-                    cfg.dedup_ttl
-                },
-            )),
+            dedup: Mutex::new(
+                Dedup::new(
+                    cfg.dedup_capacity,
+                    if cfg.key.is_some() {
+                        cfg.dedup_ttl.max(2 * cfg.replay_window)
+                    } else {
+                        cfg.dedup_ttl
+                    },
+                )
+                .with_response_bounds(cfg.response_cache_bytes, cfg.response_cache_bytes_per_peer),
+            ),
             slots: Mutex::new(Default::default()),
             refusals: Default::default(),
+            queued_bytes: Default::default(),
             epoch: Instant::now(),
+            started_ms: crate::frame::now_ms(),
             counters: AtomicCounters::default(),
             cfg,
         });
@@ -89,13 +94,15 @@ impl Server {
                 tokio::spawn(accept_loop(l, shared, tx, stop))
             })
             .collect();
-        // Writes the refusals the log's limiters held back once their kind has been quiet.
+        // Writes the refusals the log's limiters held back once their kind has been quiet,
+        // and forgets expired ids (and their held responses) whether or not frames arrive.
         let s = shared.clone();
         tasks.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 s.refusals.flush(false);
+                s.dedup.lock().expect("dedup lock").expire(Instant::now());
             }
         }));
         Ok(Server {

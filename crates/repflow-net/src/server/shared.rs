@@ -22,6 +22,24 @@ pub(crate) type DedupKey = (Option<IpAddr>, u64);
 pub(crate) struct Out {
     pub(crate) head: Vec<u8>,
     pub(crate) body: Option<Arc<[u8]>>,
+    /// The bytes this queued response holds against `response_queue_bytes` (released when
+    /// it is written or dropped).
+    pub(crate) _charge: Option<QueuedCharge>,
+}
+
+/// Bytes of one queued response, counted in [`Shared::queued_bytes`] while it lives.
+#[derive(Debug)]
+pub(crate) struct QueuedCharge {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) bytes: usize,
+}
+
+impl Drop for QueuedCharge {
+    fn drop(&mut self) {
+        self.shared
+            .queued_bytes
+            .fetch_sub(self.bytes as u64, Ordering::Relaxed);
+    }
 }
 
 pub(crate) type Waiter = (mpsc::Sender<Out>, Header);
@@ -35,8 +53,13 @@ pub(crate) struct Shared {
     pub(crate) slots: Mutex<Slots>,
     /// The rate-limited refusal log.
     pub(crate) refusals: Refusals,
+    /// Bytes of call responses queued for connections' writers (all connections).
+    pub(crate) queued_bytes: AtomicU64,
     /// Origin of the server's millisecond clock (connection progress).
     pub(crate) epoch: Instant,
+    /// Wall-clock milliseconds when the server was bound: with a key, frames stamped earlier
+    /// are refused (the duplicate filter of an earlier life is gone).
+    pub(crate) started_ms: u64,
 }
 
 impl Shared {
@@ -48,9 +71,9 @@ impl Shared {
     pub(crate) fn counters(&self) -> ServerCounters {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (d, dedup_entries) = {
+        let (d, dedup_entries, held) = {
             let g = self.dedup.lock().expect("dedup lock");
-            (g.stats(), g.len() as u64)
+            (g.stats(), g.len() as u64, g.held_bytes() as u64)
         };
         ServerCounters {
             connections: l(&c.connections),
@@ -79,6 +102,9 @@ impl Shared {
             calls_expired: d.calls_expired,
             repeated_copies: d.repeats,
             dedup_entries,
+            response_queue_bytes: l(&self.queued_bytes),
+            response_cache_bytes: held,
+            responses_evicted: d.responses_evicted,
         }
     }
 }
