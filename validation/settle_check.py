@@ -77,8 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             if cid not in got:
                 continue
             reason = first[(cid, prof)]["reason"]
-            pred = reason[reason.find("about "):] if "about " in reason else (
-                reason.split("; ")[-1] if reason else "")
+            if "undecidable" in reason:
+                pred = "undecidable at this design (a percentile on a timeout plateau)"
+            elif "about " in reason:
+                pred = reason[reason.find("about "):]
+            else:
+                pred = reason.split("; ")[-1] if reason else ""
             print(f"| {cid} | `{prof}` | open | {pred} | {second.get((cid, prof), '')} | "
                   f"{got[cid].verdict} |")
     return 0
