@@ -23,6 +23,9 @@ from repflow.experiments.verdicts import OPEN, REPRODUCED
 #: lies within the Monte Carlo band of one of its bounds (replicates added near a boundary, so
 #: that no verdict depends on the generator).
 MAX_CHUNKS = 16
+#: Fewest replicates on a timeout plateau's side for its interval to be read off them (fewer:
+#: more replicates are drawn, up to :data:`MAX_CHUNKS`).
+PLATEAU_SIDE_MIN = 200
 
 
 # -- estimates: an effect or a level with whatever gives its intervals ------------------------
@@ -74,6 +77,11 @@ class RepEstimate(Estimate):
         self._draw = draw
         self.chunks = 1
         self.reps, self.series = draw(1)
+        #: The two series' own estimates, their names (a, b) and the effect function, where
+        #: the estimate is an effect (:meth:`side_effect`).
+        self.levels: dict[str, float] = {}
+        self.pair: tuple[str, str] = ("", "")
+        self.effect: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
     def at(self, confidence: float) -> tuple[float, float]:
         return stats.bounds(self.reps, confidence)
@@ -92,6 +100,16 @@ class RepEstimate(Estimate):
     @property
     def replicates(self) -> int:
         return len(self.reps)
+
+    def side_effect(self, series: str, value: float) -> float | None:
+        """The effect with ``series``' metric set to ``value`` and the other series' at its
+        estimate (a plateau side the replicates rarely reach); None when unknown."""
+        if self.effect is None or series not in self.levels:
+            return None
+        a, b = self.pair
+        va = value if series == a else self.levels[a]
+        vb = value if series == b else self.levels[b]
+        return float(self.effect(np.array([va]), np.array([vb]))[0])
 
 
 # -- points --------------------------------------------------------------------------------------
@@ -189,7 +207,25 @@ class Point:
             return
         cuts = self.regions.boundaries()
         levels = sorted({stats.CONFIDENCE, conf_fw})
-        while any(est.near(c, cuts) for c in levels) and est.extend():
+        pl = self._find_plateau(est) if isinstance(est, RepEstimate) and self.tails else None
+
+        def near() -> bool:
+            if any(est.near(c, cuts) for c in levels):
+                return True
+            if pl is None or not isinstance(est, RepEstimate):
+                return False
+            # a plateau decides on the replicates of one side: they need their own precision
+            for conf in levels:
+                for _value, mask in self._sides(est, pl, conf):
+                    sub = est.reps[mask]
+                    if len(sub) < PLATEAU_SIDE_MIN:
+                        return True
+                    (a0, a1), (b0, b1) = stats.bound_bands(sub, conf)
+                    if any(a0 < c < a1 or b0 < c < b1 for c in cuts):
+                        return True
+            return False
+
+        while near() and est.extend():
             pass
         lo, hi = est.at(stats.CONFIDENCE)
         flo, fhi = est.at(conf_fw)
@@ -198,37 +234,49 @@ class Point:
         self.replicates = est.replicates
         self.kinds = self.regions.admits(lo, hi)
         self.kinds_fw = self.regions.admits(flo, fhi)
-        if isinstance(est, RepEstimate) and self.tails:
-            self._plateau(est, conf_fw)
+        if pl is not None and isinstance(est, RepEstimate):
+            name = pl.series
+            self.plateau = rare.find_plateau(name, est.series[name], self.tails[name],
+                                             self._metric_name(), self.short_max) or pl
+            self.kinds = self._plateau_kinds(est, self.plateau, stats.CONFIDENCE)
+            self.kinds_fw = self._plateau_kinds(est, self.plateau, conf_fw)
 
-    def _plateau(self, est: RepEstimate, conf_fw: float) -> None:
+    def _find_plateau(self, est: RepEstimate) -> rare.Plateau | None:
         for name, sample in self.tails.items():
             reps = est.series.get(name)
             if reps is None:
                 continue
             pl = rare.find_plateau(name, reps, sample, self._metric_name(), self.short_max)
-            if pl is None:
-                continue
-            self.plateau = pl
-            high = reps >= pl.threshold
+            if pl is not None:
+                return pl
+        return None
 
-            def kinds(conf: float, pl: rare.Plateau = pl, high: np.ndarray = high
-                      ) -> frozenset[str]:  # fmt: skip
-                lo, hi = stats.wilson_at(pl.beyond, pl.flows, conf)
-                sides = []
-                if 100 * hi > pl.tail_pct:
-                    sides.append(high)
-                if 100 * lo < pl.tail_pct:
-                    sides.append(~high)
-                out: set[str] = set()
-                for mask in sides:
-                    if mask.sum() >= 20:
-                        out |= self.regions.admits(*stats.bounds(est.reps[mask], conf))
-                return frozenset(out) or self.regions.admits(*est.at(conf))
+    @staticmethod
+    def _sides(est: RepEstimate, pl: rare.Plateau, conf: float
+               ) -> list[tuple[float, np.ndarray]]:  # fmt: skip
+        """The plateau's sides the share beyond it admits at ``conf``: the percentile's value
+        on that side and the replicates that fell there."""
+        high = est.series[pl.series] >= pl.threshold
+        lo, hi = stats.wilson_at(pl.beyond, pl.flows, conf)
+        sides = []
+        if 100 * hi > pl.tail_pct:
+            sides.append((pl.above, high))
+        if 100 * lo < pl.tail_pct:
+            sides.append((pl.below, ~high))
+        return sides
 
-            self.kinds = kinds(stats.CONFIDENCE)
-            self.kinds_fw = kinds(conf_fw)
-            return
+    def _plateau_kinds(self, est: RepEstimate, pl: rare.Plateau, conf: float) -> frozenset[str]:
+        out: set[str] = set()
+        for value, mask in self._sides(est, pl, conf):
+            sub = est.reps[mask]
+            sub = sub[np.isfinite(sub)]
+            if len(sub) >= PLATEAU_SIDE_MIN:
+                out |= self.regions.admits(*stats.bounds(sub, conf))
+            else:  # a side the replicates rarely reach: the effect at its typical value
+                e = est.side_effect(pl.series, value)
+                if e is not None and np.isfinite(e):
+                    out.add(self.regions.kind_at(e))
+        return frozenset(out) or self.regions.admits(*est.at(conf))
 
     def _metric_name(self) -> str:
         return self.metric.split(" ", 1)[0]
@@ -380,6 +428,9 @@ class Evidence:
 
         e = self.boot.effect_replicates(sa, sb, metric, sm, stats.reduction, group, 1)[0]
         est = RepEstimate(e, draw)
+        est.levels = {a: self.boot.level_replicates(sa, metric, sm, group)[0],
+                      b: self.boot.level_replicates(sb, metric, sm, group)[0]}
+        est.pair, est.effect = (a, b), stats.reduction
         m = stats.metric(metric, sm, sa.mss or 1)
         tails = None
         if m.kind == "quantile":

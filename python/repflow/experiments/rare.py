@@ -29,6 +29,8 @@ from repflow.experiments.stats import Sample
 PLATEAU_GAP = 2.0
 #: Those order statistics: the rank q·(n − 1) ± this many binomial standard deviations.
 PLATEAU_SPREAD = 3.0
+#: Fewest flows beyond the gap for a plateau (fewer: a thin tail, not a timeout plateau).
+PLATEAU_MIN_FLOWS = 5
 
 
 @dataclass(frozen=True)
@@ -93,15 +95,16 @@ def find_plateau(series: str, reps: np.ndarray, sample: Sample, name: str, short
     if ratios[j] < PLATEAU_GAP:
         return None
     threshold = float(np.sqrt(window[j] * window[j + 1]))
-    r = reps[np.isfinite(reps)]
-    below, above = r[r < threshold], r[r >= threshold]
     beyond = int((values >= threshold).sum())
+    if beyond < PLATEAU_MIN_FLOWS:
+        return None  # a thin tail, not a plateau (the ⚠ of a thin percentile says so)
     lo, hi = stats.wilson_at(beyond, n, confidence)
-    return Plateau(series, threshold,
-                   float(np.median(below)) if len(below) else float(window[j]),
-                   float(np.median(above)) if len(above) else float(window[j + 1]),
-                   beyond, n, 100.0 * beyond / n, 100.0 * lo, 100.0 * hi,
-                   100.0 * (1.0 - m.q))  # fmt: skip
+    # the percentile's value on either side: the order statistics at its rank when the
+    # flows beyond the gap are more, or fewer, than its tail
+    rank = int(round(center))
+    return Plateau(series, threshold, float(values[min(rank, n - beyond - 1)]),
+                   float(values[max(rank, n - beyond)]), beyond, n, 100.0 * beyond / n,
+                   100.0 * lo, 100.0 * hi, 100.0 * (1.0 - m.q))  # fmt: skip
 
 
 @dataclass(frozen=True)
