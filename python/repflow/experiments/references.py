@@ -150,24 +150,11 @@ def reference_records(study: str, profile: str, root: Path | None = None,
                     if not f.is_file():
                         continue
                     h = pd.read_csv(f)
-                    if len(h) != len(trace):
-                        raise ValueError(f"{f}: {len(h)} flows, its trace {len(trace)}")
-                    fct = h["fct"].to_numpy(dtype=float, copy=True)
-                    fct[fct < 0] = np.nan
                     sent = (h["sent_packets"].where(h["sent_packets"] >= 0) * pkt
                             if "sent_packets" in h else np.nan)  # fmt: skip
-                    ideal = trace[f"ideal_{profile}_{IDEAL_OF[scheme]}"].to_numpy(dtype=float)
-                    frames.append(pd.DataFrame({
-                        "scheme": scheme, "series": scheme, "workload": w, "load": load,
-                        "seed": seed, "id": trace["id"], "src": trace["src"],
-                        "dst": trace["dst"], "size": trace["size"], "start": trace["start"],
-                        "fct": fct, "finish": trace["start"].to_numpy() + fct,
-                        "ideal_fct": ideal, "slowdown": fct / ideal, "copies": h["copies"],
-                        "winner": h["winner"], "timeouts": h["timeouts"],
-                        "fast_retransmits": h["fast_recoveries"], "drops": h["drops"],
-                        "bytes_sent": sent,
-                        "reference": label,
-                    }))  # fmt: skip
+                    frames.append(_records(f, h, trace, profile, scheme, (w, load, seed), {
+                        "winner": h["winner"], "fast_retransmits": h["fast_recoveries"],
+                        "drops": h["drops"], "bytes_sent": sent, "reference": label}))
     if not frames:
         return pd.DataFrame()
     return pd.concat(frames, ignore_index=True)
@@ -199,24 +186,32 @@ def ours_records(study: str, profile: str, root: Path | None = None,
                         continue
                     if trace is None:
                         trace = read_point_trace(study, w, load, seed, root)
-                    o = pd.read_csv(f)
-                    if len(o) != len(trace):
-                        raise ValueError(f"{f}: {len(o)} flows, its trace {len(trace)}")
-                    fct = o["fct"].to_numpy(dtype=float, copy=True)
-                    fct[fct < 0] = np.nan
-                    ideal = trace[f"ideal_{profile}_{IDEAL_OF[scheme]}"].to_numpy(dtype=float)
-                    frames.append(pd.DataFrame({
-                        "scheme": scheme, "series": scheme, "workload": w, "load": load,
-                        "seed": seed, "id": trace["id"], "src": trace["src"],
-                        "dst": trace["dst"], "size": trace["size"], "start": trace["start"],
-                        "fct": fct, "finish": trace["start"].to_numpy() + fct,
-                        "ideal_fct": ideal, "slowdown": fct / ideal, "copies": o["copies"],
-                        "winner": 0, "timeouts": o["timeouts"], "fast_retransmits": 0,
-                        "drops": 0, "bytes_sent": np.nan, "reference": "ours",
-                    }))  # fmt: skip
+                    frames.append(_records(f, pd.read_csv(f), trace, profile, scheme,
+                                           (w, load, seed), {
+                        "winner": 0, "fast_retransmits": 0, "drops": 0, "bytes_sent": np.nan,
+                        "reference": "ours"}))  # fmt: skip
     if not frames:
         return pd.DataFrame()
     return pd.concat(frames, ignore_index=True)
+
+
+def _records(f: Path, rec: pd.DataFrame, trace: pd.DataFrame, profile: str, scheme: str,
+             where: tuple[str, float, int], extra: dict) -> pd.DataFrame:  # fmt: skip
+    """One point's per-flow records (``rec``: id, fct, copies, timeouts, …) joined to its trace,
+    in the columns of this module's tables; ``extra``: the columns that differ by source."""
+    if len(rec) != len(trace):
+        raise ValueError(f"{f}: {len(rec)} flows, its trace {len(trace)}")
+    fct = rec["fct"].to_numpy(dtype=float, copy=True)
+    fct[fct < 0] = np.nan
+    ideal = trace[f"ideal_{profile}_{IDEAL_OF[scheme]}"].to_numpy(dtype=float)
+    w, load, seed = where
+    return pd.DataFrame({
+        "scheme": scheme, "series": scheme, "workload": w, "load": load, "seed": seed,
+        "id": trace["id"], "src": trace["src"], "dst": trace["dst"], "size": trace["size"],
+        "start": trace["start"], "fct": fct, "finish": trace["start"].to_numpy() + fct,
+        "ideal_fct": ideal, "slowdown": fct / ideal, "copies": rec["copies"],
+        "timeouts": rec["timeouts"], **extra,
+    })  # fmt: skip
 
 
 def _wire_packet(study: str, profile: str, root: Path | None) -> int:
