@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from repflow.experiments import claims
 from repflow.experiments.analysis import aggregate, load_sweep
@@ -39,11 +40,9 @@ def _pooled(a: Path, b: Path) -> tuple[pd.DataFrame, dict, list[str], int]:
             s.mss, s.min_rto = src.mss or s.mss, src.min_rto or s.min_rto
         s.sort()
         samples[k] = s
-    for k, v in lb.short_fcts.items():
-        la.short_fcts[k] = pd.concat([pd.Series(la.short_fcts.get(k, [])), pd.Series(v)]).to_numpy()
-    for k, v in lb.short_slowdowns.items():
-        la.short_slowdowns[k] = pd.concat([pd.Series(la.short_slowdowns.get(k, [])),
-                                           pd.Series(v)]).to_numpy()
+    for mine, theirs in ((la.short_fcts, lb.short_fcts), (la.short_slowdowns, lb.short_slowdowns)):
+        for k, v in theirs.items():
+            mine[k] = np.concatenate([mine.get(k, np.array([])), v])
     la.samples = samples
     spec = la.sweep.get("spec", {})
     scen = list((spec.get("extra") or {}).get("claims", []))
