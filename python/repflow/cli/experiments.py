@@ -79,6 +79,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="shift every seed of every study by K (K = 100: seeds disjoint from the default "
         "run's; results go to <default dir>-seed+K unless --out is given)",
     )  # fmt: skip
+    p.add_argument(
+        "--budget", metavar="WORK",
+        help="after the first pass, add seeds to the points of open claims until every claim "
+        "is decided, cannot be decided at this design, or WORK is spent; WORK is simulation "
+        "work in reference core-time (the cost model of --dry-run, the same on every "
+        "machine), e.g. 60min; a larger budget on the same directory continues a smaller one "
+        "(docs/experiments.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--budget-wall", metavar="DURATION",
+        help="with --budget: start no new round after this much wall time (e.g. 30min); "
+        "verdicts then depend on the machine's speed",
+    )  # fmt: skip
     p.add_argument("--spec", metavar="FILE", help="run only this spec (one sweep, one report)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before a long run")
     _add_run_options(p)
@@ -281,6 +294,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if args.seed_offset:
             raise UserError("--seed-offset shifts the papers' studies; with --spec, set the "
                             "seeds in the spec's [grid] seed")  # fmt: skip
+        if args.budget is not None:
+            raise UserError("--budget spends its work on the papers' claims; it does not "
+                            "combine with --spec")  # fmt: skip
         confirm = None if args.quick else _confirm_long(args)
         return _run(Path(args.spec), args, confirm=confirm)
     return _reproduce_papers(args)
@@ -288,6 +304,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _reproduce_papers(args: argparse.Namespace) -> int:
     import os
+    import time
 
     from repflow.cli.outdir import prepare_out
     from repflow.experiments import Store, plan_sweep, run_sweep
@@ -310,7 +327,14 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
         root, command="reproduce", owned=owned,
         hint="reproduce resumes only a directory it made: choose another directory",
     )  # fmt: skip
+    budget_work, wall_limit = _budget_args(args)
     runs = plan_runs(papers, args.quick, args.profiles, root, args.seed_offset)
+    if budget_work is not None:
+        from repflow.experiments.budget import with_budget
+
+        for r in runs:
+            if r.spec is not None:
+                r.spec = with_budget(r.spec)
     all_todo, lines = [], []
     for r in runs:
         if r.spec is None:
@@ -332,6 +356,10 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
         print(f"expected: ~{fmt_seconds(expected)} on {workers} workers "
               f"({fmt_seconds(sum(p.estimate for p in all_todo))} of single-core simulation)")
         _print_workers_needed(all_todo, expected)
+        if budget_work is not None:
+            print(f"then up to {fmt_seconds(budget_work)} of work (reference core-time) on the "
+                  f"points of open claims: ~{fmt_seconds(budget_work / workers)} on {workers} "
+                  "workers before calibration")  # fmt: skip
         return 0
     if not args.quick:
         print(f"reproduce: {len(runs)} sweeps; expected duration ~{fmt_seconds(expected)} on "
@@ -343,7 +371,8 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
                                 "rerun with --yes to start them (or use --quick)")  # fmt: skip
             if input("start? [y/N] ").strip().lower() not in ("y", "yes"):
                 raise UserError("aborted: nothing was computed")
-    write_marker(root, runs, args.quick, args.profiles, args.seed_offset)
+    write_marker(root, runs, args.quick, args.profiles, args.seed_offset,
+                 budget=args.budget if budget_work is not None else None)
     say = _progress(args)
     reports = BackgroundReports(say)
 
@@ -365,13 +394,119 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
         else:  # drawn while the next study computes
             reports.submit(r)
 
+    t_start = time.monotonic()
     md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep, reports=reports)
+    if budget_work is not None:
+        md, html_path, rows = _spend_budget(runs, root, args, budget_work, wall_limit, t_start)
     _print_combined(rows)
     failed = [r for r in runs if r.error]
     for r in failed:
         print(f"reproduce: {r.spec_name} under {r.profile} failed: {r.error}", file=sys.stderr)
     print(f"report: {html_path}\n        {md}")
     return 1 if failed else 0
+
+
+def _budget_args(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """``--budget`` and ``--budget-wall`` in seconds (None: not given)."""
+    from repflow.units import seconds
+
+    def parse(flag: str, text: str | None) -> float | None:
+        if text is None:
+            return None
+        try:
+            v = float(seconds(text))
+        except ValueError as exc:
+            raise UserError(f"{flag}: {exc}; give a duration such as 60min or 1800s") from None
+        if v <= 0:
+            raise UserError(f"{flag}: must be more than 0, got {text!r}")
+        return v
+
+    work = parse("--budget", args.budget)
+    wall = parse("--budget-wall", args.budget_wall)
+    if wall is not None and work is None:
+        raise UserError("--budget-wall limits a --budget run: give --budget too")
+    return work, wall
+
+
+def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float,  # noqa: ANN001
+                  wall_limit: float | None, t_start: float):  # noqa: ANN202
+    """The rounds of ``--budget`` after the first pass, then the final reports."""
+    import time
+
+    from repflow.experiments import budget as bd
+    from repflow.experiments.executors import make_executor
+    from repflow.experiments.report import sweep_claims
+    from repflow.experiments.reproduce import record_walls, write_report
+    from repflow.experiments.sweep import run_sweep
+    from repflow.experiments.uptodate import BackgroundReports
+    from repflow.progress import bar as progress_bar
+    from repflow.units import fmt_seconds
+
+    say = _progress(args)
+    studies, by_key = [], {}
+    for r in runs:
+        if r.spec is None or r.missing or r.error or not r.claims:
+            continue
+        st = bd.Study(r.spec_name, r.profile, r.spec, r.claims)
+        studies.append(st)
+        by_key[(r.spec_name, r.profile)] = r
+    old = bd.Ledger.read(root)
+    ledger = bd.Ledger(budget_work)
+    if old is not None:
+        ledger.rounds, ledger.paths = old.rounds, {}
+    ledger.first_pass = sum(cost * st.seeds0 for st in studies
+                            for _cfg, cost in st.grid.cells.values())  # fmt: skip
+    print(f"reproduce: budget {fmt_seconds(budget_work)} of work (reference core-time) for the "
+          f"points of open claims; intervals at alpha {bd.ALPHA:g} per look ({bd.LOOKS} looks "
+          "at most)", file=sys.stderr)  # fmt: skip
+    ex = make_executor(args.executor, jobs=args.jobs, address=args.address)
+    bar = progress_bar(total=round(budget_work), unit="work-s", desc="budget",
+                       disable=args.quiet, dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+    done = [0.0]
+
+    def simulate(st, spec) -> None:  # noqa: ANN001
+        r = by_key[(st.spec_name, st.profile)]
+        r.spec = spec
+        summary = run_sweep(spec, r.out, executor=ex, retry_failed=args.retry_failed,
+                            progress=False, skip_unavailable=args.skip_unavailable)  # fmt: skip
+        bar.write(f"reproduce: {st.spec_name} under {st.profile}: {summary.line()}",
+                  file=sys.stderr)  # fmt: skip
+
+    def evaluate(st, spec) -> list:  # noqa: ANN001
+        return sweep_claims(by_key[(st.spec_name, st.profile)].out)
+
+    def progress(spent: float) -> None:
+        bar.update(max(0, round(spent) - round(done[0])))
+        done[0] = spent
+
+    def out_of_time() -> bool:
+        return wall_limit is not None and time.monotonic() - t_start > wall_limit
+
+    try:
+        ledger = bd.run(studies, ledger, root, simulate=simulate, evaluate=evaluate,
+                        out_of_time=out_of_time, say=lambda m: bar.write(f"budget: {m}",
+                                                                          file=sys.stderr),
+                        progress=progress)  # fmt: skip
+    finally:
+        bar.close()
+        ex.close()
+    touched = dict.fromkeys((a.spec_name, a.profile) for rnd in ledger.rounds for a in rnd
+                            if a.taken and (a.spec_name, a.profile) in by_key)  # fmt: skip
+    reports = BackgroundReports(say)
+    try:
+        for k in touched:
+            reports.submit(by_key[k])
+    finally:
+        reports.wait()
+    wall = time.monotonic() - t_start
+    ledger.wall = wall
+    ledger.write(root)
+    record_walls(root, runs, wall)
+    print(f"reproduce: {bd.summary_line(ledger)}", file=sys.stderr)
+    md, h = write_report(root, runs, args.quick, wall)
+    from repflow.experiments.reproduce import claim_rows
+
+    return md, h, claim_rows(runs)
 
 
 def _print_combined(rows) -> None:  # noqa: ANN001

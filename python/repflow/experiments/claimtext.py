@@ -137,7 +137,8 @@ def describe_points(points: Sequence[Point]) -> str:
             head = "effect" if w == "trace" else "load: effect"
             # a study's own workload (FA-DCTCP's "short-flows") is not a claim's label
             name = f"{workload_name(w)} " if w in _WL else ""
-            txt.append(f"{name}({head} [95 % interval]; {_counts_short(ps)}): {cells}"
+            txt.append(f"{name}({head} [{vd.level_text()} % interval]; {_counts_short(ps)}): "
+                       f"{cells}"
                        if n.flows else f"{name}{cells}")  # fmt: skip
         out.append((f"{part}: " if part else "") + "; ".join(txt))
     return " | ".join(out)
@@ -182,10 +183,10 @@ def deciding_text(points: Sequence[Point], idx: Sequence[int], verdict: str, m: 
         return ""
     p = points[idx[0]]
     fw = p.fw
-    level = f"{100 * vd.family_confidence(m):.1f}".rstrip("0").rstrip(".")
+    level = vd.level_text(vd.family_confidence(m))
     span = interval_text(p, fw.lo, fw.hi) if fw is not None else interval_text(p)
     more = f" (and {len(idx) - 1} more point{'s' if len(idx) > 2 else ''})" if len(idx) > 1 else ""
-    how = f"{level} % interval over {m} points" if m > 1 else "95 % interval"
+    how = f"{level} % interval over {m} points" if m > 1 else f"{vd.level_text()} % interval"
     return (f"{p.where()}: {fmt(p.interval.estimate, p.unit, p.regions.boundaries())} "
             f"{span} ({how}; {flows_text(p)}){more}")  # fmt: skip
 
@@ -202,7 +203,7 @@ def why_open(points: Sequence[Point], open_idx: Sequence[int], settle: str) -> s
               else "")  # fmt: skip
         span = interval_text(p)
         if p.open_on_fw() and p.fw is not None:
-            level = f"{100 * vd.family_confidence(m):.1f}".rstrip("0").rstrip(".")
+            level = vd.level_text(vd.family_confidence(m))
             span = f"{span}, at {level} % {interval_text(p, p.fw.lo, p.fw.hi)}"
         if p.plateau is not None and p.plateau.side() == "open":
             at = " sits on a knife edge (timeout plateau)"

@@ -206,7 +206,7 @@ class Point:
             self.fw = self.interval
             return
         cuts = self.regions.boundaries()
-        levels = sorted({stats.CONFIDENCE, conf_fw})
+        levels = sorted({vd.confidence(), conf_fw})
         pl = self._find_plateau(est) if isinstance(est, RepEstimate) and self.tails else None
 
         def near() -> bool:
@@ -227,7 +227,7 @@ class Point:
 
         while near() and est.extend():
             pass
-        lo, hi = est.at(stats.CONFIDENCE)
+        lo, hi = est.at(vd.confidence())
         flo, fhi = est.at(conf_fw)
         self.interval = replace(self.interval, lo=lo, hi=hi)
         self.fw = replace(self.interval, lo=flo, hi=fhi)
@@ -238,7 +238,7 @@ class Point:
             name = pl.series
             self.plateau = rare.find_plateau(name, est.series[name], self.tails[name],
                                              self._metric_name(), self.short_max) or pl
-            self.kinds = self._plateau_kinds(est, self.plateau, stats.CONFIDENCE)
+            self.kinds = self._plateau_kinds(est, self.plateau, vd.confidence())
             self.kinds_fw = self._plateau_kinds(est, self.plateau, conf_fw)
 
     def _find_plateau(self, est: RepEstimate) -> rare.Plateau | None:
@@ -435,7 +435,7 @@ class Evidence:
         tails = None
         if m.kind == "quantile":
             tails = min(stats.metric_flows(metric, sa, sm), stats.metric_flows(metric, sb, sm))
-        iv = Interval(e, *est.at(stats.CONFIDENCE),
+        iv = Interval(e, *est.at(vd.confidence()),
                       (stats.metric_flows(metric, sa, sm), stats.metric_flows(metric, sb, sm)),
                       min(len(sa.seeds), len(sb.seeds)), stats.paired(sa, sb), tails)  # fmt: skip
         p = Point(part, workload, load, label, regions, iv, est=est, short_max=sm)
@@ -467,7 +467,7 @@ class Evidence:
 
         e = self.boot.level_replicates(sa, metric, sm, group, 1)[0] * scale
         est = RepEstimate(e, draw)
-        iv = Interval(e, *est.at(stats.CONFIDENCE), (stats.metric_flows(metric, sa, sm),),
+        iv = Interval(e, *est.at(vd.confidence()), (stats.metric_flows(metric, sa, sm),),
                       len(sa.seeds))  # fmt: skip
         return Point(part, workload, load, label, regions, iv, est=est, short_max=sm)
 
@@ -483,7 +483,7 @@ class Evidence:
             n_den = float(r[den].iloc[0]) * seeds
             if np.isfinite(n_num) and np.isfinite(n_den) and n_den > 0:
                 est = WilsonEstimate(n_num, n_den)
-                iv = Interval(est.estimate, *est.at(stats.CONFIDENCE), (int(n_den),), seeds)
+                iv = Interval(est.estimate, *est.at(vd.confidence()), (int(n_den),), seeds)
                 return Point(part, workload, load, label, regions, iv, est=est)
         v = 100 * self.value(a, workload, load, "collision_frac")
         iv = Interval(v, v, v, (), self.seeds(a, workload, load))

@@ -167,7 +167,8 @@ def claims_table(results: list[ClaimResult]) -> Table:
         rows.append([r.claim.id, r.claim.text, r.claim.source, r.claim.criterion, r.measured,
                      why, r.verdict])  # fmt: skip
         classes.append(verdict_class(r.verdict))
-    return Table(["id", "claim", "source", "criterion", "measured: effect [95 % interval]",
+    return Table(["id", "claim", "source", "criterion",
+                  f"measured: effect [{vd.level_text()} % interval]",
                   "why (deciding or open points; rare events)", "verdict"], rows, classes)
 
 
@@ -225,6 +226,33 @@ def reduction_intervals(evidence: Evidence):  # noqa: ANN201
     return get
 
 
+def sweep_alpha(spec: dict[str, Any]) -> float:
+    """The error rate a sweep's verdicts spend (``[experiment] alpha``, set by ``repflow
+    reproduce --budget`` on the studies it may extend; default :data:`vd.FAMILY_ALPHA`)."""
+    try:
+        a = float((spec.get("extra") or {}).get("alpha", vd.FAMILY_ALPHA))
+    except (TypeError, ValueError):
+        return vd.FAMILY_ALPHA
+    return a if 0.0 < a < 1.0 else vd.FAMILY_ALPHA
+
+
+def sweep_claims(root: str | Path) -> list[ClaimResult]:
+    """The claim verdicts of the sweep stored in ``root``, without figures or report files
+    (what ``repflow reproduce --budget`` needs between its rounds)."""
+    store = Store(root)
+    loaded = load_sweep(store)
+    if loaded.points.empty:
+        raise UserError(f"{store.root}: no finished point to report on")
+    sweep = loaded.sweep
+    spec = sweep.get("spec", {})
+    figs_cfg = spec.get("figures", {})
+    agg = aggregate(loaded.points, loaded)
+    scenarios = list((spec.get("extra") or {}).get("claims", []))
+    evidence = Evidence(agg, loaded.samples, int(figs_cfg.get("short_max_bytes", 100_000)))
+    with vd.at_alpha(sweep_alpha(spec)):
+        return evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
+
+
 def build_report(root: str | Path, progress=None, out: str | Path | None = None) -> Report:
     """Rebuilds figures, ``report.html``, ``report.md`` and ``summary.csv`` of the sweep stored
     in ``root``, into ``out`` (default: ``root`` itself; ``out`` is made if missing and the
@@ -256,7 +284,8 @@ def build_report(root: str | Path, progress=None, out: str | Path | None = None)
     short_max = int(figs_cfg.get("short_max_bytes", 100_000))
     evidence = Evidence(agg, loaded.samples, short_max)
     say("claims: intervals (bootstrap over flows within seeds)")
-    claims = evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
+    with vd.at_alpha(sweep_alpha(spec)):
+        claims = evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
 
     dest = store.root if out is None else Path(out)
     dest.mkdir(parents=True, exist_ok=True)
@@ -266,8 +295,9 @@ def build_report(root: str | Path, progress=None, out: str | Path | None = None)
                                intervals=reduction_intervals(evidence))
         say(f"{len(figures)} figures drawn; writing the report")
         agg.to_csv(tmp / "summary.csv", index=False)
-        html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec, sweep,
-                                     store.root)  # fmt: skip
+        with vd.at_alpha(sweep_alpha(spec)):
+            html_text, md_text = _render(loaded, agg, order, claims, figures, labels, spec,
+                                         sweep, store.root)  # fmt: skip
         (tmp / "report.html").write_text(html_text, encoding="utf-8")
         (tmp / "report.md").write_text(md_text, encoding="utf-8")
         # Move into place: the figures directory is swapped, the files replaced.

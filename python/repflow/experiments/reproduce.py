@@ -129,7 +129,8 @@ def owned(root: Path) -> bool:
 
 
 def write_marker(
-    root: Path, runs: Sequence[Run], quick: bool, profiles: str, seed_offset: int = 0
+    root: Path, runs: Sequence[Run], quick: bool, profiles: str, seed_offset: int = 0,
+    budget: str | None = None,
 ) -> None:
     """Records what this root holds (read back by :func:`owned` and by the report)."""
     from repflow.version import __version__
@@ -138,11 +139,14 @@ def write_marker(
     command = "repflow reproduce" + (" --quick" if quick else "")
     if seed_offset:
         command += f" --seed-offset {seed_offset}"
+    if budget is not None:
+        command += f" --budget {budget}"
     record = {
         "command": command,
         "version": __version__,
         "profiles": profiles,
         "seed_offset": seed_offset,
+        "budget": budget,
         # in the order the run takes them (the combined report's order, also when rebuilt)
         "papers": list(dict.fromkeys(r.paper.id for r in runs)),
         "runs": [
@@ -157,6 +161,20 @@ def write_marker(
         ],
     }
     (root / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def budget_ledger(root: Path) -> Any:
+    """The ledger of a ``--budget`` run stored in ``root`` (None: the last run of this root
+    had no budget, or there is no ledger)."""
+    from repflow.experiments import budget as bd
+
+    try:
+        marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("budget") is None:
+        return None
+    return bd.Ledger.read(root)
 
 
 def record_walls(root: Path, runs: Sequence[Run], wall: float) -> None:
@@ -401,6 +419,14 @@ def write_report(
     if offset:
         title += f", every seed shifted by {offset}"
     c_paper, c_dc = _count_line(_counts(rows, "paper")), _count_line(_counts(rows, DC))
+    conventions = CONVENTIONS
+    if budget_ledger(root) is not None:
+        from repflow.experiments import budget as bd
+
+        conventions += (f" This run added seeds where verdicts were open (--budget): every "
+                        f"interval above is at {vd.level_text(1 - bd.ALPHA)} % instead of 95 %, "
+                        f"and at 1 − {bd.ALPHA:g}/m family-wise, so that the {bd.LOOKS} looks "
+                        "a claim may get keep its error rate ≤ 5 % (the last section).")
     intro = (
         f"{len(rows)} published claims of {len(papers)} papers, each measured under the TCP "
         "profile the paper most likely used and under the data-center profile `dc` "
@@ -424,7 +450,7 @@ def write_report(
 
     md = [f"# {title}", "", intro, "",
           f"- under the papers' profiles: {c_paper}", f"- under `dc`: {c_dc}", "",
-          CONVENTIONS, "",
+          conventions, "",
           "Machine-readable: [claims.csv](claims.csv) (one row per claim and profile), "
           "[claim_points.csv](claim_points.csv) (one row per claim, profile, workload, load "
           "and metric); columns in docs/metrics.md.", "",
@@ -467,7 +493,7 @@ def write_report(
     h.append(
         f"<p>{html.escape(intro).replace('`dc`', '<code>dc</code>')}</p><ul><li>under the "
         f"papers' profiles: {html.escape(c_paper)}</li><li>under <code>dc</code>: "
-        f"{html.escape(c_dc)}</li></ul><p class='conv'>{html.escape(CONVENTIONS)}</p>"
+        f"{html.escape(c_dc)}</li></ul><p class='conv'>{html.escape(conventions)}</p>"
         "<p>Machine-readable: <a href='claims.csv'>claims.csv</a> (one row per claim and "
         "profile), <a href='claim_points.csv'>claim_points.csv</a> (one row per claim, "
         "profile, workload, load and metric); columns in docs/metrics.md.</p>"
@@ -521,9 +547,16 @@ def write_report(
             h.append(f"<p>Profile of <code>{r.spec_name}</code>: {html.escape(r.why)}.</p>")
         para = html.escape(_difference_paragraph(paper, runs, rows)).replace("`", "")
         h.append(f"<p><b>What decides the difference.</b> {para}</p>")
+    dest.mkdir(parents=True, exist_ok=True)
+    ledger = budget_ledger(root)
+    if ledger is not None:
+        from repflow.experiments import budget as bd
+
+        figs = bd.draw(ledger, dest)
+        md_text += "\n".join(bd.section_md(ledger, figs)) + "\n"
+        h.append(bd.section_html(ledger, figs))
     h.append("</body></html>")
 
-    dest.mkdir(parents=True, exist_ok=True)
     with (dest / "claims.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(CLAIM_COLUMNS)

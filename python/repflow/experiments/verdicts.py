@@ -37,7 +37,9 @@ reach it gets **regime not reached** with the measured value instead of a verdic
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 REPRODUCED = "reproduced"
@@ -61,6 +63,42 @@ CONCLUSIVE = (*REPRODUCED_KINDS, *NOT_REPRODUCED_KINDS)
 
 #: Family-wise error rate of every claim's verdict.
 FAMILY_ALPHA = 0.05
+
+#: The error rate each evaluation of a claim spends: :data:`FAMILY_ALPHA` for one look at the
+#: data; a sequential run (``repflow reproduce --budget``) that may look at a claim up to L
+#: times spends ``FAMILY_ALPHA / L`` at each look (Bonferroni over looks, docs/metrics.md).
+_LOOK_ALPHA: ContextVar[float] = ContextVar("repflow_look_alpha", default=FAMILY_ALPHA)
+
+
+def alpha() -> float:
+    """The error rate of the evaluation under way (:func:`at_alpha`; default
+    :data:`FAMILY_ALPHA`)."""
+    return _LOOK_ALPHA.get()
+
+
+def confidence() -> float:
+    """The two-sided confidence of a single point's interval: ``1 − alpha()`` (95 % unless a
+    sequential run spends less at each look)."""
+    return 1.0 - alpha()
+
+
+def level_text(conf: float | None = None) -> str:
+    """``95``, ``99``, ``99.5``: a confidence (default :func:`confidence`) in percent, as the
+    reports print it."""
+    c = confidence() if conf is None else conf
+    return f"{100 * c:.2f}".rstrip("0").rstrip(".")
+
+
+@contextmanager
+def at_alpha(a: float) -> Iterator[None]:
+    """Evaluates claims at error rate ``a`` inside the block (0 < a < 1)."""
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {a}")
+    token = _LOOK_ALPHA.set(float(a))
+    try:
+        yield
+    finally:
+        _LOOK_ALPHA.reset(token)
 
 #: Region kinds (a subset of the verdicts).
 _REGION_KINDS = (REPRODUCED, LARGER, SMALLER, OPPOSITE, EXCEEDS)
@@ -256,8 +294,9 @@ def decide_any(kinds95: Sequence[frozenset[str]], kinds_fw: Sequence[frozenset[s
 
 def family_confidence(points: int) -> float:
     """The two-sided confidence of each point's interval that keeps a claim over ``points``
-    points at :data:`FAMILY_ALPHA` family-wise (Bonferroni)."""
-    return 1.0 - FAMILY_ALPHA / max(points, 1)
+    points at :func:`alpha` family-wise (Bonferroni; :data:`FAMILY_ALPHA` unless a sequential
+    run spends less per look)."""
+    return 1.0 - alpha() / max(points, 1)
 
 
 def headline(verdicts: Iterable[str]) -> dict[str, int]:
