@@ -329,12 +329,21 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     )  # fmt: skip
     budget_work, wall_limit = _budget_args(args)
     runs = plan_runs(papers, args.quick, args.profiles, root, args.seed_offset)
+    bases = {}
     if budget_work is not None:
-        from repflow.experiments.budget import with_budget
+        from repflow.experiments import budget as bd
 
+        # a ledger of an earlier budgeted run: its studies start where it left them (their
+        # points are stored, their reports up to date), and its rounds are not replayed
+        old = bd.Ledger.read(root)
         for r in runs:
             if r.spec is not None:
-                r.spec = with_budget(r.spec)
+                r.spec = bd.with_budget(r.spec)
+                bases[(r.spec_name, r.profile)] = r.spec
+                if old is not None and old.rounds:
+                    extra = bd.replayed_extra(old.rounds, r.spec_name, r.profile,
+                                              len(bd.base_seeds(r.spec)))  # fmt: skip
+                    r.spec = bd.extend_spec(r.spec, extra)
     all_todo, lines = [], []
     for r in runs:
         if r.spec is None:
@@ -397,7 +406,8 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     t_start = time.monotonic()
     md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep, reports=reports)
     if budget_work is not None:
-        md, html_path, rows = _spend_budget(runs, root, args, budget_work, wall_limit, t_start)
+        md, html_path, rows = _spend_budget(runs, root, args, budget_work, wall_limit, t_start,
+                                            bases)  # fmt: skip
     _print_combined(rows)
     failed = [r for r in runs if r.error]
     for r in failed:
@@ -429,7 +439,7 @@ def _budget_args(args: argparse.Namespace) -> tuple[float | None, float | None]:
 
 
 def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float,  # noqa: ANN001
-                  wall_limit: float | None, t_start: float):  # noqa: ANN202
+                  wall_limit: float | None, t_start: float, bases: dict):  # noqa: ANN202
     """The rounds of ``--budget`` after the first pass, then the final reports."""
     import time
 
@@ -438,7 +448,7 @@ def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float
     from repflow.experiments.report import sweep_claims
     from repflow.experiments.reproduce import record_walls, write_report
     from repflow.experiments.sweep import run_sweep
-    from repflow.experiments.uptodate import BackgroundReports
+    from repflow.experiments.uptodate import BackgroundReports, current_claims
     from repflow.progress import bar as progress_bar
     from repflow.units import fmt_seconds
 
@@ -447,13 +457,18 @@ def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float
     for r in runs:
         if r.spec is None or r.missing or r.error or not r.claims:
             continue
-        st = bd.Study(r.spec_name, r.profile, r.spec, r.claims)
+        base = bases.get((r.spec_name, r.profile), r.spec)
+        st = bd.Study(r.spec_name, r.profile, base, r.claims)
         studies.append(st)
         by_key[(r.spec_name, r.profile)] = r
     old = bd.Ledger.read(root)
+    resumed = old is not None and bool(old.rounds)
     ledger = bd.Ledger(budget_work)
-    if old is not None:
-        ledger.rounds, ledger.paths = old.rounds, {}
+    if resumed:
+        ledger.rounds, ledger.paths = old.rounds, old.paths
+        ledger.spent, ledger.stops = old.spent, old.stops
+        for st in studies:
+            st.extra = bd.replayed_extra(old.rounds, st.spec_name, st.profile, st.seeds0)
     ledger.first_pass = sum(cost * st.seeds0 for st in studies
                             for _cfg, cost in st.grid.cells.values())  # fmt: skip
     print(f"reproduce: budget {fmt_seconds(budget_work)} of work (reference core-time) for the "
@@ -486,7 +501,7 @@ def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float
         ledger = bd.run(studies, ledger, root, simulate=simulate, evaluate=evaluate,
                         out_of_time=out_of_time, say=lambda m: bar.write(f"budget: {m}",
                                                                           file=sys.stderr),
-                        progress=progress)  # fmt: skip
+                        progress=progress, resumed=resumed)  # fmt: skip
     finally:
         bar.close()
         ex.close()
@@ -495,7 +510,12 @@ def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float
     reports = BackgroundReports(say)
     try:
         for k in touched:
-            reports.submit(by_key[k])
+            r = by_key[k]
+            claims = current_claims(r.out)
+            if claims is None:  # extended since its report was drawn
+                reports.submit(r)
+            else:
+                r.claims = claims
     finally:
         reports.wait()
     wall = time.monotonic() - t_start

@@ -52,6 +52,8 @@ LOOKS = 5
 ALPHA = vd.FAMILY_ALPHA / LOOKS
 #: An action less likely than this to decide its claim is not taken.
 CHANCE_MIN = 0.05
+#: Most seeds a cell may get, in multiples of its first pass's seeds.
+GROWTH_MAX = 256
 #: The ledger of a budgeted run, in its result root.
 LEDGER = "budget.json"
 #: Grid axis of the seeds.
@@ -380,11 +382,31 @@ class Study:
         return sum(max(0, target - self.seeds(c)) * self.grid.cells[c][1] for c in cells)
 
 
-def propose(studies: Sequence[Study], looks: dict[str, int]) -> tuple[list[Action], dict[str, str]]:
+def replayed_extra(rounds: Sequence[Sequence[Action]], spec_name: str, profile: str,
+                   seeds0: int) -> dict[Cell, int]:  # fmt: skip
+    """The extra seeds per cell that the taken actions of ``rounds`` gave one study."""
+    extra: dict[Cell, int] = {}
+    for r in rounds:
+        for a in r:
+            if a.taken and (a.spec_name, a.profile) == (spec_name, profile):
+                for c in a.cells:
+                    extra[c] = max(extra.get(c, 0), a.target - seeds0)
+    return extra
+
+
+def propose(studies: Sequence[Study], looks: dict[str, int], left: float = math.inf,
+            own: Iterable[str] = ()) -> tuple[list[Action], dict[str, str]]:  # fmt: skip
     """Every open claim's next action, in the order they are taken (chance per unit of cost,
-    then claim and profile), and why each claim that has none stops."""
+    then claim and profile), and why each claim that has none stops.
+
+    An action multiplies the seeds of the claim's open cells by a power of two — the one
+    with the most chance of deciding per unit of work among those that fit in ``left`` — up
+    to :data:`GROWTH_MAX` times the first pass's seeds; one action is one look, so a claim
+    that needs many times the flows gets them in one step rather than in several doublings.
+    ``own``: keys of the claims that have taken an action of their own (for the reasons)."""
     actions: list[Action] = []
     stops: dict[str, str] = {}
+    own = set(own)
     for st in studies:
         for res in st.claims:
             k = key(res.claim.id, st.profile)
@@ -395,28 +417,49 @@ def propose(studies: Sequence[Study], looks: dict[str, int]) -> tuple[list[Actio
                 stops[k] = f"not measured ({res.measured})" if res.measured else "not measured"
                 continue
             if looks.get(k, 1) >= LOOKS:
-                stops[k] = f"look limit: {LOOKS} looks (the alpha spent per look allows no more)"
+                stops[k] = (f"look limit: {LOOKS} looks (the alpha spent per look allows no "
+                            "more)" if k in own else
+                            f"look limit: its cells gained seeds {looks.get(k, 1) - 1} times "
+                            f"through other claims' actions ({LOOKS} looks: the alpha spent "
+                            "per look allows no more)")  # fmt: skip
                 continue
             cells = st.claim_cells(res)
             if not cells:
                 stops[k] = "its open points map to no grid cell of the study"
                 continue
             have = max(st.seeds(c) for c in cells)
-            limit = st.seeds0 * 2 ** (LOOKS - 1)
-            target = min(2 * have, limit)
-            if target <= min(st.seeds(c) for c in cells):
-                stops[k] = f"seed limit: {limit} seeds per cell ({LOOKS - 1} doublings)"
+            limit = st.seeds0 * GROWTH_MAX
+            factors = []
+            f = 2
+            while have * f <= limit:
+                factors.append(f)
+                f *= 2
+            if not factors:
+                stops[k] = f"seed limit: {limit} seeds per cell ({GROWTH_MAX}× the first pass)"
                 continue
-            c_now, why = chance(res, target / have)
-            c_max, _ = chance(res, limit / have)
+            c_max, why = chance(res, factors[-1])
             if c_max < CHANCE_MIN:
-                stops[k] = why or (f"undecidable at this design: even {limit} seeds per cell "
-                                   f"would decide it with chance {c_max:.0%} (estimates "
-                                   "too close to a boundary)")  # fmt: skip
+                stops[k] = why or (f"undecidable at this design: even {have * factors[-1]} "
+                                   f"seeds per cell would decide it with chance {c_max:.0%} "
+                                   "(estimates too close to a boundary)")  # fmt: skip
                 continue
-            cost = st.cost_of(cells, target)
-            actions.append(Action(st.spec_name, st.profile, res.claim.id, cells, target, cost,
-                                  max(c_now, 1e-6)))  # fmt: skip
+            best: Action | None = None
+            cheapest = math.inf
+            for f in factors:
+                target = have * f
+                cost = st.cost_of(cells, target)
+                c, _ = chance(res, f)
+                cheapest = min(cheapest, cost) if c >= CHANCE_MIN else cheapest
+                if c < CHANCE_MIN or cost > left + 1e-9:
+                    continue
+                a = Action(st.spec_name, st.profile, res.claim.id, cells, target, cost, c)
+                if best is None or c / max(cost, 1e-9) > best.chance / max(best.cost, 1e-9):
+                    best = a
+            if best is None:
+                stops[k] = (f"budget spent (its cheapest useful step costs {cheapest:.0f} s of "
+                            f"work, {left:.0f} s left)")  # fmt: skip
+                continue
+            actions.append(best)
     actions.sort(key=lambda a: (-a.chance / max(a.cost, 1e-9), a.claim, a.profile))
     return actions, stops
 
@@ -428,10 +471,16 @@ def run(
     out_of_time: Callable[[], bool] = lambda: False,
     say: Callable[[str], None] = lambda _m: None,
     progress: Callable[[float], None] = lambda _w: None,
+    resumed: bool = False,
 ) -> Ledger:
     """The rounds: replays those ``ledger`` holds, then adds new ones while an action fits
     the budget. ``simulate(study, spec)`` runs the spec's missing points; ``evaluate`` returns
-    its claims (on the stored points)."""
+    its claims (on the stored points).
+
+    ``resumed``: the studies already carry the extension of ``ledger``'s rounds
+    (:func:`replayed_extra`) and their claims are those of that state, as a resumed run
+    finds them stored; the rounds, paths and work of ``ledger`` are then taken as they are
+    and the run goes on from there."""
     by = {(s.spec_name, s.profile): s for s in studies}
     looks: dict[str, int] = {}
     states: dict[str, tuple[int, ...]] = {}
@@ -450,12 +499,24 @@ def run(
                 else:
                     path[looks[k] - 1] = look_entry(res, seeds)
 
-    for st in studies:
-        observe(st)
-    replay = list(ledger.rounds)
-    ledger.rounds = []
-    ledger.spent = 0.0
-    n = 0
+    if resumed:
+        for st in studies:
+            for res in st.claims:
+                k = key(res.claim.id, st.profile)
+                looks[k] = max(1, len(ledger.paths.get(k, [])))
+                states[k] = st.state(res)
+                if k not in ledger.paths:
+                    ledger.paths[k] = [look_entry(res, st.seeds0)]
+        replay: list[list[Action]] = []
+        n = len(ledger.rounds)
+        say(f"resumed after {n} rounds ({ledger.spent:.0f} s of work spent)")
+    else:
+        for st in studies:
+            observe(st)
+        replay = list(ledger.rounds)
+        ledger.rounds = []
+        ledger.spent = 0.0
+        n = 0
     while True:
         n += 1
         if replay:
@@ -467,7 +528,9 @@ def run(
             touched = {(a.spec_name, a.profile) for a in chosen if a.taken}
             say(f"round {n}: replayed from the ledger")
         else:
-            actions, stops = propose(studies, looks)
+            actions, stops = propose(studies, looks, ledger.budget - ledger.spent,
+                                     {key(a.claim, a.profile) for r in ledger.rounds
+                                      for a in r if a.taken})  # fmt: skip
             ledger.stops.update(stops)
             if not actions:
                 still = [k for st in studies for res in st.claims
@@ -555,10 +618,12 @@ def draw(ledger: Ledger, dest: Path) -> dict[str, str]:
                         x = e["seeds"] * (1 + 0.04 * (j - len(wheres) / 2))
                         xs.append(x)
                         ys.append(p["estimate"])
-                        lo.append(p["estimate"] - (p["lo"] if p["lo"] is not None else
-                                                   p["estimate"]))  # fmt: skip
-                        hi.append((p["hi"] if p["hi"] is not None else p["estimate"])
-                                  - p["estimate"])  # fmt: skip
+                        # (a plateau-decided percentile's interval need not hold its
+                        # estimate: the bar then ends at the estimate)
+                        lo.append(max(0.0, p["estimate"] - (p["lo"] if p["lo"] is not None
+                                                            else p["estimate"])))  # fmt: skip
+                        hi.append(max(0.0, (p["hi"] if p["hi"] is not None else p["estimate"])
+                                      - p["estimate"]))  # fmt: skip
             if xs:
                 ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, lw=1, capsize=2,
                             label=where)  # fmt: skip
