@@ -113,7 +113,7 @@ impl CongestionControl for Dctcp {
         match self.est.on_ack(info) {
             EcnAction::Cut(alpha) => cut_window(w, alpha),
             EcnAction::Hold => {}
-            EcnAction::Grow => reno_increase(w, info.acked),
+            EcnAction::Grow => reno_increase(w, info.grow),
         }
     }
 }
@@ -126,6 +126,7 @@ pub(crate) mod tests {
     pub(crate) fn ack(ack: u32, acked: u32, ece: bool, snd_nxt: u32, bytes_sent: u64) -> AckInfo {
         AckInfo {
             acked,
+            grow: acked,
             ece,
             ack,
             snd_nxt,

@@ -52,7 +52,7 @@ impl CongestionControl for FaDctcp {
                 cut_window(w, alpha.powi(beta));
             }
             EcnAction::Hold => {}
-            EcnAction::Grow => reno_increase(w, info.acked),
+            EcnAction::Grow => reno_increase(w, info.grow),
         }
     }
 }

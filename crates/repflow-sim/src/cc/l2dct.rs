@@ -78,7 +78,7 @@ impl CongestionControl for L2dct {
         match self.est.on_ack(info) {
             EcnAction::Cut(alpha) => cut_window(w, alpha.powf(wc)),
             EcnAction::Hold => {}
-            EcnAction::Grow => scaled_increase(w, info.acked, wc / self.p.w_max),
+            EcnAction::Grow => scaled_increase(w, info.grow, wc / self.p.w_max),
         }
     }
 }

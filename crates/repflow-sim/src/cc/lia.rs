@@ -39,7 +39,7 @@ impl Lia {
 
 impl CongestionControl for Lia {
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
-        let acked = slow_start(w, info.acked);
+        let acked = slow_start(w, info.grow);
         if acked == 0 {
             return;
         }

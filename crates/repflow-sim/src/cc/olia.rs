@@ -69,7 +69,7 @@ impl Olia {
 impl CongestionControl for Olia {
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
         self.l2 += f64::from(info.acked);
-        let acked = slow_start(w, info.acked);
+        let acked = slow_start(w, info.grow);
         if acked == 0 {
             return;
         }

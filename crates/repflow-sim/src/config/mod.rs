@@ -8,7 +8,8 @@ use crate::scheme::SchemeConfig;
 use crate::units::Duration;
 pub use error::ConfigError;
 pub use sections::{
-    HashKind, PairPattern, QueueConfig, RoutingConfig, TcpConfig, TcpProfile, TopologyConfig,
+    CwndGrowth, HashKind, PairPattern, QueueConfig, RoutingConfig, TcpConfig, TcpProfile,
+    TopologyConfig,
     TopologyKind, TraceFlow, WorkloadConfig,
 };
 use serde::{Deserialize, Serialize};

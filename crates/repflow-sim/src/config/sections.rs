@@ -187,6 +187,22 @@ impl TcpProfile {
     pub const NAMES: &'static [&'static str] = &["dc", "linux", "ns2", "ns3-2014"];
 }
 
+/// How the congestion window grows on an ACK of new data (`tcp.cwnd_growth`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CwndGrowth {
+    /// By the segments the ACK acknowledges (RFC 3465's appropriate byte counting with
+    /// L = 2 segments in slow start; one segment per window acknowledged in congestion
+    /// avoidance), as Linux does.
+    #[default]
+    Bytes,
+    /// By the ACK, whatever it acknowledges: one segment per ACK in slow start, 1/cwnd of a
+    /// segment per ACK in congestion avoidance, as ns-2's `TcpAgent::opencwnd` and ns-3's
+    /// `TcpNewReno::NewAck` do. With an ACK per two segments (delayed ACKs) the window grows
+    /// half as fast as by bytes.
+    PerAck,
+}
+
 /// TCP parameters.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -226,6 +242,8 @@ pub struct TcpConfig {
     /// SACK: the receiver reports the segments it holds out of order (RFC 2018) and the
     /// sender recovers by RFC 6675's scoreboard; off: NewReno (RFC 6582).
     pub sack: bool,
+    /// How the window grows per ACK: `bytes` (RFC 3465, Linux) or `per-ack` (ns-2, ns-3).
+    pub cwnd_growth: CwndGrowth,
 }
 
 impl Default for TcpConfig {
@@ -257,6 +275,7 @@ impl TcpConfig {
                 max_window: None,
                 initial_ssthresh: None,
                 sack: true,
+                cwnd_growth: CwndGrowth::Bytes,
             },
             TcpProfile::Ns2 => TcpConfig {
                 profile,
@@ -279,6 +298,9 @@ impl TcpConfig {
                 // TcpAgent::reset sets ssthresh_ to the window (max_ssthresh_ 0: no cap).
                 initial_ssthresh: Some(20),
                 sack: false,
+                // TcpAgent::opencwnd: cwnd_ += 1 per ACK in slow start, increase_num_ / cwnd_
+                // (1/cwnd) per ACK in congestion avoidance.
+                cwnd_growth: CwndGrowth::PerAck,
             },
             TcpProfile::Ns3Of2014 => TcpConfig {
                 profile,
@@ -306,6 +328,9 @@ impl TcpConfig {
                 // TcpSocket::SlowStartThreshold 0xffff bytes, in 536-byte segments.
                 initial_ssthresh: Some(65_535 / 536),
                 sack: false,
+                // TcpNewReno::NewAck: m_cWnd += m_segmentSize per ACK in slow start, and
+                // max(1, segSize² / cWnd) bytes per ACK in congestion avoidance.
+                cwnd_growth: CwndGrowth::PerAck,
             },
         }
     }
@@ -327,6 +352,7 @@ impl TcpConfig {
             max_window: Some(Bytes(65_535)),
             initial_ssthresh: None,
             sack: false,
+            cwnd_growth: CwndGrowth::Bytes,
         }
     }
 }

@@ -164,6 +164,7 @@ mod tests {
         let mut w = test_window(1, 8);
         let info = AckInfo {
             acked: 3,
+            grow: 3,
             ece: false,
             ack: 3,
             snd_nxt: 4,

@@ -1,6 +1,6 @@
 //! The per-run TCP parameters, in simulator units.
 
-use crate::config::sections::TcpConfig;
+use crate::config::sections::{CwndGrowth, TcpConfig};
 use crate::engine::Time;
 
 /// Shared, per-run TCP parameters in simulator units.
@@ -39,6 +39,8 @@ pub struct TcpParams {
     /// With `Some(k)`: the RTO is `k` smoothed RTTs (backed off on timeouts, capped by
     /// `max_rto`, no `min_rto` floor), as MPTCP-L's simulations set it; `None`: RFC 6298.
     pub rto_rtts: Option<f64>,
+    /// The window grows per ACK (ns-2, ns-3) instead of by segments acknowledged.
+    pub per_ack_growth: bool,
 }
 
 impl TcpParams {
@@ -64,6 +66,7 @@ impl TcpParams {
             sack: c.sack,
             ecn: false,
             rto_rtts: None,
+            per_ack_growth: c.cwnd_growth == CwndGrowth::PerAck,
         }
     }
 

@@ -354,9 +354,10 @@ impl Sender {
 
     /// Lets the congestion control grow the window for `acked` segments acknowledged outside
     /// loss recovery.
-    pub(super) fn grow(&mut self, acked: u32, ece: bool, ack: u32, now: Time) {
+    pub(super) fn grow(&mut self, p: &TcpParams, acked: u32, ece: bool, ack: u32, now: Time) {
         let info = AckInfo {
             acked,
+            grow: if p.per_ack_growth { acked.min(1) } else { acked },
             ece,
             ack,
             snd_nxt: self.snd_nxt,
@@ -421,7 +422,7 @@ impl Sender {
                 }
             } else {
                 self.dupacks = 0;
-                self.grow(acked, ece, ack, now);
+                self.grow(p, acked, ece, ack, now);
             }
             if self.all_acked() {
                 return;
@@ -480,7 +481,7 @@ impl Sender {
                 return;
             } else {
                 self.dupacks = 0;
-                self.grow(acked, ece, ack, now);
+                self.grow(p, acked, ece, ack, now);
             }
             self.try_send(p, now, out);
             return;

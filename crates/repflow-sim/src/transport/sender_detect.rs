@@ -112,7 +112,7 @@ impl Sender {
         if self.all_acked() {
             return;
         }
-        self.grow(acked, pkt.flags & flag::ECE != 0, ack, now);
+        self.grow(p, acked, pkt.flags & flag::ECE != 0, ack, now);
         self.rto_deadline = Some(now + self.rto);
         let d = self.detect.as_mut().expect("an MPTCP-L subflow");
         d.atimer_at = None;

@@ -575,3 +575,39 @@ fn mptcp_l_aggressive_timer_resends_a_lost_tail_without_cutting_the_window() {
     assert_eq!(s.stats.timeouts, 1);
     assert_eq!(s.win.cwnd, 1);
 }
+
+#[test]
+fn per_ack_growth_counts_acks_not_segments() {
+    // Slow start: an ACK of two segments grows the window by two by bytes, by one per ACK.
+    let mut by_bytes = test_window(10, u32::MAX);
+    let mut per_ack = test_window(10, u32::MAX);
+    let mut cc = NewReno;
+    let mut info = test_ack(2);
+    cc.on_ack(&mut by_bytes, &info);
+    info.grow = 1;
+    cc.on_ack(&mut per_ack, &info);
+    assert_eq!((by_bytes.cwnd, per_ack.cwnd), (12, 11));
+    // Congestion avoidance at cwnd 10: one segment after 10 ACKs, whatever each covers.
+    let mut w = test_window(10, 10);
+    for _ in 0..9 {
+        cc.on_ack(&mut w, &info);
+    }
+    assert_eq!(w.cwnd, 10);
+    cc.on_ack(&mut w, &info);
+    assert_eq!(w.cwnd, 11);
+}
+
+#[test]
+fn the_simulators_profiles_grow_per_ack_and_the_others_by_bytes() {
+    use crate::config::{CwndGrowth, TcpProfile};
+    for (profile, per_ack) in [
+        (TcpProfile::Dc, false),
+        (TcpProfile::Linux, false),
+        (TcpProfile::Ns2, true),
+        (TcpProfile::Ns3Of2014, true),
+    ] {
+        let c = TcpConfig::for_profile(profile);
+        assert_eq!(c.cwnd_growth == CwndGrowth::PerAck, per_ack, "{profile:?}");
+        assert_eq!(TcpParams::from_config(&c).per_ack_growth, per_ack);
+    }
+}

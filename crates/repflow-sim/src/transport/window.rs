@@ -19,6 +19,11 @@ pub struct Window {
 pub struct AckInfo {
     /// Segments newly acknowledged.
     pub acked: u32,
+    /// Segments the window-growth rule counts for this ACK (`tcp.cwnd_growth`): `acked`
+    /// when the window grows by bytes acknowledged (RFC 3465, Linux), 1 when it grows per
+    /// ACK (ns-2, ns-3). Congestion controls grow by this, and keep `acked` for everything
+    /// else (DCTCP's marked fraction, OLIA's loss interval).
+    pub grow: u32,
     /// The ACK carried an ECN echo.
     pub ece: bool,
     /// Cumulative acknowledgement (next segment the receiver expects).
@@ -115,6 +120,7 @@ pub(crate) fn test_window(cwnd: u32, ssthresh: u32) -> Window {
 pub(crate) fn test_ack(acked: u32) -> AckInfo {
     AckInfo {
         acked,
+        grow: acked,
         ece: false,
         ack: 0,
         snd_nxt: 0,
@@ -149,6 +155,6 @@ pub fn reno_increase(w: &mut Window, acked: u32) {
 
 impl CongestionControl for NewReno {
     fn on_ack(&mut self, w: &mut Window, info: &AckInfo) {
-        reno_increase(w, info.acked);
+        reno_increase(w, info.grow);
     }
 }

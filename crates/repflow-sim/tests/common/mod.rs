@@ -90,6 +90,18 @@ pub fn scenarios() -> Vec<(String, String)> {
         r#""queue": {"limit_packets": 70000, "ecn_k_packets": 66000}"#,
     );
     v.push(("dctcp-k-large".into(), kbig));
+    // The simulators' profiles: their own segments, timers and per-ACK window growth.
+    for (name, scheme, profile) in [
+        ("tcp@ns3-2014", "tcp", "ns3-2014"),
+        ("tcp@ns2", "tcp", "ns2"),
+        ("l2dct@ns2", "l2dct", "ns2"),
+    ] {
+        let s = base(scheme, "").replace(
+            r#""queue": {"limit_packets": 40},"#,
+            &format!(r#""queue": {{"limit_packets": 40}}, "tcp": {{"profile": "{profile}"}},"#),
+        );
+        v.push((name.into(), s));
+    }
     v
 }
 
