@@ -483,3 +483,116 @@ impl Pool {
             .map_err(|_| UpstreamError::Unknown("no response within the upstream timeout".into()))?
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::net::TcpListener;
+
+    /// A Redis upstream whose first connection reads 64 KiB and resets (`SO_LINGER` 0)
+    /// without a reply; every later connection answers each command `+OK`, counting them.
+    async fn resetting_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let executed = Arc::new(AtomicUsize::new(0));
+        let n = executed.clone();
+        tokio::spawn(async move {
+            let (mut first, _) = l.accept().await.unwrap();
+            let mut b = vec![0u8; 64 * 1024];
+            let mut got = 0;
+            while got < b.len() {
+                got += first.read(&mut b[got..]).await.unwrap();
+            }
+            socket2::SockRef::from(&first)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+            drop(first);
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                let n = n.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = vec![0u8; 64 * 1024];
+                    loop {
+                        while let Ok(Some(r)) = resp::request(&buf, 1 << 20) {
+                            buf.drain(..r.len);
+                            n.fetch_add(1, Ordering::SeqCst);
+                            if s.write_all(b"+OK\r\n").await.is_err() {
+                                return;
+                            }
+                        }
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                    }
+                });
+            }
+        });
+        (addr, executed)
+    }
+
+    /// A pipelined run larger than the sockets' buffers meets an upstream that resets the
+    /// connection after reading its first 64 KiB: the commands whose bytes were never
+    /// written (they cannot have executed) are sent on a new connection, whatever they are,
+    /// and executed once; the SETs that were (perhaps partly) written get the proxy's error.
+    /// Before, the whole run was one `outcome unknown` error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commands_never_written_to_a_reset_connection_are_sent_again() {
+        let (addr, executed) = resetting_upstream().await;
+        let pool = Pool::new(PoolConfig {
+            addr,
+            size: 4,
+            wait: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(2),
+            timeout: Duration::from_secs(10),
+            max_response: 1 << 20,
+        });
+        let value = "v".repeat(60_000);
+        let mut req = Vec::new();
+        let mut parts = Vec::new();
+        for i in 0..400 {
+            let k = format!("k{i}");
+            req.extend_from_slice(
+                format!(
+                    "*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{value}\r\n",
+                    k.len(),
+                    value.len()
+                )
+                .as_bytes(),
+            );
+            parts.push(Part {
+                end: req.len(),
+                idempotent: false,
+            });
+        }
+        assert!(
+            req.len() > 20 << 20,
+            "larger than loopback's socket buffers"
+        );
+        let ex = pool
+            .exchange(Protocol::Redis, &req, &parts, false, true)
+            .await
+            .expect("the exchange succeeds request by request");
+        let replies = split_replies(&ex.body, parts.len());
+        assert_eq!(replies.len(), parts.len());
+        let failed = replies
+            .iter()
+            .take_while(|r| r.starts_with(b"-ERR"))
+            .count();
+        assert!(failed >= 1, "the first SET was written");
+        assert!(
+            replies[failed..].iter().all(|r| *r == b"+OK\r\n"),
+            "after the written ones, every SET was sent again and answered"
+        );
+        assert_eq!(ex.failed as usize, failed);
+        assert_eq!(ex.resent as usize, parts.len() - failed);
+        assert_eq!(executed.load(Ordering::SeqCst), parts.len() - failed);
+        assert!(
+            String::from_utf8_lossy(replies[0]).contains("outcome unknown (not sent again"),
+            "{}",
+            String::from_utf8_lossy(replies[0])
+        );
+    }
+}
