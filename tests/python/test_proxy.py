@@ -419,3 +419,14 @@ def test_nginx_keepalive_limit_answers_every_pipelined_post_once(tmp_path: Path)
     lines = log.read_text().splitlines()
     posts = [ln for ln in lines if ln.startswith("POST ")]
     assert sorted(posts) == sorted(f"POST {p}" for m, p in reqs if m == "POST")
+
+
+def test_the_server_stats_line_counts_requests_sent_again() -> None:
+    from repflow.cli.proxy import _stats_line
+
+    p = {k: 0 for k in ("requests", "calls", "connections", "calls_failed", "outcome_unknown")}
+    p |= {"timeouts": 0, "upstream_resent": 3, "refused_memory": 1}
+    server = _stats_line("server", {"proxy": p})
+    assert server.endswith("0 timeouts, 3 sent again after an upstream close"), server
+    assert "1 memory" in server
+    assert "sent again" not in _stats_line("client", {"proxy": p})

@@ -246,6 +246,11 @@ def _stats_line(side: str, c: dict[str, Any]) -> str:
         f"repflow proxy {side}: {p['requests']} requests in {p['calls']} calls, "
         f"{p['connections']} connections; refused: {text}; {p['calls_failed']} calls "
         f"failed, {p['outcome_unknown']} outcomes unknown, {p['timeouts']} timeouts"
+        + (
+            f", {p['upstream_resent']} sent again after an upstream close"
+            if side == "server"
+            else ""
+        )
     )
 
 
