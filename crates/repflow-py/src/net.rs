@@ -87,7 +87,7 @@ pub(crate) const MAX_BYTE_LIMIT: usize = 1 << 40;
 pub(crate) fn byte_limit(field: &str, v: usize) -> PyResult<usize> {
     if v > MAX_BYTE_LIMIT {
         return Err(PyValueError::new_err(format!(
-            "{field}: must be between 0 B and 1 TiB ({MAX_BYTE_LIMIT} B), got {v} B"
+            "{field}: must be between 0B and 1024GiB, got {v}B"
         )));
     }
     Ok(v)

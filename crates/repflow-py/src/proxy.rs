@@ -148,7 +148,7 @@ impl ProxySidecar {
         // The budget is counted in KiB.
         if !(1024..=MAX_BYTE_LIMIT).contains(&max_buffered) {
             return Err(PyValueError::new_err(format!(
-                "--max-buffered: must be between 1 KiB and 1 TiB, got {max_buffered} B"
+                "--max-buffered: must be between 1KiB and 1024GiB, got {max_buffered}B"
             )));
         }
         cfg.max_buffered = max_buffered;

@@ -215,9 +215,18 @@ def parse_byte_limit(text: str, flag: str, lo: int = 0, hi: int = MAX_BYTE_LIMIT
 
     n = int(units.parse_size(text, flag))
     if not lo <= n <= hi:
-        low = "0 B" if lo == 0 else f"{lo:,} B"
-        raise UserError(f"{flag}: must be between {low} and {hi:,} B (1 TiB), got {text!r}")
+        raise UserError(
+            f"{flag}: must be between {_size_text(lo)} and {_size_text(hi)}, got {text!r}"
+        )
     return n
+
+
+def _size_text(n: int) -> str:
+    """``n`` bytes in the largest binary unit the size options accept that divides it."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
 
 
 def add_response_memory_flags(p: argparse.ArgumentParser) -> None:
