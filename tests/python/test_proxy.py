@@ -396,7 +396,7 @@ def test_nginx_keepalive_limit_answers_every_pipelined_post_once(tmp_path: Path)
     log = tmp_path / "access.log"
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "page.html").write_text("page\n")
-    http_conf = " log_format line '$request_method $request_uri';\n"
+    http_conf = " log_format line '$connection $request_method $request_uri';\n"
     server_conf = (
         f"  access_log {log} line;\n  keepalive_requests 3;\n"
         '  location /post/ { return 200 "$request_uri"; }\n'
@@ -416,9 +416,11 @@ def test_nginx_keepalive_limit_answers_every_pipelined_post_once(tmp_path: Path)
                 assert body == (path.encode() if method == "POST" else b"page\n")
             s.sendall(b"GET /page.html HTTP/1.1\r\nHost: a\r\n\r\n")
             assert [g[0] for g in _read_http_responses(s, 1)] == [200], "connection closed"
-    lines = log.read_text().splitlines()
-    posts = [ln for ln in lines if ln.startswith("POST ")]
+    lines = [ln.split(" ", 1) for ln in log.read_text().splitlines()]
+    posts = [req for _, req in lines if req.startswith("POST ")]
     assert sorted(posts) == sorted(f"POST {p}" for m, p in reqs if m == "POST")
+    # nginx closed a connection every 3 requests: the pool's connections were replaced.
+    assert len({conn for conn, _ in lines}) >= len(reqs) // 3
 
 
 def test_the_server_stats_line_counts_requests_sent_again() -> None:
