@@ -6,6 +6,7 @@ them when root); loopback only. Kept under ~20 s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -258,29 +259,27 @@ def test_incr_storm_across_kill_and_restart_never_double_executes(stack: Stack) 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 
 
-@pytest.mark.skipif(NGINX is None, reason="nginx not installed (apt-get install nginx)")
-def test_http_through_the_proxy_to_nginx(tmp_path: Path) -> None:
-    """HTTP/1.1 keep-alive, HEAD, POST with a length and a chunked body, through the CLI
-    sidecars with two copies, to a real nginx on loopback."""
-    import http.client
-
+@contextlib.contextmanager
+def _nginx_behind_sidecars(tmp_path: Path, server_conf: str, http_conf: str = "") -> Iterator[int]:
+    """A real nginx on loopback (``http_conf`` in its ``http`` block, ``server_conf`` in its
+    one ``server``, which listens on loopback with root ``tmp_path/www``), a server sidecar
+    with a journal in front of it and a client sidecar with two copies through the CLI.
+    Yields the client sidecar's port; everything is stopped after."""
     port, srv_port, cli_port = _free_port(), _free_port(2), _free_port()
-    (tmp_path / "www").mkdir()
-    (tmp_path / "www" / "page.html").write_text("hello from nginx\n")
+    (tmp_path / "www").mkdir(exist_ok=True)
     conf = tmp_path / "nginx.conf"
     # As root nginx's workers switch to `nobody`, who cannot read pytest's private tmp dir.
     user = "user root;\n" if os.geteuid() == 0 else ""
     conf.write_text(
         f"{user}pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n"
         "worker_processes 1;\nevents { worker_connections 64; }\n"
-        f"http {{\n access_log off;\n client_body_temp_path {tmp_path};\n"
-        f" server {{\n  listen 127.0.0.1:{port};\n  root {tmp_path}/www;\n"
-        '  location /post { return 200 "posted\\n"; }\n }\n}\n'
+        f"http {{\n client_body_temp_path {tmp_path};\n{http_conf}"
+        f" server {{\n  listen 127.0.0.1:{port};\n  root {tmp_path}/www;\n{server_conf} }}\n}}\n"
     )
     procs: list[subprocess.Popen] = []
     try:
         nginx = subprocess.Popen(
-            [NGINX, "-c", str(conf), "-g", "daemon off;"],
+            [NGINX or "nginx", "-c", str(conf), "-g", "daemon off;"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         procs.append(nginx)
@@ -302,6 +301,28 @@ def test_http_through_the_proxy_to_nginx(tmp_path: Path) -> None:
         )  # fmt: skip
         procs.append(client)
         _wait_port(cli_port, client)
+        yield cli_port
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.skipif(NGINX is None, reason="nginx not installed (apt-get install nginx)")
+def test_http_through_the_proxy_to_nginx(tmp_path: Path) -> None:
+    """HTTP/1.1 keep-alive, HEAD, POST with a length and a chunked body, through the CLI
+    sidecars with two copies, to a real nginx on loopback."""
+    import http.client
+
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "page.html").write_text("hello from nginx\n")
+    nginx_conf = ' access_log off;\n  location /post { return 200 "posted\\n"; }\n'
+    with _nginx_behind_sidecars(tmp_path, nginx_conf) as cli_port:
         conn = http.client.HTTPConnection("127.0.0.1", cli_port, timeout=10)
         for _ in range(3):  # one keep-alive connection
             conn.request("GET", "/page.html")
@@ -329,12 +350,85 @@ def test_http_through_the_proxy_to_nginx(tmp_path: Path) -> None:
             while chunk := s.recv(4096):
                 data += chunk
         assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n"), data
-    finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+
+
+def _read_http_responses(
+    s: socket.socket, n: int, timeout: float = 20.0
+) -> list[tuple[int, bytes, bytes]]:
+    """Reads up to ``n`` HTTP/1.1 responses delimited by ``Content-Length``: (status, head,
+    body) each; fewer if the peer closes or ``timeout`` passes."""
+    s.settimeout(timeout)
+    buf = b""
+    out: list[tuple[int, bytes, bytes]] = []
+    while len(out) < n:
+        while len(out) < n and b"\r\n\r\n" in buf:
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(rest) < length:
+                break
+            out.append((int(head.split(b" ")[1]), head, rest[:length]))
+            buf = rest[length:]
+        if len(out) == n:
+            break
+        try:
+            chunk = s.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    return out
+
+
+@pytest.mark.skipif(NGINX is None, reason="nginx not installed (apt-get install nginx)")
+def test_nginx_keepalive_limit_answers_every_pipelined_post_once(tmp_path: Path) -> None:
+    """Issue 47, finding 5, with the upstream the issue used: nginx with
+    ``keepalive_requests 3`` closes every pooled upstream connection after its 3rd response.
+    400 POSTs and 100 GETs pipelined on one application connection through the CLI sidecars
+    (two copies): each is answered 200 in order, nginx's access log shows each POST exactly
+    once, no response carries ``Connection: close``, and the application's connection stays
+    open (one more request after). Before issue 47 the application got 996 answers of 10,000
+    and a closed connection."""
+    log = tmp_path / "access.log"
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "page.html").write_text("page\n")
+    http_conf = " log_format line '$connection $request_method $request_uri';\n"
+    server_conf = (
+        f"  access_log {log} line;\n  keepalive_requests 3;\n"
+        '  location /post/ { return 200 "$request_uri"; }\n'
+    )
+    with _nginx_behind_sidecars(tmp_path, server_conf, http_conf) as cli_port:
+        reqs = [("GET", "/page.html") if i % 5 == 4 else ("POST", f"/post/{i}") for i in range(500)]
+        data = b"".join(
+            f"{m} {p} HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx".encode() for m, p in reqs
+        )
+        with socket.create_connection(("127.0.0.1", cli_port), timeout=10) as s:
+            s.sendall(data)
+            got = _read_http_responses(s, len(reqs))
+            assert len(got) == len(reqs), f"{len(got)} of {len(reqs)} answered"
+            for (method, path), (status, head, body) in zip(reqs, got, strict=True):
+                assert status == 200, (method, path, head, body)
+                assert b"connection: close" not in head.lower(), head
+                assert body == (path.encode() if method == "POST" else b"page\n")
+            s.sendall(b"GET /page.html HTTP/1.1\r\nHost: a\r\n\r\n")
+            assert [g[0] for g in _read_http_responses(s, 1)] == [200], "connection closed"
+    lines = [ln.split(" ", 1) for ln in log.read_text().splitlines()]
+    posts = [req for _, req in lines if req.startswith("POST ")]
+    assert sorted(posts) == sorted(f"POST {p}" for m, p in reqs if m == "POST")
+    # nginx closed a connection every 3 requests: the pool's connections were replaced.
+    assert len({conn for conn, _ in lines}) >= len(reqs) // 3
+
+
+def test_the_server_stats_line_counts_requests_sent_again() -> None:
+    from repflow.cli.proxy import _stats_line
+
+    p = {k: 0 for k in ("requests", "calls", "connections", "calls_failed", "outcome_unknown")}
+    p |= {"timeouts": 0, "upstream_resent": 3, "refused_memory": 1}
+    server = _stats_line("server", {"proxy": p})
+    assert server.endswith("0 timeouts, 3 sent again after an upstream close"), server
+    assert "1 memory" in server
+    assert "sent again" not in _stats_line("client", {"proxy": p})

@@ -1403,3 +1403,212 @@ async fn non_reading_clients_stay_within_the_client_sidecars_budget() {
     );
     drop(conns);
 }
+
+/// How many times the upstream executed each key (Redis `SET`, HTTP `POST` path).
+type Executed = Arc<std::sync::Mutex<std::collections::HashMap<String, u32>>>;
+
+/// An upstream that closes each connection after `limit` requests, dropping whatever it
+/// has not read, without a word in the protocol: HTTP reads the next request and closes
+/// instead of answering it (a keep-alive limit or timeout racing a request); Redis closes
+/// after its `limit`-th reply, the rest of a pipelined run unread. HTTP `POST /k` and
+/// Redis `SET k v` are counted per key; `GET k` reads (`PING` answers `+PONG`).
+async fn closing_upstream(proto: Protocol, limit: usize) -> (SocketAddr, Executed) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let done: Executed = Arc::default();
+    let executed = done.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let done = done.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut served = 0;
+                loop {
+                    loop {
+                        let out = match proto {
+                            Protocol::Http => {
+                                let Ok(Some(m)) = repflow_net::proxy::http::request(&buf, 1 << 20)
+                                else {
+                                    break;
+                                };
+                                if served == limit {
+                                    return;
+                                }
+                                let line = String::from_utf8_lossy(&buf[..m.len]).to_string();
+                                let mut words = line.split(' ');
+                                let (method, path) = (words.next().unwrap(), words.next().unwrap());
+                                let mut d = done.lock().unwrap();
+                                let body = if method == "POST" {
+                                    *d.entry(path.to_string()).or_default() += 1;
+                                    "done".to_string()
+                                } else {
+                                    d.get(path).copied().unwrap_or(0).to_string()
+                                };
+                                drop(d);
+                                buf.drain(..m.len);
+                                format!(
+                                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                                    body.len()
+                                )
+                            }
+                            _ => {
+                                let Ok(Some(r)) = resp::request(&buf, 1 << 20) else {
+                                    break;
+                                };
+                                let words: Vec<String> = String::from_utf8_lossy(&buf[..r.len])
+                                    .split("\r\n")
+                                    .filter(|w| !w.is_empty() && !w.starts_with(['*', '$']))
+                                    .map(str::to_string)
+                                    .collect();
+                                buf.drain(..r.len);
+                                let mut d = done.lock().unwrap();
+                                match words[0].to_ascii_uppercase().as_str() {
+                                    "SET" => {
+                                        *d.entry(words[1].clone()).or_default() += 1;
+                                        "+OK\r\n".to_string()
+                                    }
+                                    "GET" if d.contains_key(&words[1]) => "$1\r\nv\r\n".into(),
+                                    "GET" => "$-1\r\n".into(),
+                                    _ => "+PONG\r\n".into(),
+                                }
+                            }
+                        };
+                        served += 1;
+                        if s.write_all(out.as_bytes()).await.is_err()
+                            || (proto == Protocol::Redis && served == limit)
+                        {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, executed)
+}
+
+/// Issue 47, finding 5, the rest: an upstream closing its connection before answering is
+/// the pool's event for every request, not only a GET's. Thirty POSTs and six GETs pipelined
+/// to an upstream that silently closes each connection on its 3rd request: every request is
+/// answered, in order, on the one application connection, which stays open. A POST answered
+/// 200 was executed exactly once; a POST the upstream took and dropped is answered 502
+/// "outcome unknown" (it was written, so it is not sent again) and was not executed; the
+/// GETs that met the close are sent again and answered 200; the requests queued behind a
+/// failed one are sent on new connections and executed once. Before: the first POST that
+/// met the close got a 502 with the application's connection closed, and the requests
+/// behind it were never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_closing_connections_answers_every_pipelined_request_once() {
+    let (up, executed) = closing_upstream(Protocol::Http, 2).await;
+    let stack = Stack::start((up, Arc::default()), Protocol::Http, None).await;
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
+    let reqs: Vec<(bool, String)> = (0..36)
+        .map(|i| {
+            if i % 6 == 5 {
+                (false, format!("/k{}", i - 1))
+            } else {
+                (true, format!("/k{i}"))
+            }
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (post, path) in &reqs {
+        let m = if *post { "POST" } else { "GET" };
+        out.extend_from_slice(
+            format!("{m} {path} HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx").as_bytes(),
+        );
+    }
+    s.write_all(&out).await.unwrap();
+    let mut buf = Vec::new();
+    let (mut ok, mut unknown) = (0, 0);
+    for (i, (post, path)) in reqs.iter().enumerate() {
+        let r = read_http(&mut s, &mut buf)
+            .await
+            .unwrap_or_else(|| panic!("request {i} ({path}) not answered"));
+        let n = executed.lock().unwrap().get(path).copied().unwrap_or(0);
+        assert!(!r.to_ascii_lowercase().contains("connection: close"), "{r}");
+        if !post {
+            assert!(
+                r.starts_with("HTTP/1.1 200 "),
+                "GET {path} not sent again: {r}"
+            );
+            assert!(r.ends_with(&n.to_string()), "GET {path}: {r}, executed {n}");
+        } else if r.starts_with("HTTP/1.1 200 ") {
+            ok += 1;
+            assert_eq!(n, 1, "POST {path} answered 200, executed {n} times");
+        } else {
+            unknown += 1;
+            assert!(
+                r.starts_with("HTTP/1.1 502 ") && r.contains("outcome unknown"),
+                "{r}"
+            );
+            assert_eq!(n, 0, "POST {path} answered 502, executed {n} times");
+        }
+    }
+    assert!(ok > 0 && unknown > 0, "ok {ok}, unknown {unknown}");
+    s.write_all(b"GET /k0 HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let r = read_http(&mut s, &mut buf).await.expect("connection open");
+    assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+}
+
+/// The same for Redis: an upstream that closes each connection after 5 replies, the rest of
+/// the pipelined run unread. Forty SETs and GETs pipelined: every command is answered in
+/// order on one application connection, which stays open. A SET answered `+OK` was executed
+/// exactly once; a SET written to the closed connection and unanswered gets the proxy's
+/// `-ERR … outcome unknown` and (here) was not executed; a GET (read-only) that met the close
+/// is sent again and reads what the SETs before it left. Before: the whole run was answered
+/// `-ERR … outcome unknown` (executed SETs too) and the application's connection closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_closing_connections_answers_every_pipelined_command_once() {
+    let (up, executed) = closing_upstream(Protocol::Redis, 5).await;
+    let stack = Stack::start((up, Arc::default()), Protocol::Redis, None).await;
+    let mut s = TcpStream::connect(stack.cli).await.unwrap();
+    // SET k0..k34 with a GET of the key just set after every 7th.
+    let mut cmds: Vec<(bool, String)> = Vec::new();
+    for i in 0..35 {
+        cmds.push((true, format!("k{i}")));
+        if i % 7 == 6 {
+            cmds.push((false, format!("k{i}")));
+        }
+    }
+    let mut out = Vec::new();
+    for (set, k) in &cmds {
+        out.extend_from_slice(&if *set {
+            cmd(&["SET", k, "v"])
+        } else {
+            cmd(&["GET", k])
+        });
+    }
+    s.write_all(&out).await.unwrap();
+    let replies = read_replies(&mut s, cmds.len()).await;
+    assert_eq!(replies.len(), cmds.len(), "{replies:?}");
+    let (mut ok, mut unknown) = (0, 0);
+    for ((set, k), r) in cmds.iter().zip(&replies) {
+        let n = executed.lock().unwrap().get(k).copied().unwrap_or(0);
+        if !set {
+            let want = if n == 1 { "$1\r\nv" } else { "$-1" };
+            assert_eq!(r, want, "GET {k} (SET executed {n} times)");
+        } else if r == "+OK" {
+            ok += 1;
+            assert_eq!(n, 1, "SET {k} answered +OK, executed {n} times");
+        } else {
+            unknown += 1;
+            assert!(
+                r.starts_with("-ERR repflow proxy:") && r.contains("outcome unknown"),
+                "{r}"
+            );
+            assert_eq!(n, 0, "SET {k} answered {r}, executed {n} times");
+        }
+    }
+    assert!(ok > 0 && unknown > 0, "ok {ok}, unknown {unknown}");
+    s.write_all(&cmd(&["PING"])).await.unwrap();
+    assert_eq!(read_replies(&mut s, 1).await, ["+PONG"], "connection open");
+}

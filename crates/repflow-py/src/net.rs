@@ -80,6 +80,19 @@ macro_rules! json {
     };
 }
 
+/// Largest byte limit a binding accepts (1 TiB), as the CLI's size options.
+pub(crate) const MAX_BYTE_LIMIT: usize = 1 << 40;
+
+/// A byte limit of the server's memory bounds: 0 (hold nothing) to [`MAX_BYTE_LIMIT`].
+pub(crate) fn byte_limit(field: &str, v: usize) -> PyResult<usize> {
+    if v > MAX_BYTE_LIMIT {
+        return Err(PyValueError::new_err(format!(
+            "{field}: must be between 0B and 1024GiB, got {v}B"
+        )));
+    }
+    Ok(v)
+}
+
 /// A RepFlow server listening on `listen`'s port and the `ports − 1` following ones.
 ///
 /// With `sink=True` (the default) flows are received and dropped and calls are answered
@@ -101,7 +114,8 @@ impl NetServer {
                         header_timeout=10.0, idle_timeout=30.0, sink=true,
                         max_connections_per_source=None, frame_timeout=60.0, write_timeout=10.0,
                         dedup_capacity=1<<18, dedup_ttl=60.0, replay_window=30.0, mptcp=false,
-                        ack_after="queue", evict_after=0.0))]
+                        ack_after="queue", evict_after=0.0, response_cache_bytes=64<<20,
+                        response_cache_bytes_per_peer=16<<20, response_queue_bytes=64<<20))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -122,6 +136,9 @@ impl NetServer {
         mptcp: bool,
         ack_after: &str,
         evict_after: f64,
+        response_cache_bytes: usize,
+        response_cache_bytes_per_peer: usize,
+        response_queue_bytes: usize,
     ) -> PyResult<Self> {
         let mut cfg = ServerConfig::ports(addr("--listen", listen)?, ports);
         cfg.key = key;
@@ -146,6 +163,12 @@ impl NetServer {
         cfg.evict_after = Duration::try_from_secs_f64(evict_after).map_err(|_| {
             PyValueError::new_err("evict_after: must be zero or a positive number of seconds")
         })?;
+        cfg.response_cache_bytes = byte_limit("response_cache_bytes", response_cache_bytes)?;
+        cfg.response_cache_bytes_per_peer = byte_limit(
+            "response_cache_bytes_per_peer",
+            response_cache_bytes_per_peer,
+        )?;
+        cfg.response_queue_bytes = byte_limit("response_queue_bytes", response_queue_bytes)?;
         let server =
             wait(py, Server::bind(cfg))?.map_err(|e| PyConnectionError::new_err(e.to_string()))?;
         let stats = server.stats();

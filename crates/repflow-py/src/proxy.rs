@@ -1,7 +1,7 @@
 //! Bindings of the proxy sidecars (`repflow proxy client|server`): thin conversions only.
 //! A sidecar runs on the shared runtime in the background until `close` (or drop).
 
-use crate::net::{addr, secs};
+use crate::net::{addr, byte_limit, secs, MAX_BYTE_LIMIT};
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use repflow_net::proxy::{
@@ -112,7 +112,7 @@ impl ProxySidecar {
     #[staticmethod]
     #[pyo3(signature = (listen, to, protocol_name, copies=2, key=None, threshold=100_000,
                         max_request=1<<20, max_pipeline=256, max_connections=1024,
-                        idle_timeout=60.0, flow_timeout=10.0))]
+                        idle_timeout=60.0, flow_timeout=10.0, max_buffered=256<<20))]
     #[allow(clippy::too_many_arguments)]
     fn client(
         py: Python<'_>,
@@ -127,6 +127,7 @@ impl ProxySidecar {
         max_connections: usize,
         idle_timeout: f64,
         flow_timeout: f64,
+        max_buffered: usize,
     ) -> PyResult<Self> {
         let mut policy = PolicyConfig::repflow(copies.max(1));
         policy.threshold = threshold;
@@ -144,6 +145,13 @@ impl ProxySidecar {
         cfg.max_pipeline = positive("--max-pipeline", max_pipeline)?;
         cfg.max_connections = positive("--max-connections", max_connections)?;
         cfg.idle_timeout = secs("--idle-timeout", idle_timeout)?;
+        // The budget is counted in KiB.
+        if !(1024..=MAX_BYTE_LIMIT).contains(&max_buffered) {
+            return Err(PyValueError::new_err(format!(
+                "--max-buffered: must be between 1KiB and 1024GiB, got {max_buffered}B"
+            )));
+        }
+        cfg.max_buffered = max_buffered;
         dedicated(py, async move {
             let c = ProxyClient::bind(cfg).await?;
             let addrs = vec![c.local_addr().map_err(ProxyError::Io)?];
@@ -157,7 +165,8 @@ impl ProxySidecar {
                         max_response=16<<20, max_connections=4096, pool_size=64,
                         pool_wait=1.0, upstream_timeout=30.0, max_inflight=1024,
                         journal=None, journal_window=60.0, journal_capacity=1<<21,
-                        journal_allow_missing=false))]
+                        journal_allow_missing=false, response_cache_bytes=64<<20,
+                        response_cache_bytes_per_peer=16<<20, response_queue_bytes=64<<20))]
     #[allow(clippy::too_many_arguments)]
     fn server(
         py: Python<'_>,
@@ -177,6 +186,9 @@ impl ProxySidecar {
         journal_window: f64,
         journal_capacity: usize,
         journal_allow_missing: bool,
+        response_cache_bytes: usize,
+        response_cache_bytes_per_peer: usize,
+        response_queue_bytes: usize,
     ) -> PyResult<Self> {
         let mut net = ServerConfig::ports(addr("--listen", listen)?, ports);
         let window = secs("--journal-window", journal_window)?;
@@ -191,6 +203,12 @@ impl ProxySidecar {
         net.max_flow_size = max_request.max(1).saturating_add(4);
         net.max_connections = positive("--max-connections", max_connections)?;
         net.max_connections_per_source = (max_connections / 4).max(1);
+        net.response_cache_bytes = byte_limit("--response-cache-bytes", response_cache_bytes)?;
+        net.response_cache_bytes_per_peer = byte_limit(
+            "--response-cache-bytes-per-peer",
+            response_cache_bytes_per_peer,
+        )?;
+        net.response_queue_bytes = byte_limit("--response-queue-bytes", response_queue_bytes)?;
         // The library remembers ids at least as long as the journal does.
         net.dedup_ttl = net.dedup_ttl.max(window);
         let mut cfg =

@@ -178,6 +178,70 @@ def add_stats_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", default=None, help="stop after this long (default: never)")
 
 
+#: Memory bounds of a server's call responses: (flag, keyword, default, what it bounds).
+RESPONSE_MEMORY_FLAGS = (
+    (
+        "--response-cache-bytes",
+        "response_cache_bytes",
+        "64MiB",
+        "call responses held to answer late copies, for all senders together; past it the "
+        "sender holding the most loses its oldest, and a late copy is answered 'executed, "
+        "response no longer held' (0B: hold none)",
+    ),
+    (
+        "--response-cache-bytes-per-peer",
+        "response_cache_bytes_per_peer",
+        "16MiB",
+        "of --response-cache-bytes, held at most for one sender address (a larger "
+        "response is answered but not held)",
+    ),
+    (
+        "--response-queue-bytes",
+        "response_queue_bytes",
+        "64MiB",
+        "call responses queued for the connections' writers, all connections together "
+        "(plus one response): a peer that does not read holds no more",
+    ),
+)
+
+#: Largest byte limit the size options accept (1 TiB).
+MAX_BYTE_LIMIT = 2**40
+
+
+def parse_byte_limit(text: str, flag: str, lo: int = 0, hi: int = MAX_BYTE_LIMIT) -> int:
+    """A size option (``64MiB``, ``0B``; a bare number is refused) between ``lo`` and ``hi``
+    bytes, or a :class:`UserError` naming ``flag``."""
+    from repflow import units
+
+    n = int(units.parse_size(text, flag))
+    if not lo <= n <= hi:
+        raise UserError(
+            f"{flag}: must be between {_size_text(lo)} and {_size_text(hi)}, got {text!r}"
+        )
+    return n
+
+
+def _size_text(n: int) -> str:
+    """``n`` bytes in the largest binary unit the size options accept that divides it."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
+
+
+def add_response_memory_flags(p: argparse.ArgumentParser) -> None:
+    """The server's response memory bounds (``serve``, ``proxy server``); docs/library.md."""
+    for flag, _, default, what in RESPONSE_MEMORY_FLAGS:
+        p.add_argument(flag, default=default, metavar="SIZE", help=f"{what} (default {default})")
+
+
+def response_memory_options(args: argparse.Namespace) -> dict[str, int]:
+    """The values of :func:`add_response_memory_flags`, checked, as the bindings' keywords."""
+    return {
+        key: parse_byte_limit(getattr(args, key), flag) for flag, key, _, _ in RESPONSE_MEMORY_FLAGS
+    }
+
+
 def _init_logging(args: argparse.Namespace) -> None:
     from repflow.net import init_logging
 
@@ -258,6 +322,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default), consume = taken by the application, handled = the application is done "
         "with it; see docs/library.md",
     )
+    add_response_memory_flags(p)
     add_stats_flags(p)
     _add_mptcp_flag(p, "the listening sockets")
     _add_verbose_flag(p)
@@ -346,6 +411,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     per_source = args.max_per_source
     if per_source is not None and per_source < 1:
         raise UserError(f"--max-per-source: must be at least 1, got {per_source}")
+    memory = response_memory_options(args)
     every = None if args.stats is None else u.parse_duration(args.stats, "--stats")
     evict_after = (
         0.0
@@ -362,7 +428,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         srv = Server(args.listen, args.ports, sink=True, key=_key(args),
                      max_flow_size=int(max_size), max_connections=args.max_connections,
                      max_connections_per_source=per_source, mptcp=mptcp,
-                     ack_after=args.ack_after, evict_after=evict_after)  # fmt: skip
+                     ack_after=args.ack_after, evict_after=evict_after,
+                     **memory)  # fmt: skip
         print(f"repflow serve: listening on {', '.join(srv.addrs)}", flush=True)
         next_stats = None if every is None else time.monotonic() + every
         try:

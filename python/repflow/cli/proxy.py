@@ -18,7 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from repflow.cli.net import add_stats_flags, read_key_file
+from repflow.cli.net import (
+    add_response_memory_flags,
+    add_stats_flags,
+    parse_byte_limit,
+    read_key_file,
+    response_memory_options,
+)
 from repflow.errors import UserError
 
 PROTOCOLS = ("redis", "http", "conn")
@@ -134,6 +140,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="10s",
         help="a request's copies all give up after this long (default 10s)",
     )
+    p.add_argument(
+        "--max-buffered",
+        default="256MiB",
+        metavar="SIZE",
+        help="bytes all application connections together may hold beyond 64KiB each "
+        "(requests in their calls, responses being written, larger read buffers); what "
+        "would exceed it is refused: memory <= this + --max-connections x 64KiB (default 256MiB)",
+    )
     _common(p)
     p.set_defaults(func=cmd_client)
 
@@ -211,6 +225,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="start a new journal although PATH.0 and PATH.1 went missing (PATH.created "
         "shows one was kept); without it the sidecar refuses to start",
     )
+    add_response_memory_flags(p)
     _common(p)
     p.set_defaults(func=cmd_server)
 
@@ -231,6 +246,11 @@ def _stats_line(side: str, c: dict[str, Any]) -> str:
         f"repflow proxy {side}: {p['requests']} requests in {p['calls']} calls, "
         f"{p['connections']} connections; refused: {text}; {p['calls_failed']} calls "
         f"failed, {p['outcome_unknown']} outcomes unknown, {p['timeouts']} timeouts"
+        + (
+            f", {p['upstream_resent']} sent again after an upstream close"
+            if side == "server"
+            else ""
+        )
     )
 
 
@@ -286,6 +306,7 @@ def cmd_client(args: argparse.Namespace) -> int:
         "max_connections": _count(args.max_connections, "--max-connections", 1, 1 << 20),
         "idle_timeout": u.parse_duration(args.idle_timeout, "--idle-timeout"),
         "flow_timeout": u.parse_duration(args.flow_timeout, "--flow-timeout"),
+        "max_buffered": parse_byte_limit(args.max_buffered, "--max-buffered", lo=1024),
     }
     what = f"{args.protocol} requests to {opts['to']} with {args.copies} copies"
     return _run("client", opts, args, what)
@@ -314,6 +335,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         "journal_window": u.parse_duration(args.journal_window, "--journal-window"),
         "journal_capacity": _count(args.journal_capacity, "--journal-capacity", 1, 1 << 28),
         "journal_allow_missing": bool(args.journal_allow_missing),
+        **response_memory_options(args),
     }
     what = f"{args.protocol} requests to {opts['upstream']}, journal {journal or 'off'}"
     return _run("server", opts, args, what)

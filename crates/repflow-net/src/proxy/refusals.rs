@@ -61,6 +61,9 @@ counters! {
     journal_early_rotations,
     /// Refused (client): the application connections' buffers would exceed `max_buffered`.
     refused_memory,
+    /// Requests sent on a new upstream connection after the upstream closed a pooled one
+    /// without answering them: never written to it, or idempotent (server).
+    upstream_resent,
 }
 
 pub(crate) fn inc(c: &AtomicU64) {

@@ -521,6 +521,99 @@ pub const STATELESS: &[&str] = &[
     "ZUNIONSTORE",
 ];
 
+/// Commands that only read (a subset of [`STATELESS`]): sending one again cannot change
+/// anything, so the server sidecar sends it again on a new connection when the upstream
+/// closed a pooled connection after it was written and before its reply. Not here: every
+/// command that writes, expires, pops, blocks or stores (`SORT`, `GETEX`, `GEOSEARCHSTORE`, …),
+/// and `PFCOUNT` (it may rewrite its key's representation).
+pub const READ_ONLY: &[&str] = &[
+    "BITCOUNT",
+    "BITFIELD_RO",
+    "BITPOS",
+    "DBSIZE",
+    "DUMP",
+    "ECHO",
+    "EXISTS",
+    "EXPIRETIME",
+    "GEODIST",
+    "GEOHASH",
+    "GEOPOS",
+    "GEOSEARCH",
+    "GET",
+    "GETBIT",
+    "GETRANGE",
+    "HEXISTS",
+    "HGET",
+    "HGETALL",
+    "HKEYS",
+    "HLEN",
+    "HMGET",
+    "HRANDFIELD",
+    "HSCAN",
+    "HSTRLEN",
+    "HVALS",
+    "KEYS",
+    "LCS",
+    "LINDEX",
+    "LLEN",
+    "LPOS",
+    "LRANGE",
+    "MGET",
+    "PEXPIRETIME",
+    "PING",
+    "PTTL",
+    "RANDOMKEY",
+    "SCAN",
+    "SCARD",
+    "SDIFF",
+    "SINTER",
+    "SINTERCARD",
+    "SISMEMBER",
+    "SMEMBERS",
+    "SMISMEMBER",
+    "SORT_RO",
+    "SRANDMEMBER",
+    "SSCAN",
+    "STRLEN",
+    "SUBSTR",
+    "SUNION",
+    "TIME",
+    "TTL",
+    "TYPE",
+    "XLEN",
+    "XPENDING",
+    "XRANGE",
+    "XREVRANGE",
+    "ZCARD",
+    "ZCOUNT",
+    "ZDIFF",
+    "ZINTER",
+    "ZINTERCARD",
+    "ZLEXCOUNT",
+    "ZMSCORE",
+    "ZRANDMEMBER",
+    "ZRANGE",
+    "ZRANGEBYLEX",
+    "ZRANGEBYSCORE",
+    "ZRANK",
+    "ZREVRANGE",
+    "ZREVRANGEBYLEX",
+    "ZREVRANGEBYSCORE",
+    "ZREVRANK",
+    "ZSCAN",
+    "ZSCORE",
+    "ZUNION",
+];
+
+/// Whether the command named `name` only reads ([`READ_ONLY`]; compared as [`classify`]
+/// compares).
+pub fn read_only(name: &[u8]) -> bool {
+    let name = name.split(|&b| b == 0).next().unwrap_or_default();
+    READ_ONLY
+        .iter()
+        .any(|c| c.as_bytes().eq_ignore_ascii_case(name))
+}
+
 /// How a command named `name` (as in [`Request::name`]) is carried. Names are compared as
 /// Redis compares them: ASCII case ignored, and only up to a NUL byte (Redis's lookup ends
 /// its comparison there).
@@ -634,6 +727,20 @@ mod tests {
     use proptest::prelude::*;
 
     const MAX: usize = 1 << 20;
+
+    #[test]
+    fn read_only_commands_are_stateless_and_writes_are_not_read_only() {
+        for c in READ_ONLY {
+            assert_eq!(classify(c.as_bytes()), Command::Stateless, "{c}");
+            assert!(read_only(c.to_ascii_lowercase().as_bytes()), "{c}");
+        }
+        for c in [
+            "SET", "INCR", "GETEX", "GETDEL", "SORT", "PFCOUNT", "EVAL", "LPOP",
+        ] {
+            assert!(!read_only(c.as_bytes()), "{c}");
+        }
+        assert!(read_only(b"get\0junk"));
+    }
 
     #[test]
     fn arrays_and_pipelines() {

@@ -4,7 +4,7 @@ use super::envelope::{open_request, response, Protocol, Status};
 use super::error::ProxyError;
 use super::journal::{Claim, Journal, JournalConfig};
 use super::refusals::{inc, Atomic, ProxyCounters, RefusalLog};
-use super::upstream::{Pool, PoolConfig, UpstreamError};
+use super::upstream::{safe_method, Part, Pool, PoolConfig, UpstreamError};
 use super::{http, resp};
 use crate::{Incoming, IncomingKind, Server, ServerConfig, ServerStats};
 use std::net::SocketAddr;
@@ -185,8 +185,8 @@ impl ProxyServer {
 
 /// A request that may be handed to the upstream.
 struct Valid {
-    /// Commands (Redis) or 1.
-    count: usize,
+    /// Each Redis command, or the one HTTP request or `conn` connection.
+    parts: Vec<Part>,
     /// An HTTP `HEAD` (its response has no body).
     to_head: bool,
     /// Every command is known to leave its connection's state unchanged: the upstream
@@ -205,12 +205,15 @@ fn validate(proto: Protocol, req: &[u8], max: usize) -> Result<Valid, Invalid> {
     let malformed = |m: String| ("malformed", false, m);
     match proto {
         Protocol::Conn => Ok(Valid {
-            count: 1,
+            parts: vec![Part {
+                end: req.len(),
+                idempotent: false,
+            }],
             to_head: false,
             reusable: false,
         }),
         Protocol::Redis => {
-            let (mut at, mut n, mut reusable) = (0, 0, true);
+            let (mut at, mut parts, mut reusable) = (0, Vec::new(), true);
             while at < req.len() {
                 match resp::request(&req[at..], max) {
                     Ok(Some(resp::Request {
@@ -230,7 +233,10 @@ fn validate(proto: Protocol, req: &[u8], max: usize) -> Result<Valid, Invalid> {
                             }
                         }
                         at += len;
-                        n += 1;
+                        parts.push(Part {
+                            end: at,
+                            idempotent: resp::read_only(&name),
+                        });
                     }
                     Ok(_) => {
                         return Err(malformed("incomplete or blank command in a batch".into()))
@@ -238,18 +244,21 @@ fn validate(proto: Protocol, req: &[u8], max: usize) -> Result<Valid, Invalid> {
                     Err(e) => return Err(malformed(e.to_string())),
                 }
             }
-            if n == 0 {
+            if parts.is_empty() {
                 return Err(malformed("empty batch".into()));
             }
             Ok(Valid {
-                count: n,
+                parts,
                 to_head: false,
                 reusable,
             })
         }
         Protocol::Http => match http::request(req, max) {
             Ok(Some(m)) if m.len == req.len() => Ok(Valid {
-                count: 1,
+                parts: vec![Part {
+                    end: req.len(),
+                    idempotent: safe_method(req),
+                }],
                 to_head: m.head.head_or_status == 1,
                 reusable: true,
             }),
@@ -282,7 +291,7 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
         }
     };
     let Valid {
-        count,
+        parts,
         to_head,
         reusable,
     } = match validate(sh.protocol, req, sh.max_request) {
@@ -341,22 +350,35 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
     }
     match sh
         .pool
-        .exchange(sh.protocol, req, count, to_head, reusable)
+        .exchange(sh.protocol, req, &parts, to_head, reusable)
         .await
     {
-        Ok((body, opened)) => {
-            if opened {
-                inc(&c.connections);
+        Ok(ex) => {
+            use std::sync::atomic::Ordering::Relaxed;
+            let count = parts.len() as u64;
+            c.connections.fetch_add(ex.opened, Relaxed);
+            c.requests.fetch_add(count - ex.failed, Relaxed);
+            c.upstream_resent.fetch_add(ex.resent, Relaxed);
+            if ex.failed > 0 {
+                c.outcome_unknown.fetch_add(ex.failed, Relaxed);
+                sh.log.refuse(
+                    "server",
+                    "upstream_closed",
+                    &format_args!(
+                        "flow {:#x}: the upstream closed a pooled connection; {} of {count} requests answered with an error (outcome unknown), {} sent again",
+                        inc_msg.flow_id, ex.failed, ex.resent
+                    ),
+                );
             }
-            c.requests
-                .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
             debug!(
                 flow_id = inc_msg.flow_id,
                 count,
-                bytes = body.len(),
+                resent = ex.resent,
+                failed = ex.failed,
+                bytes = ex.body.len(),
                 "executed"
             );
-            inc_msg.respond(response(Status::Ok, &body));
+            inc_msg.respond(response(Status::Ok, &ex.body));
         }
         Err(e) => {
             let kind = match &e {
