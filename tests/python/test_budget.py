@@ -220,3 +220,19 @@ def test_budgeted_run_end_to_end_is_deterministic_and_resumes(tmp_path: Path):
     led2 = json.loads((out / bd.LEDGER).read_text())
     assert led2["rounds"] == led["rounds"] and led2["paths"] == led["paths"]
     assert (out / "claims.csv").read_text() == claims
+
+
+def test_the_path_figure_draws_an_estimate_outside_its_interval(tmp_path: Path):
+    """A plateau-decided percentile's interval need not hold its estimate (seen in the main
+    job: the report's figure failed on it)."""
+    led = bd.Ledger(budget=100.0)
+    pt = {"where": "load 0.5", "metric": "short_p99", "estimate": 40.0, "lo": 45.0,
+          "hi": 60.0, "seeds": 3, "verdict": vd.OPEN, "lo_pub": 30.0, "hi_pub": 50.0}
+    led.paths["RF-5|ns3-2014"] = [
+        {"seeds": 3, "verdict": vd.OPEN, "points": [pt]},
+        {"seeds": 6, "verdict": vd.OPEN, "points": [{**pt, "estimate": 70.0, "seeds": 6}]},
+    ]
+    figs = bd.draw(led, tmp_path)
+    assert (tmp_path / figs["RF-5|ns3-2014"]).stat().st_size > 1000
+    md = "\n".join(bd.section_md(led, figs))
+    assert "RF-5" in md and "figures/budget/RF-5-ns3-2014.png" in md

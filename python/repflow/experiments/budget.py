@@ -689,8 +689,9 @@ def summary_line(ledger: Ledger) -> str:
 def section_md(ledger: Ledger, figures: dict[str, str]) -> list[str]:
     """The report's section on the budgeted run (Markdown lines)."""
     md = ["", "## Seeds added where verdicts were open (`--budget`)", "", summary_line(ledger),
-          "", "| claim | profile | first pass | final | looks | seeds per cell | work | "
-          "why it stopped | path |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+          "", "| claim | profile | first pass | final | looks | seeds per cell | "
+          "work (own actions) | why it stopped | path |",
+          "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows(ledger):
         k = key(r["claim"], r["profile"])
         fig = f"![interval path]({figures[k]})" if k in figures else ""
@@ -705,8 +706,8 @@ def section_html(ledger: Ledger, figures: dict[str, str]) -> str:
 
     out = [f"<h2>Seeds added where verdicts were open (<code>--budget</code>)</h2>"
            f"<p>{h.escape(summary_line(ledger))}</p><table><tr><th>claim</th><th>profile</th>"
-           "<th>first pass</th><th>final</th><th>looks</th><th>seeds per cell</th><th>work</th>"
-           "<th>why it stopped</th><th>path</th></tr>"]  # fmt: skip
+           "<th>first pass</th><th>final</th><th>looks</th><th>seeds per cell</th>"
+           "<th>work (own actions)</th><th>why it stopped</th><th>path</th></tr>"]  # fmt: skip
     for r in rows(ledger):
         k = key(r["claim"], r["profile"])
         fig = (f"<img src='{h.escape(figures[k])}' width='320'>" if k in figures else "")
