@@ -9,8 +9,7 @@ use crate::units::Duration;
 pub use error::ConfigError;
 pub use sections::{
     CwndGrowth, HashKind, PairPattern, QueueConfig, RoutingConfig, TcpConfig, TcpProfile,
-    TopologyConfig,
-    TopologyKind, TraceFlow, WorkloadConfig,
+    TopologyConfig, TopologyKind, TraceFlow, WorkloadConfig,
 };
 use serde::{Deserialize, Serialize};
 

@@ -357,7 +357,11 @@ impl Sender {
     pub(super) fn grow(&mut self, p: &TcpParams, acked: u32, ece: bool, ack: u32, now: Time) {
         let info = AckInfo {
             acked,
-            grow: if p.per_ack_growth { acked.min(1) } else { acked },
+            grow: if p.per_ack_growth {
+                acked.min(1)
+            } else {
+                acked
+            },
             ece,
             ack,
             snd_nxt: self.snd_nxt,
