@@ -366,9 +366,11 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
               f"({fmt_seconds(sum(p.estimate for p in all_todo))} of single-core simulation)")
         _print_workers_needed(all_todo, expected)
         if budget_work is not None:
+            calib = _calibration(runs)
             print(f"then up to {fmt_seconds(budget_work)} of work (reference core-time) on the "
-                  f"points of open claims: ~{fmt_seconds(budget_work / workers)} on {workers} "
-                  "workers before calibration")  # fmt: skip
+                  f"points of open claims: ~{fmt_seconds(budget_work * calib / workers)} on "
+                  f"{workers} workers (the cost model × {calib:.2f}, calibrated on the points "
+                  "stored)")  # fmt: skip
         return 0
     if not args.quick:
         print(f"reproduce: {len(runs)} sweeps; expected duration ~{fmt_seconds(expected)} on "
@@ -471,10 +473,13 @@ def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float
             st.extra = bd.replayed_extra(old.rounds, st.spec_name, st.profile, st.seeds0)
     ledger.first_pass = sum(cost * st.seeds0 for st in studies
                             for _cfg, cost in st.grid.cells.values())  # fmt: skip
-    print(f"reproduce: budget {fmt_seconds(budget_work)} of work (reference core-time) for the "
-          f"points of open claims; intervals at alpha {bd.ALPHA:g} per look ({bd.LOOKS} looks "
-          "at most)", file=sys.stderr)  # fmt: skip
     ex = make_executor(args.executor, jobs=args.jobs, address=args.address)
+    calib = _calibration(runs)
+    print(f"reproduce: budget {fmt_seconds(budget_work)} of work (reference core-time) for the "
+          f"points of open claims, at most ~{fmt_seconds(budget_work * calib / ex.workers)} "
+          f"on {ex.workers} workers (the cost model × {calib:.2f}, calibrated on the points "
+          f"stored); intervals at alpha {bd.ALPHA:g} per look ({bd.LOOKS} looks at most)",
+          file=sys.stderr)  # fmt: skip
     bar = progress_bar(total=round(budget_work), unit="work-s", desc="budget",
                        disable=args.quiet, dynamic_ncols=True, file=sys.stderr)  # fmt: skip
     done = [0.0]
@@ -527,6 +532,29 @@ def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float
     from repflow.experiments.reproduce import claim_rows
 
     return md, h, claim_rows(runs)
+
+
+def _calibration(runs) -> float:  # noqa: ANN001
+    """Measured single-core time of the points the runs have stored over their work in budget
+    units (1 when nothing is stored): what one second of work takes on this machine."""
+    from repflow.experiments import Store, plan_sweep
+    from repflow.experiments.budget import work
+
+    measured = modelled = 0.0
+    for r in runs:
+        if r.spec is None or r.missing or r.error:
+            continue
+        try:
+            store = Store(r.out)
+            plan = plan_sweep(r.spec, store)
+        except UserError:
+            continue
+        for p in plan.points:
+            t = store.read_timing(p.key) if p.status == "done" else None
+            if t and t.get("wall_seconds"):
+                measured += float(t["wall_seconds"])
+                modelled += work(p.config)
+    return measured / modelled if measured > 0 and modelled > 0 else 1.0
 
 
 def _print_combined(rows) -> None:  # noqa: ANN001
