@@ -329,7 +329,7 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     )  # fmt: skip
     budget_work, wall_limit = _budget_args(args)
     runs = plan_runs(papers, args.quick, args.profiles, root, args.seed_offset)
-    bases = {}
+    bases, old = {}, None
     if budget_work is not None:
         from repflow.experiments import budget as bd
 
@@ -409,7 +409,7 @@ def _reproduce_papers(args: argparse.Namespace) -> int:
     md, html_path, rows = run_all(runs, root, quick=args.quick, sweep=sweep, reports=reports)
     if budget_work is not None:
         md, html_path, rows = _spend_budget(runs, root, args, budget_work, wall_limit, t_start,
-                                            bases)  # fmt: skip
+                                            bases, old)  # fmt: skip
     _print_combined(rows)
     failed = [r for r in runs if r.error]
     for r in failed:
@@ -441,8 +441,10 @@ def _budget_args(args: argparse.Namespace) -> tuple[float | None, float | None]:
 
 
 def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float,  # noqa: ANN001
-                  wall_limit: float | None, t_start: float, bases: dict):  # noqa: ANN202
-    """The rounds of ``--budget`` after the first pass, then the final reports."""
+                  wall_limit: float | None, t_start: float, bases: dict,
+                  old) -> tuple:  # noqa: ANN001
+    """The rounds of ``--budget`` after the first pass, then the final reports; ``old``: the
+    ledger of an earlier budgeted run of ``root`` (its studies already carry its extension)."""
     import time
 
     from repflow.experiments import budget as bd
@@ -463,7 +465,6 @@ def _spend_budget(runs, root: Path, args: argparse.Namespace, budget_work: float
         st = bd.Study(r.spec_name, r.profile, base, r.claims)
         studies.append(st)
         by_key[(r.spec_name, r.profile)] = r
-    old = bd.Ledger.read(root)
     resumed = old is not None and bool(old.rounds)
     ledger = bd.Ledger(budget_work)
     if resumed:

@@ -236,6 +236,20 @@ def sweep_alpha(spec: dict[str, Any]) -> float:
     return a if 0.0 < a < 1.0 else vd.FAMILY_ALPHA
 
 
+def _claims_of(loaded: Any) -> tuple[pd.DataFrame, Evidence, list[ClaimResult]]:
+    """The aggregated table, the evidence and the claim verdicts of a loaded sweep, at the
+    error rate its spec spends (:func:`sweep_alpha`)."""
+    sweep = loaded.sweep
+    spec = sweep.get("spec", {})
+    agg = aggregate(loaded.points, loaded)
+    scenarios = list((spec.get("extra") or {}).get("claims", []))
+    short_max = int(spec.get("figures", {}).get("short_max_bytes", 100_000))
+    evidence = Evidence(agg, loaded.samples, short_max)
+    with vd.at_alpha(sweep_alpha(spec)):
+        claims = evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
+    return agg, evidence, claims
+
+
 def sweep_claims(root: str | Path) -> list[ClaimResult]:
     """The claim verdicts of the sweep stored in ``root``, without figures or report files
     (what ``repflow reproduce --budget`` needs between its rounds)."""
@@ -243,14 +257,7 @@ def sweep_claims(root: str | Path) -> list[ClaimResult]:
     loaded = load_sweep(store)
     if loaded.points.empty:
         raise UserError(f"{store.root}: no finished point to report on")
-    sweep = loaded.sweep
-    spec = sweep.get("spec", {})
-    figs_cfg = spec.get("figures", {})
-    agg = aggregate(loaded.points, loaded)
-    scenarios = list((spec.get("extra") or {}).get("claims", []))
-    evidence = Evidence(agg, loaded.samples, int(figs_cfg.get("short_max_bytes", 100_000)))
-    with vd.at_alpha(sweep_alpha(spec)):
-        return evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
+    return _claims_of(loaded)[2]
 
 
 def build_report(root: str | Path, progress=None, out: str | Path | None = None) -> Report:
@@ -278,14 +285,9 @@ def build_report(root: str | Path, progress=None, out: str | Path | None = None)
     figs_cfg = spec.get("figures", {})
     labels = figs_cfg.get("workload_labels", {}) or {}
     baseline = str(figs_cfg.get("baseline", "tcp"))
-    agg = aggregate(loaded.points, loaded)
     order = series_order(loaded.points, baseline)
-    scenarios = list((spec.get("extra") or {}).get("claims", []))
-    short_max = int(figs_cfg.get("short_max_bytes", 100_000))
-    evidence = Evidence(agg, loaded.samples, short_max)
     say("claims: intervals (bootstrap over flows within seeds)")
-    with vd.at_alpha(sweep_alpha(spec)):
-        claims = evaluate_claims(evidence, scenarios, sweep.get("unavailable"))
+    agg, evidence, claims = _claims_of(loaded)
 
     dest = store.root if out is None else Path(out)
     dest.mkdir(parents=True, exist_ok=True)
