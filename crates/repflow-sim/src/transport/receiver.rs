@@ -11,6 +11,8 @@ pub struct Receiver {
     total: u32,
     rcv_nxt: u32,
     ooo: Vec<u64>,
+    /// Segments held in `ooo` above `rcv_nxt` (a gap is open while this is not 0).
+    held: u32,
     pending: u32,
     pending_ts: Time,
     /// Delayed-ACK deadline, if an ACK is held back.
@@ -37,6 +39,7 @@ impl Receiver {
             total,
             rcv_nxt: 0,
             ooo: Vec::new(),
+            held: 0,
             pending: 0,
             pending_ts: 0,
             delack_deadline: None,
@@ -176,16 +179,25 @@ impl Receiver {
                 immediate = true; // filled a hole
                 while self.has(self.rcv_nxt) {
                     self.rcv_nxt += 1;
+                    self.held -= 1;
                 }
             }
         } else {
             if s > self.rcv_nxt && !self.has(s) {
                 self.set(s);
+                self.held += 1;
             } else {
                 self.duplicate_segments += 1;
             }
             immediate = true; // out of order or duplicate
         }
+        // While a gap stays open (segments held above the next expected one), every segment
+        // is acknowledged at once, the one that fills part of a gap included (RFC 5681
+        // §4.2; ns-3's `TcpSocketBase::ReceivedData`, ns-2's `DelAckSink` with
+        // `RFC2581_immediate_ack_`, Linux's out-of-order queue): a NewReno sender in
+        // recovery sends one retransmission per partial ACK, so a delayed ACK of it would
+        // stall the recovery until the delayed-ACK timer or the retransmission timer.
+        immediate |= self.held > 0;
         if self.rcv_nxt >= self.total && !self.ooo.is_empty() {
             self.ooo = Vec::new();
         }

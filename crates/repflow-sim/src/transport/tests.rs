@@ -130,6 +130,42 @@ fn receiver_acks_holes_and_completes_once() {
     assert!(!r.on_packet(&p, &seg(1), 3, &mut out));
 }
 
+#[test]
+fn with_delayed_acks_a_segment_that_fills_part_of_a_gap_is_acknowledged_at_once() {
+    // RFC 5681 §4.2, as ns-3, ns-2 (RFC2581_immediate_ack_) and Linux do it: while segments
+    // are held above a gap, every arrival is acknowledged at once. Segments 0, 1 arrive;
+    // 2, 3 and 4 are lost; 5 and 6 arrive (held). NewReno's retransmission of 2 fills part
+    // of the gap and must be acknowledged at once (ACK 3, the partial ACK that makes the
+    // sender resend 3), not held for the delayed-ACK timer.
+    let mut p = params();
+    p.delayed_ack = true;
+    let mut r = Receiver::new(10, false);
+    let mut out = Vec::new();
+    let seg = |seq| Packet {
+        seq,
+        kind: kind::DATA,
+        ..Packet::default()
+    };
+    for (t, s) in [0, 1, 5, 6].into_iter().enumerate() {
+        r.on_packet(&p, &seg(s), t as Time, &mut out);
+    }
+    assert_eq!(acks(&out), [(2, false), (2, false), (2, false)]);
+    out.clear();
+    r.on_packet(&p, &seg(2), 10, &mut out);
+    assert_eq!(acks(&out), [(3, false)]);
+    assert_eq!(r.delack_deadline, None);
+    // 3 fills part of the gap too; 4 closes it (and 5, 6 follow): both at once.
+    r.on_packet(&p, &seg(3), 11, &mut out);
+    r.on_packet(&p, &seg(4), 12, &mut out);
+    assert_eq!(acks(&out), [(3, false), (4, false), (7, false)]);
+    // With the gap closed, in-order segments go back to one ACK per two.
+    out.clear();
+    r.on_packet(&p, &seg(7), 13, &mut out);
+    assert!(out.is_empty() && r.delack_deadline.is_some());
+    r.on_packet(&p, &seg(8), 14, &mut out);
+    assert_eq!(acks(&out), [(9, false)]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Loss recovery, segment by segment. A 12-segment flow, initial window 4, no handshake, no
 // receive-window cap, NewReno; the test plays the network: it decides which segments arrive
