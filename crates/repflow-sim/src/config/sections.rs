@@ -244,6 +244,12 @@ pub struct TcpConfig {
     pub sack: bool,
     /// How the window grows per ACK: `bytes` (RFC 3465, Linux) or `per-ack` (ns-2, ns-3).
     pub cwnd_growth: CwndGrowth,
+    /// The flow's last segment carries FIN (the sending application closes its socket once
+    /// it has written the flow) and the receiver acknowledges it at once, delayed ACKs or
+    /// not: ns-3's `BulkSendApplication` closes, and `TcpSocketBase::PeerClose` answers a FIN
+    /// with an ACK. Off: the last segment waits for the delayed-ACK timer like any other
+    /// (ns-2's agents send no FIN).
+    pub fin_ack: bool,
 }
 
 impl Default for TcpConfig {
@@ -276,6 +282,7 @@ impl TcpConfig {
                 initial_ssthresh: None,
                 sack: true,
                 cwnd_growth: CwndGrowth::Bytes,
+                fin_ack: false,
             },
             TcpProfile::Ns2 => TcpConfig {
                 profile,
@@ -301,6 +308,8 @@ impl TcpConfig {
                 // TcpAgent::opencwnd: cwnd_ += 1 per ACK in slow start, increase_num_ / cwnd_
                 // (1/cwnd) per ACK in congestion avoidance.
                 cwnd_growth: CwndGrowth::PerAck,
+                // ns-2's TCP agents never close a connection: no FIN.
+                fin_ack: false,
             },
             TcpProfile::Ns3Of2014 => TcpConfig {
                 profile,
@@ -331,6 +340,9 @@ impl TcpConfig {
                 // TcpNewReno::NewAck: m_cWnd += m_segmentSize per ACK in slow start, and
                 // max(1, segSize² / cWnd) bytes per ACK in congestion avoidance.
                 cwnd_growth: CwndGrowth::PerAck,
+                // BulkSendApplication closes after MaxBytes: FIN rides on the last segment
+                // (m_closeOnEmpty), and the receiver's PeerClose sends its ACK at once.
+                fin_ack: true,
             },
         }
     }
@@ -353,6 +365,7 @@ impl TcpConfig {
             initial_ssthresh: None,
             sack: false,
             cwnd_growth: CwndGrowth::Bytes,
+            fin_ack: false,
         }
     }
 }

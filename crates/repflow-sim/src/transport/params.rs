@@ -41,6 +41,8 @@ pub struct TcpParams {
     pub rto_rtts: Option<f64>,
     /// The window grows per ACK (ns-2, ns-3) instead of by segments acknowledged.
     pub per_ack_growth: bool,
+    /// The flow's last segment carries FIN and is acknowledged at once (`tcp.fin_ack`).
+    pub fin_ack: bool,
 }
 
 impl TcpParams {
@@ -67,6 +69,7 @@ impl TcpParams {
             ecn: false,
             rto_rtts: None,
             per_ack_growth: c.cwnd_growth == CwndGrowth::PerAck,
+            fin_ack: c.fin_ack,
         }
     }
 

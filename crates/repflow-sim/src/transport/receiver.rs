@@ -198,6 +198,9 @@ impl Receiver {
         // recovery sends one retransmission per partial ACK, so a delayed ACK of it would
         // stall the recovery until the delayed-ACK timer or the retransmission timer.
         immediate |= self.held > 0;
+        // The segment that completes the flow carries FIN under `tcp.fin_ack`: answered at
+        // once.
+        immediate |= p.fin_ack && self.rcv_nxt >= self.total;
         if self.rcv_nxt >= self.total && !self.ooo.is_empty() {
             self.ooo = Vec::new();
         }

@@ -647,3 +647,45 @@ fn the_simulators_profiles_grow_per_ack_and_the_others_by_bytes() {
         assert_eq!(TcpParams::from_config(&c).per_ack_growth, per_ack);
     }
 }
+
+#[test]
+fn with_fin_ack_the_last_segment_is_acknowledged_at_once() {
+    // A 3-segment flow with delayed ACKs: 0 and 1 make one ACK; 2, the last, waits for the
+    // delayed-ACK timer without `fin_ack` and is answered at once with it (ns-3's FIN).
+    let seg = |seq| Packet {
+        seq,
+        kind: kind::DATA,
+        ..Packet::default()
+    };
+    for fin in [false, true] {
+        let mut p = params();
+        p.delayed_ack = true;
+        p.fin_ack = fin;
+        let mut r = Receiver::new(3, false);
+        let mut out = Vec::new();
+        for s in 0..3 {
+            r.on_packet(&p, &seg(s), s as Time, &mut out);
+        }
+        let want: &[(u32, bool)] = if fin {
+            &[(2, false), (3, false)]
+        } else {
+            &[(2, false)]
+        };
+        assert_eq!(acks(&out), want, "fin_ack {fin}");
+        assert_eq!(r.delack_deadline.is_some(), !fin);
+    }
+}
+
+#[test]
+fn only_ns3_2014_closes_with_a_fin() {
+    use crate::config::TcpProfile;
+    for (profile, fin) in [
+        (TcpProfile::Dc, false),
+        (TcpProfile::Linux, false),
+        (TcpProfile::Ns2, false),
+        (TcpProfile::Ns3Of2014, true),
+    ] {
+        let c = TcpConfig::for_profile(profile);
+        assert_eq!(TcpParams::from_config(&c).fin_ack, fin, "{profile:?}");
+    }
+}
