@@ -10,7 +10,8 @@
 //                 [--iw=12] [--ssthreshPkts=122] [--maxWindow=65535] [--windowScaling=0]
 //                 [--minRtoMs=200]
 //                 [--connTimeoutMs=3000] [--delAckCount=2] [--delAckTimeoutMs=200]
-//                 [--seed=1] [--endS=10.2] [--pathStats=1] [--abc=1]
+//                 [--seed=1] [--endS=10.2] [--pathStats=1] [--abc=1] [--traceConn=N]
+//                 [--lossStats=1]
 //
 // FILE: one flow per line, "src dst size_bytes start_ps"; hosts are numbered as in RepFlow's
 // simulator: host h sits under edge switch h / (k/2) of pod h / (k*k/4).
@@ -39,6 +40,8 @@
 #include <algorithm>
 #include <deque>
 #include <fstream>
+#include <map>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -298,6 +301,79 @@ static std::vector<Flow> g_flows;
 static std::vector<Conn> g_conns;
 static uint64_t g_queueDrops = 0;
 
+// --traceConn: one connection's sender, event by event, on stderr (a diagnostic; the output
+// file is unchanged). Times in seconds; sequence numbers in segments from the first data byte.
+static uint32_t g_traceMss = 536;
+
+void
+TraceTx(Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBase>)
+{
+    if (p->GetSize() > 0)
+    {
+        std::cerr << Simulator::Now().GetSeconds() << " tx seg "
+                  << (h.GetSequenceNumber().GetValue() - 1) / g_traceMss << " len " << p->GetSize()
+                  << ((h.GetFlags() & TcpHeader::FIN) ? " FIN" : "") << "\n";
+    }
+}
+
+void
+TraceRx(Ptr<const Packet>, const TcpHeader& h, Ptr<const TcpSocketBase>)
+{
+    if (h.GetFlags() & TcpHeader::ACK)
+    {
+        std::cerr << Simulator::Now().GetSeconds() << " rx ack "
+                  << (h.GetAckNumber().GetValue() - 1) / g_traceMss << "\n";
+    }
+}
+
+void
+TraceState(TcpSocketState::TcpCongState_t from, TcpSocketState::TcpCongState_t to)
+{
+    std::cerr << Simulator::Now().GetSeconds() << " state "
+              << TcpSocketState::TcpCongStateName[from] << " -> "
+              << TcpSocketState::TcpCongStateName[to] << "\n";
+}
+
+void
+TraceCwnd(uint32_t, uint32_t now)
+{
+    std::cerr << Simulator::Now().GetSeconds() << " cwnd " << now / g_traceMss << "\n";
+}
+
+// --lossStats: congestion-state transitions of every connection, counted by the flow's size
+// class (short: at most --repMax bytes) and printed on stderr at the end (a diagnostic).
+static std::map<std::string, uint64_t> g_transitions;
+
+void
+CountState(std::string cls, TcpSocketState::TcpCongState_t from, TcpSocketState::TcpCongState_t to)
+{
+    g_transitions[cls + " " + TcpSocketState::TcpCongStateName[from] + " -> " +
+                  TcpSocketState::TcpCongStateName[to]]++;
+}
+
+void
+CountSocket(std::string cls, Ptr<BulkSendApplication> app)
+{
+    Ptr<Socket> s = app->GetSocket();
+    if (s)
+    {
+        s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&CountState, cls));
+    }
+}
+
+void
+TraceSocket(Ptr<BulkSendApplication> app)
+{
+    Ptr<Socket> s = app->GetSocket();
+    if (s)
+    {
+        s->TraceConnectWithoutContext("Tx", MakeCallback(&TraceTx));
+        s->TraceConnectWithoutContext("Rx", MakeCallback(&TraceRx));
+        s->TraceConnectWithoutContext("CongState", MakeCallback(&TraceState));
+        s->TraceConnectWithoutContext("CongestionWindow", MakeCallback(&TraceCwnd));
+    }
+}
+
 static void
 OnRx(uint32_t c, Ptr<const Packet> p, const Address&)
 {
@@ -353,6 +429,8 @@ main(int argc, char* argv[])
     bool windowScaling = false;
     uint32_t queueBytes = 0;
     bool abc = false;
+    int64_t traceConn = -1;
+    bool lossStats = false;
     CommandLine cmd;
     cmd.AddValue("k", "fat-tree arity (k*k*k/4 hosts)", k);
     cmd.AddValue("trace", "flow trace: src dst size_bytes start_ps per line", trace);
@@ -382,6 +460,14 @@ main(int argc, char* argv[])
                  "diagnostic: NewReno with appropriate byte counting (L = 2), as RepFlow's "
                  "simulator, instead of ns-3's per-ACK increase",
                  abc);
+    cmd.AddValue("traceConn",
+                 "diagnostic: print connection N's sends, ACKs, congestion states and window "
+                 "on stderr (connections are numbered in flow order, copies together)",
+                 traceConn);
+    cmd.AddValue("lossStats",
+                 "diagnostic: count every connection's congestion-state transitions by flow "
+                 "size (short: at most repMax bytes) and print them on stderr",
+                 lossStats);
     cmd.AddValue("pathStats",
                  "print how evenly the switches spread packets over their up-links, and how "
                  "often a five-tuple changed path (must be 0)",
@@ -603,6 +689,20 @@ main(int argc, char* argv[])
                                 &g_conns,
                                 ci,
                                 DynamicCast<BulkSendApplication>(ca.Get(0)));
+            if (lossStats)
+            {
+                Simulator::Schedule(start + NanoSeconds(1),
+                                    &CountSocket,
+                                    std::string(f.size <= repMax ? "short" : "large"),
+                                    DynamicCast<BulkSendApplication>(ca.Get(0)));
+            }
+            if (traceConn == int64_t(ci))
+            {
+                g_traceMss = mss;
+                Simulator::Schedule(start + NanoSeconds(1),
+                                    &TraceSocket,
+                                    DynamicCast<BulkSendApplication>(ca.Get(0)));
+            }
         }
     }
     Simulator::Stop(Seconds(endS));
@@ -654,6 +754,10 @@ main(int argc, char* argv[])
               << ", drops: device queues " << g_queueDrops << ", traffic control "
               << repflow::g_dropCounts.trafficControl << ", ip " << repflow::g_dropCounts.ip
               << "\n";
+    for (const auto& [k, v] : g_transitions)
+    {
+        std::cerr << "transitions " << k << ": " << v << "\n";
+    }
     std::ofstream o(out);
     if (!o)
     {
