@@ -291,7 +291,14 @@ def test_websearch_k8_agrees_with_ns3_within_the_seed_spread(ws_ns3, variant, me
     ref, ours = ws_ns3[variant]
     assert (ref["unfinished"] == 0).all() and (ours["unfinished"] == 0).all()
     assert set(ref["flows"]) == set(ours["flows"]) and len(set(ours["flows"])) == 1
-    if (variant, metric) in KNOWN_WS_NS3:
+    tolerance = refs.WS_NS3_VARIANTS[variant].get("tolerance")
+    if tolerance is not None:
+        # ours' mean over its seeds within a stated fraction of ns-3's mean over its seeds
+        ratio = ours[metric].mean() / ref[metric].mean()
+        assert abs(ratio - 1) <= tolerance[metric], (
+            f"{variant} {metric}: ours / ns-3 = {ratio:.3f}, beyond ±{tolerance[metric]:.0%} "
+            f"(ns-3 {ref[metric].mean():.6g}, ours {ours[metric].mean():.6g})")
+    elif (variant, metric) in KNOWN_WS_NS3:
         with pytest.raises(AssertionError):
             _assert_within_seed_spread(ref[metric], ours[metric], f"{variant} {metric}", "ns-3")
     else:
