@@ -72,6 +72,15 @@ fn ce_seg(seq: u32, ce: bool) -> Packet {
     }
 }
 
+/// A data segment with sequence number `seq` (no flags).
+fn seg(seq: u32) -> Packet {
+    Packet {
+        seq,
+        kind: kind::DATA,
+        ..Packet::default()
+    }
+}
+
 fn acks(out: &[Packet]) -> Vec<(u32, bool)> {
     out.iter()
         .map(|a| (a.seq, a.flags & flag::ECE != 0))
@@ -117,11 +126,6 @@ fn receiver_acks_holes_and_completes_once() {
     let p = params();
     let mut r = Receiver::new(3, false);
     let mut out = Vec::new();
-    let seg = |seq| Packet {
-        seq,
-        kind: kind::DATA,
-        ..Packet::default()
-    };
     assert!(!r.on_packet(&p, &seg(0), 0, &mut out));
     assert!(!r.on_packet(&p, &seg(2), 1, &mut out));
     assert_eq!(out.last().unwrap().seq, 1);
@@ -141,11 +145,6 @@ fn with_delayed_acks_a_segment_that_fills_part_of_a_gap_is_acknowledged_at_once(
     p.delayed_ack = true;
     let mut r = Receiver::new(10, false);
     let mut out = Vec::new();
-    let seg = |seq| Packet {
-        seq,
-        kind: kind::DATA,
-        ..Packet::default()
-    };
     for (t, s) in [0, 1, 5, 6].into_iter().enumerate() {
         r.on_packet(&p, &seg(s), t as Time, &mut out);
     }
@@ -380,11 +379,6 @@ fn a_lost_syn_ack_is_answered_again_and_a_duplicate_segment_is_counted() {
         [(kind::SYNACK, 0), (kind::SYNACK, 10 * MS)]
     );
     out.clear();
-    let seg = |seq| Packet {
-        seq,
-        kind: kind::DATA,
-        ..Packet::default()
-    };
     r.on_packet(&p, &seg(1), 12 * MS, &mut out);
     r.on_packet(&p, &seg(1), 13 * MS, &mut out);
     r.on_packet(&p, &seg(0), 14 * MS, &mut out);
@@ -652,11 +646,6 @@ fn the_simulators_profiles_grow_per_ack_and_the_others_by_bytes() {
 fn with_fin_ack_the_last_segment_is_acknowledged_at_once() {
     // A 3-segment flow with delayed ACKs: 0 and 1 make one ACK; 2, the last, waits for the
     // delayed-ACK timer without `fin_ack` and is answered at once with it (ns-3's FIN).
-    let seg = |seq| Packet {
-        seq,
-        kind: kind::DATA,
-        ..Packet::default()
-    };
     for fin in [false, true] {
         let mut p = params();
         p.delayed_ack = true;
