@@ -1222,6 +1222,42 @@ def cmd_compare_repflow(_: argparse.Namespace) -> None:
         print(c[[x for x in c.columns if not x.endswith(" measured")]].to_string(index=False))
 
 
+def ns3_2014_websearch_pooled(ours_dir: Path | None = None) -> dict[str, dict[str, float]]:
+    """Ours and ns-3's large flows pooled over the RepFlow subset's 12 web-search points under
+    ``ns3-2014`` (TCP and RepFlow, 3 loads, 2 seeds): the mean FCT of every finished large
+    flow (s), the drops, and the large flows with a timeout (docs/validation.md, "The
+    ns3-2014 large-flow gap, found"). Ours from ``ours_dir`` (default: the fixtures)."""
+    from repflow.experiments.references import point_name, read_point_trace, reference_records
+
+    d = ours_dir or FIXTURES / RQ / "ns3-2014"
+    n3 = reference_records(RQ, "ns3-2014", ref="ns3")
+    pts = pd.read_csv(d / "ours-points.csv")
+    acc = {who: {"fct": [], "drops": 0.0, "timeouts": 0} for who in ("ours", "ns-3")}
+    for scheme in NS3_SCHEMES:
+        for load in (0.2, 0.5, 0.8):
+            for seed in (1, 2):
+                name = point_name("websearch", load, seed)
+                tr = read_point_trace(RQ, "websearch", load, seed)
+                o = pd.read_csv(d / f"ours-{scheme}-{name}.csv.gz")
+                n = n3[(n3.scheme == scheme) & (n3.workload == "websearch")
+                       & np.isclose(n3.load, load) & (n3.seed == seed)]  # fmt: skip
+                drops = pts[(pts.scheme == scheme) & (pts.point == name)].drops.iloc[0]
+                for who, size, fct, to, dr in (
+                    ("ours", tr["size"].to_numpy(), o.fct.to_numpy(float),
+                     o.timeouts.to_numpy(), drops),
+                    ("ns-3", n["size"].to_numpy(), n.fct.to_numpy(float),
+                     n.timeouts.to_numpy(), n.drops.sum()),
+                ):  # fmt: skip
+                    big = size > SHORT_MAX
+                    done = big & np.isfinite(fct) & (fct >= 0)
+                    acc[who]["fct"].extend(fct[done])
+                    acc[who]["drops"] += float(dr)
+                    acc[who]["timeouts"] += int((to[big] > 0).sum())
+    return {who: {"large_mean": float(np.mean(a["fct"])), "drops": a["drops"],
+                  "large_flows_with_timeout": float(a["timeouts"])}
+            for who, a in acc.items()}  # fmt: skip
+
+
 def cmd_compare_ns3(args: argparse.Namespace) -> None:
     """Per point and scheme: the short-flow mean and p99, the large-flow mean, flows with a
     timeout and drops in our runs, htsim's and ns-3's on the same flows, and the median of the

@@ -303,3 +303,40 @@ def test_websearch_k8_agrees_with_ns3_within_the_seed_spread(ws_ns3, variant, me
             _assert_within_seed_spread(ref[metric], ours[metric], f"{variant} {metric}", "ns-3")
     else:
         _assert_within_seed_spread(ref[metric], ours[metric], f"{variant} {metric}", "ns-3")
+
+
+# The ns3-2014 large-flow gap (docs/validation.md, "The ns3-2014 large-flow gap, found"): ours
+# against ns-3 on the RepFlow subset's web-search points, pooled over the 12 points (a single
+# point's large-flow mean moves by 1.3-2.1x between path draws); and the fixtures behind it
+# are this build's runs.
+
+#: figure → tolerance of ours / ns-3, pooled (before the fix: large mean 1.55, flows with a
+#: timeout 5.0).
+NS3_2014_POOLED = {"large_mean": 0.20, "drops": 0.25, "large_flows_with_timeout": 0.25}
+
+
+@pytest.mark.parametrize("figure", list(NS3_2014_POOLED))
+def test_ns3_2014_web_search_large_flows_agree_with_ns3_pooled(figure):
+    pooled = refs.ns3_2014_websearch_pooled()
+    ratio = pooled["ours"][figure] / pooled["ns-3"][figure]
+    assert abs(ratio - 1) <= NS3_2014_POOLED[figure], (
+        f"{figure}: ours / ns-3 = {ratio:.3f} (ours {pooled['ours'][figure]:.6g}, "
+        f"ns-3 {pooled['ns-3'][figure]:.6g})")
+
+
+@pytest.mark.parametrize(("scheme", "point"), [("tcp", "websearch-0.8-seed1"),
+                                               ("repflow", "websearch-0.2-seed2")])
+def test_our_ns3_2014_fixtures_are_this_builds_runs(scheme, point):
+    """A web-search point of the fixtures rerun now gives the same per-flow FCTs: the
+    agreement above is this build's."""
+    import numpy as np
+    from repflow import api
+
+    w, load, seed = point.split("-")
+    (p,) = [q for q in refs.rq_points("ns3-2014") if q.labels["scheme"] == scheme
+            and q.labels["workload.cdf"] == w and q.labels["workload.load"] == float(load)
+            and q.labels["seed"] == int(seed.removeprefix("seed"))]  # fmt: skip
+    f = api.simulate(p.config).flows.sort_values("id")
+    stored = pd.read_csv(refs.FIXTURES / refs.RQ / "ns3-2014" / f"ours-{scheme}-{point}.csv.gz")
+    np.testing.assert_allclose(f.fct.to_numpy(float), stored.fct.to_numpy(float), rtol=1e-9)
+    assert (f.timeouts.to_numpy() == stored.timeouts.to_numpy()).all()
