@@ -22,9 +22,6 @@ sys.path.insert(0, str(REPO / "validation"))
 import refs  # noqa: E402
 
 PROFILE = "ns3-2014"
-SCHEMES = ("tcp", "repflow")
-LOADS = (0.2, 0.5, 0.8)
-SEEDS = (1, 2)
 
 
 def _large_mean(size: np.ndarray, fct: np.ndarray) -> float:
@@ -36,21 +33,10 @@ def ours_over_paths(scheme: str, load: float, seed: int,
                     path_seeds: list[int]) -> list[tuple[float, int]]:  # fmt: skip
     """Our large-flow mean (ms) and drops on the point's flows, per path seed."""
     from repflow import api
-    from repflow.experiments.references import read_point_trace
 
-    tr = read_point_trace(refs.RQ, "websearch", load, seed)
-    pts = [q for q in refs.study_points(refs.RQ, PROFILE)
-           if q.labels["workload.cdf"] == "websearch" and q.labels["workload.load"] == load
-           and q.labels["seed"] == seed and q.labels["scheme"] == scheme]  # fmt: skip
     out = []
     for ps in path_seeds:
-        cfg = pts[0].config
-        cfg["seed"] = ps
-        cfg.setdefault("workload", {})["trace"] = [
-            {"start": f"{round(s * 1e12)}ps", "src": int(a), "dst": int(b), "size": f"{int(z)}B"}
-            for s, a, b, z in zip(tr.start, tr.src, tr.dst, tr["size"], strict=True)
-        ]
-        r = api.simulate(cfg)
+        r = api.simulate(refs.rq_replay_config(PROFILE, "websearch", load, seed, scheme, ps))
         f = r.flows.sort_values("id")
         out.append((_large_mean(f["size"].to_numpy(), f.fct.to_numpy(float)),
                     int(r.metadata["counters"]["drops"])))  # fmt: skip
@@ -58,43 +44,29 @@ def ours_over_paths(scheme: str, load: float, seed: int,
 
 
 def main() -> None:
-    from repflow.experiments.references import point_name, read_point_trace, reference_records
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--path-seeds", nargs="*", type=int, default=list(range(1, 9)))
     args = p.parse_args()
-    d = refs.FIXTURES / refs.RQ / PROFILE
-    n3 = reference_records(refs.RQ, PROFILE, ref="ns3")
-    pts = pd.read_csv(d / "ours-points.csv")
     rows = []
-    for scheme in SCHEMES:
-        for load in LOADS:
-            for seed in SEEDS:
-                name = point_name("websearch", load, seed)
-                tr = read_point_trace(refs.RQ, "websearch", load, seed)
-                size = tr["size"].to_numpy()
-                o = pd.read_csv(d / f"ours-{scheme}-{name}.csv.gz")
-                n = n3[(n3.scheme == scheme) & (n3.workload == "websearch")
-                       & np.isclose(n3.load, load) & (n3.seed == seed)]  # fmt: skip
-                draws = ours_over_paths(scheme, load, seed, args.path_seeds)
-                lm = [x for x, _ in draws]
-                dr = [y for _, y in draws]
-                nl = _large_mean(n["size"].to_numpy(), n.fct.to_numpy(float))
-                op = pts[(pts.scheme == scheme) & (pts.point == name)].iloc[0]
-                rows.append({
-                    "scheme": scheme, "point": name,
-                    "large ours": _large_mean(size, o.fct.to_numpy(float)), "large ns-3": nl,
-                    "large ours, path draws": f"{np.mean(lm):.1f} ({min(lm):.1f}–{max(lm):.1f})",
-                    "ns-3 inside": min(lm) <= nl <= max(lm),
-                    "drops ours": int(op.drops), "drops ns-3": int(n.drops.sum()),
-                    "drops, path draws": f"{np.mean(dr):.0f} ({min(dr)}–{max(dr)})",
-                    "ns-3 drops inside": min(dr) <= n.drops.sum() <= max(dr),
-                    "timeouts ours": int((o.timeouts > 0).sum()),
-                    "timeouts ns-3": int((n.timeouts > 0).sum()),
-                    "ratio": _large_mean(size, o.fct.to_numpy(float)) / nl,
-                    "ratio draws": np.mean(lm) / nl,
-                })  # fmt: skip
-                print(rows[-1], flush=True)
+    for scheme, load, seed, name, tr, o, n, drops in refs.ns3_2014_websearch_points():
+        size = tr["size"].to_numpy()
+        draws = ours_over_paths(scheme, load, seed, args.path_seeds)
+        lm = [x for x, _ in draws]
+        dr = [y for _, y in draws]
+        ours = _large_mean(size, o.fct.to_numpy(float))
+        nl = _large_mean(n["size"].to_numpy(), n.fct.to_numpy(float))
+        rows.append({
+            "scheme": scheme, "point": name, "large ours": ours, "large ns-3": nl,
+            "large ours, path draws": f"{np.mean(lm):.1f} ({min(lm):.1f}–{max(lm):.1f})",
+            "ns-3 inside": min(lm) <= nl <= max(lm),
+            "drops ours": int(drops), "drops ns-3": int(n.drops.sum()),
+            "drops, path draws": f"{np.mean(dr):.0f} ({min(dr)}–{max(dr)})",
+            "ns-3 drops inside": min(dr) <= n.drops.sum() <= max(dr),
+            "timeouts ours": int((o.timeouts > 0).sum()),
+            "timeouts ns-3": int((n.timeouts > 0).sum()),
+            "ratio": ours / nl, "ratio draws": np.mean(lm) / nl,
+        })  # fmt: skip
+        print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
     print(df.drop(columns=["ratio", "ratio draws"]).round(1).to_string(index=False))
     for k in ("ratio", "ratio draws"):

@@ -88,16 +88,7 @@ def run_ours(_: Path | None, profile: str, w: str, load: float, trace_seed: int,
     from repflow import api
 
     name, tr = _trace(w, load, trace_seed)
-    pts = [q for q in refs.study_points(refs.RQ, profile)
-           if q.labels["workload.cdf"] == w and q.labels["workload.load"] == load
-           and q.labels["seed"] == trace_seed and q.labels["scheme"] == scheme]  # fmt: skip
-    cfg = pts[0].config
-    cfg["seed"] = path_seed
-    rows = zip(tr.start, tr.src, tr.dst, tr["size"], strict=True)
-    cfg.setdefault("workload", {})["trace"] = [
-        {"start": f"{round(s * 1e12)}ps", "src": int(a), "dst": int(b), "size": f"{int(z)}B"}
-        for s, a, b, z in rows
-    ]
+    cfg = refs.rq_replay_config(profile, w, load, trace_seed, scheme, path_seed)
     f = api.simulate(cfg).flows.sort_values("id").reset_index(drop=True)
     if (f["size"].to_numpy() != tr["size"].to_numpy()).any():
         raise SystemExit(f"{name}: the replayed flows are not the trace's")

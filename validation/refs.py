@@ -325,11 +325,6 @@ def cmd_mptcp_traces(_: argparse.Namespace) -> None:
         rows = build()
         (d / "trace.txt").write_text("".join(f"{s} {t} {z} {a}\n" for s, t, z, a in rows))
         print(f"{name}: {len(rows)} flows")
-    for file, duration in WS_LONG_TRACES.items():
-        rows = _websearch(duration)
-        (FIXTURES / WS_NS3 / file).write_text("".join(f"{s} {t} {z} {a}\n"
-                                                      for s, t, z, a in rows))  # fmt: skip
-        print(f"{WS_NS3} ({duration}): {len(rows)} flows")
 
 
 def cmd_htsim_mptcp(args: argparse.Namespace) -> None:
@@ -410,8 +405,7 @@ def cmd_traces(_: argparse.Namespace) -> None:
         print(f"{name}: {len(rows)} flows")
     for file, duration in WS_LONG_TRACES.items():
         rows = _websearch(duration)
-        (FIXTURES / WS_NS3 / file).write_text("".join(f"{s} {t} {z} {a}\n"
-                                                      for s, t, z, a in rows))  # fmt: skip
+        (FIXTURES / WS_NS3 / file).write_text("".join(f"{s} {t} {z} {a}\n" for s, t, z, a in rows))
         print(f"{WS_NS3} ({duration}): {len(rows)} flows")
 
 
@@ -521,7 +515,7 @@ _RTO10_OURS = {"queue": {"limit_packets": 100, "host_limit_packets": 0},
 #: 10 ms minimum RTO and SYN timer, 128 KiB socket buffers (the window cap), an ACK per segment,
 #: 100-packet switch queues (ACKs take a slot).
 #: ``rto10-50ms``: the same settings over 50 ms of arrivals (``trace-50ms.txt``, written by
-#: ``refs.py traces``), the length of the independent run (a run takes 8–10 minutes of a core).
+#: ``refs.py traces``), the length of the independent run (a run takes 12–15 minutes of a core).
 WS_NS3_VARIANTS: dict[str, dict[str, Any]] = {
     "matched": {"flags": {"mss": 1460, "iw": 10, "ssthreshPkts": 100, "maxWindow": 1 << 30,
                           "windowScaling": 1, "minRtoMs": 250, "connTimeoutMs": 3000,
@@ -1222,37 +1216,62 @@ def cmd_compare_repflow(_: argparse.Namespace) -> None:
         print(c[[x for x in c.columns if not x.endswith(" measured")]].to_string(index=False))
 
 
-def ns3_2014_websearch_pooled(ours_dir: Path | None = None) -> dict[str, dict[str, float]]:
-    """Ours and ns-3's large flows pooled over the RepFlow subset's 12 web-search points under
-    ``ns3-2014`` (TCP and RepFlow, 3 loads, 2 seeds): the mean FCT of every finished large
-    flow (s), the drops, and the large flows with a timeout (docs/validation.md, "The
-    ns3-2014 large-flow gap, found"). Ours from ``ours_dir`` (default: the fixtures)."""
+def rq_replay_config(profile: str, w: str, load: float, trace_seed: int, scheme: str,
+                     path_seed: int) -> dict[str, Any]:
+    """Our configuration of a RepFlow-subset point replaying its committed flows as
+    ``workload.trace`` with ``seed`` = ``path_seed``: the flows stay, the switches' hash salt
+    (and any other draw the seed makes) changes; path seed N on trace seed N is the point."""
+    from repflow.experiments.references import read_point_trace
+
+    tr = read_point_trace(RQ, w, load, trace_seed)
+    (p,) = [q for q in rq_points(profile) if q.labels["workload.cdf"] == w
+            and q.labels["workload.load"] == load and q.labels["seed"] == trace_seed
+            and q.labels["scheme"] == scheme]  # fmt: skip
+    cfg = p.config
+    cfg["seed"] = path_seed
+    cfg.setdefault("workload", {})["trace"] = [
+        {"start": f"{round(t * 1e12)}ps", "src": int(a), "dst": int(b), "size": f"{int(z)}B"}
+        for t, a, b, z in zip(tr.start, tr.src, tr.dst, tr["size"], strict=True)
+    ]
+    return cfg
+
+
+def ns3_2014_websearch_points(ours_dir: Path | None = None):  # noqa: ANN201
+    """The RepFlow subset's 12 web-search points under ``ns3-2014`` (TCP and RepFlow, 3 loads,
+    2 seeds), each as (scheme, load, seed, point name, its trace, ours' per-flow records (from
+    ``ours_dir``, default the fixtures), ns-3's records, our drops)."""
     from repflow.experiments.references import point_name, read_point_trace, reference_records
 
     d = ours_dir or FIXTURES / RQ / "ns3-2014"
     n3 = reference_records(RQ, "ns3-2014", ref="ns3")
     pts = pd.read_csv(d / "ours-points.csv")
-    acc = {who: {"fct": [], "drops": 0.0, "timeouts": 0} for who in ("ours", "ns-3")}
     for scheme in NS3_SCHEMES:
         for load in (0.2, 0.5, 0.8):
             for seed in (1, 2):
                 name = point_name("websearch", load, seed)
-                tr = read_point_trace(RQ, "websearch", load, seed)
-                o = pd.read_csv(d / f"ours-{scheme}-{name}.csv.gz")
                 n = n3[(n3.scheme == scheme) & (n3.workload == "websearch")
                        & np.isclose(n3.load, load) & (n3.seed == seed)]  # fmt: skip
-                drops = pts[(pts.scheme == scheme) & (pts.point == name)].drops.iloc[0]
-                for who, size, fct, to, dr in (
-                    ("ours", tr["size"].to_numpy(), o.fct.to_numpy(float),
-                     o.timeouts.to_numpy(), drops),
-                    ("ns-3", n["size"].to_numpy(), n.fct.to_numpy(float),
-                     n.timeouts.to_numpy(), n.drops.sum()),
-                ):  # fmt: skip
-                    big = size > SHORT_MAX
-                    done = big & np.isfinite(fct) & (fct >= 0)
-                    acc[who]["fct"].extend(fct[done])
-                    acc[who]["drops"] += float(dr)
-                    acc[who]["timeouts"] += int((to[big] > 0).sum())
+                yield (scheme, load, seed, name, read_point_trace(RQ, "websearch", load, seed),
+                       pd.read_csv(d / f"ours-{scheme}-{name}.csv.gz"), n,
+                       float(pts[(pts.scheme == scheme) & (pts.point == name)].drops.iloc[0]))
+
+
+def ns3_2014_websearch_pooled(ours_dir: Path | None = None) -> dict[str, dict[str, float]]:
+    """Ours and ns-3's large flows pooled over :func:`ns3_2014_websearch_points`: the mean FCT
+    of every finished large flow (s), the drops, and the large flows with a timeout
+    (docs/validation.md, "The ns3-2014 large-flow gap, found")."""
+    acc = {who: {"fct": [], "drops": 0.0, "timeouts": 0} for who in ("ours", "ns-3")}
+    for *_, tr, o, n, drops in ns3_2014_websearch_points(ours_dir):
+        for who, size, fct, to, dr in (
+            ("ours", tr["size"].to_numpy(), o.fct.to_numpy(float), o.timeouts.to_numpy(), drops),
+            ("ns-3", n["size"].to_numpy(), n.fct.to_numpy(float), n.timeouts.to_numpy(),
+             n.drops.sum()),
+        ):  # fmt: skip
+            big = size > SHORT_MAX
+            done = big & np.isfinite(fct) & (fct >= 0)
+            acc[who]["fct"].extend(fct[done])
+            acc[who]["drops"] += float(dr)
+            acc[who]["timeouts"] += int((to[big] > 0).sum())
     return {who: {"large_mean": float(np.mean(a["fct"])), "drops": a["drops"],
                   "large_flows_with_timeout": float(a["timeouts"])}
             for who, a in acc.items()}  # fmt: skip
