@@ -204,8 +204,73 @@ def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
         lat = [v for v, _c in m["points"]]
         assert 0 < lat[0] <= lat[-1] < 10, m["points"][:3]
         if m["via"] == "proxy":
-            assert [p for p, _r in m["conns"]] == [7000 + 100 * (m["protocol"] == "http") + i
-                                                 for i in range(m["copies"])], m["conns"]
+            # The client sidecar's path pool: 8 connections to the server sidecar's first port.
+            assert [p for p, _r in m["conns"]] == [7000 + 100 * (m["protocol"] == "http")] * 8, (
+                m["conns"])
+        if m["background"]:
+            assert m["queue_port"].startswith("e0:") and m["queue_before"] >= 0, m
+        else:
+            assert m["queue_before"] == -1 and m["queue_port"] == "", m
+    for background in (False, True):
+        order = sorted(m["order"] for m in ms if m["background"] == background)
+        assert order == list(range(6)), order
     assert (out / "proxy-demo.png").stat().st_size > 10_000
     assert not [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                           text=True).stdout.split() if n.startswith("rfpt-")]
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not ROOT, reason="needs root (network namespaces, veth, tc)")
+@pytest.mark.skipif(not shutil.which("redis-server") or not shutil.which("redis-benchmark"),
+                    reason="needs redis-server and redis-tools (apt-get)")  # fmt: skip
+def test_two_copies_of_each_request_leave_on_different_uplinks(tmp_path: Path,
+                                                              testbed_state: Path) -> None:
+    """The client sidecar's path pool on the real kernel's ECMP: every request's two copies go
+    up different uplinks of the client's edge switch, read from the uplinks' tc counters (each
+    carries at least one packet per request), and the sidecar says every request's copies
+    were on different paths. Without the pool (one connection per copy) both copies share an
+    uplink whenever the two five-tuples hash alike."""
+    from repflow.testbed import netns
+    from repflow.testbed.topology import fat_tree
+
+    prefix, n = "rftu-", 400
+    tb = netns.up(fat_tree(4), rate_bps=50_000_000, buffer=50, seed=3, prefix=prefix,
+                  progress=None, host_shaping=False)  # fmt: skip
+    procs: list[subprocess.Popen] = []
+    h = pd.hosts_of(4)
+    try:
+        srv = tb.topo.nodes[h.server].addr
+        pd._start(tb, procs, h.server, [pd._exe("redis-server"), "--port", "6379", "--bind",
+                                        "0.0.0.0", "--protected-mode", "no", "--save", "",
+                                        "--appendonly", "no", "--dir", str(tmp_path)],
+                  6379, "redis-server", tmp_path / "redis.log")  # fmt: skip
+        pd._start(tb, procs, h.server, [*pd.REPFLOW, "proxy", "server", "--listen", ":7000",
+                                        "--ports", "2", "--upstream", "127.0.0.1:6379",
+                                        "--protocol", "redis", "--no-journal"],
+                  7000, "proxy server", tmp_path / "ps.log")  # fmt: skip
+        pd._start(tb, procs, h.client, [*pd.REPFLOW, "proxy", "client", "--listen",
+                                        "127.0.0.1:6380", "--to", f"{srv}:7000", "--protocol",
+                                        "redis", "--copies", "2", "--stats", "1s"],
+                  6380, "proxy client", tmp_path / "pc.log")  # fmt: skip
+        bench = [pd._exe("redis-benchmark"), "-h", "127.0.0.1", "-p", "6380", "-t", "get",
+                 "-c", "1", "-P", "1"]  # fmt: skip
+        tb.run_in(h.client, [*bench, "-n", "20"], timeout=60)  # fills the pool
+        edge = pd.edge_of(tb, h.client)
+        before = tb.qdisc_stats([edge])
+        tb.run_in(h.client, [*bench, "-n", str(n)], timeout=120)
+        after = tb.qdisc_stats([edge])
+    finally:
+        netns.stop_processes(procs, timeout=10)
+        netns.down(prefix)
+    uplinks = [k for k in before if k[1] in {pd.port_name(a) for a in ("a0", "a1")}]
+    assert len(uplinks) == 2 and all(k[0] == edge for k in uplinks), sorted(before)
+    sent = {k: after[k]["packets"] - before[k]["packets"] for k in uplinks}
+    # redis-benchmark with one connection: one request at a time, each copy at least one
+    # packet up its connection's uplink (the request; ACKs of the reply ride on later ones).
+    assert all(v >= n for v in sent.values()), sent
+    log = (tmp_path / "pc.log").read_text()
+    counts = [line for line in log.splitlines() if "requests on different paths" in line]
+    assert counts, log[-2000:]
+    picked = counts[-1].split("paths: ")[1].split(" requests")[0]
+    distinct, total = (int(x) for x in picked.split(" of "))
+    assert total >= n + 20 and distinct == total, counts[-1]

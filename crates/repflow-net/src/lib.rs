@@ -14,6 +14,8 @@
 //!   accounting): state machines with no I/O and no clock of their own, unit-tested with a
 //!   fake clock;
 //! - [`paths`]: path cache and SmartRep's hash-collision avoidance (HCA) port choice;
+//! - [`pathpool`]: a pooled client's connections per path and the choice of each request's
+//!   slots (per-request path diversity without a handshake per request);
 //! - [`probe`]: hop-limited TCP SYN probes reading ICMP Time Exceeded via `IP_RECVERR`;
 //! - [`Client`] and [`Server`]: the tokio layer, per-flow or pooled connections;
 //! - [`load`]: an open-loop traffic generator that replays a schedule of flows.
@@ -32,6 +34,7 @@ pub mod fuzzing;
 pub mod load;
 pub mod logging;
 mod mptcp;
+pub mod pathpool;
 pub mod paths;
 mod pathsig;
 mod payload;

@@ -84,6 +84,11 @@ pub struct PortSelector {
     pub give_up_after: u32,
     /// At most this many ports are probed per destination.
     pub max_probes: usize,
+    /// Offset into the port range of the first port probed per destination (0: the range's
+    /// first port). Clients that may run side by side on one host (two sidecars) start at
+    /// random offsets, so that their probed ports, and the connections bound to them, rarely
+    /// meet.
+    pub start: u16,
     dsts: HashMap<SocketAddr, DstState>,
 }
 
@@ -95,6 +100,7 @@ impl PortSelector {
             last_port: last_port.max(first_port),
             give_up_after: 3,
             max_probes: 64,
+            start: 0,
             dsts: HashMap::new(),
         }
     }
@@ -126,10 +132,10 @@ impl PortSelector {
         {
             return None;
         }
-        if d.next_port < first || d.next_port > last {
-            d.next_port = first;
-        }
         let span = usize::from(last - first) + 1;
+        if d.next_port < first || d.next_port > last {
+            d.next_port = first + (usize::from(self.start) % span) as u16;
+        }
         for _ in 0..span {
             let p = d.next_port;
             d.next_port = if p >= last { first } else { p + 1 };
@@ -148,6 +154,14 @@ impl PortSelector {
             ProbeOutcome::NoAnswer => d.no_answers += 1,
         }
         d.probed.insert(src_port, outcome);
+    }
+
+    /// Every port probed towards `dst` with its outcome, in port order (the order
+    /// [`PortSelector::next_probe`] hands them out, from the first port of the range).
+    pub fn probed(&self, dst: SocketAddr) -> Vec<(u16, ProbeOutcome)> {
+        self.dsts.get(&dst).map_or_else(Vec::new, |d| {
+            d.probed.iter().map(|(p, o)| (*p, o.clone())).collect()
+        })
     }
 
     /// The cached outcome for `(dst, src_port)`.

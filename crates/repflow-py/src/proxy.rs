@@ -112,7 +112,8 @@ impl ProxySidecar {
     #[staticmethod]
     #[pyo3(signature = (listen, to, protocol_name, copies=2, key=None, threshold=100_000,
                         max_request=1<<20, max_pipeline=256, max_connections=1024,
-                        idle_timeout=60.0, flow_timeout=10.0, max_buffered=256<<20))]
+                        idle_timeout=60.0, flow_timeout=10.0, max_buffered=256<<20,
+                        pool_paths=8, probe_budget=32))]
     #[allow(clippy::too_many_arguments)]
     fn client(
         py: Python<'_>,
@@ -128,6 +129,8 @@ impl ProxySidecar {
         idle_timeout: f64,
         flow_timeout: f64,
         max_buffered: usize,
+        pool_paths: usize,
+        probe_budget: usize,
     ) -> PyResult<Self> {
         let mut policy = PolicyConfig::repflow(copies.max(1));
         policy.threshold = threshold;
@@ -135,6 +138,12 @@ impl ProxySidecar {
         net.mode = ConnMode::Pooled;
         net.key = key;
         net.flow_timeout = secs("--flow-timeout", flow_timeout)?;
+        // `--pool-paths 0`: one connection per copy (destination port + i), as before.
+        net.path_pool = (pool_paths > 0).then(|| repflow_net::pathpool::PathPoolConfig {
+            size: pool_paths,
+            probe_budget,
+            ..Default::default()
+        });
         let mut cfg = ProxyClientConfig::new(
             addr("--listen", listen)?,
             addr("--to", to)?,
@@ -239,7 +248,17 @@ impl ProxySidecar {
     /// Counters as JSON text: `{"proxy": {...}, "net": {...}}`.
     fn counters(&self) -> PyResult<String> {
         let v = match &self.stats {
-            Stats::Client(s) => serde_json::json!({"proxy": s.counters(), "net": s.net()}),
+            Stats::Client(s) => serde_json::json!({
+                "proxy": s.counters(),
+                "net": s.net(),
+                "paths": s.paths(),
+                "slots": s.slots().iter().map(|x| serde_json::json!({
+                    "port": x.port,
+                    "path": x.path.as_ref().map(|p| format!("{p:?}")),
+                    "mean_us": x.mean_us,
+                    "replies": x.replies,
+                })).collect::<Vec<_>>(),
+            }),
             Stats::Server(s) => serde_json::json!({"proxy": s.counters(), "net": s.net()}),
         };
         Ok(v.to_string())

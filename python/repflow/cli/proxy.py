@@ -148,6 +148,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(requests in their calls, responses being written, larger read buffers); what "
         "would exceed it is refused: memory <= this + --max-connections x 64KiB (default 256MiB)",
     )
+    p.add_argument(
+        "--pool-paths",
+        type=int,
+        default=8,
+        metavar="N",
+        help="connections kept to the server sidecar, on source ports whose paths hop-limited "
+        "probes found; each short request's copies go on connections of different paths, the "
+        "first on the fastest recently (0: one connection per copy; default 8)",
+    )
+    p.add_argument(
+        "--probe-budget",
+        type=int,
+        default=32,
+        metavar="N",
+        help="source ports probed at most (2 probes each) to fill the pool (default 32)",
+    )
     _common(p)
     p.set_defaults(func=cmd_client)
 
@@ -251,7 +267,16 @@ def _stats_line(side: str, c: dict[str, Any]) -> str:
             if side == "server"
             else ""
         )
+        + _paths_text(c.get("paths"))
     )
+
+
+def _paths_text(paths: dict[str, int] | None) -> str:
+    """The client's path pool in the stats line (nothing without one)."""
+    if not paths or not paths.get("picks"):
+        return ""
+    return (f"; paths: {paths['picks_distinct']} of {paths['picks']} requests on different "
+            f"paths, {paths['replaced']} connections replaced")  # fmt: skip
 
 
 def _run(side: str, opts: dict[str, Any], args: argparse.Namespace, what: str) -> int:
@@ -307,8 +332,12 @@ def cmd_client(args: argparse.Namespace) -> int:
         "idle_timeout": u.parse_duration(args.idle_timeout, "--idle-timeout"),
         "flow_timeout": u.parse_duration(args.flow_timeout, "--flow-timeout"),
         "max_buffered": parse_byte_limit(args.max_buffered, "--max-buffered", lo=1024),
+        "pool_paths": _count(args.pool_paths, "--pool-paths", 0, 256),
+        "probe_budget": _count(args.probe_budget, "--probe-budget", 0, 1024),
     }
-    what = f"{args.protocol} requests to {opts['to']} with {args.copies} copies"
+    paths = (f", {args.pool_paths} pooled connections on probed paths"
+             if args.pool_paths else ", one connection per copy")  # fmt: skip
+    what = f"{args.protocol} requests to {opts['to']} with {args.copies} copies{paths}"
     return _run("client", opts, args, what)
 
 

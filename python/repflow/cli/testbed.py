@@ -371,8 +371,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="redis (redis-server, redis-benchmark GET), http (nginx, wrk), or both (default)",
     )  # fmt: skip
     p.add_argument(
-        "--requests", type=int, default=5000,
-        help="redis-benchmark requests per path and trial (default 5000)",
+        "--requests", type=int, default=20000,
+        help="redis-benchmark requests per path and trial (default 20000)",
     )  # fmt: skip
     p.add_argument(
         "--http-duration", default="3s", help="wrk's duration per path and trial (default 3s)"

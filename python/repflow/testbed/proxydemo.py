@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 import shutil
 import subprocess
@@ -40,7 +41,7 @@ import numpy as np
 from repflow.errors import UserError
 from repflow.testbed import netns
 from repflow.testbed.checks import AGENT, sinks
-from repflow.testbed.topology import fat_tree
+from repflow.testbed.topology import fat_tree, port_name
 from repflow.testbed.workload import REPFLOW, socket_owners
 from repflow.units import format_rate, parse_duration, parse_rate
 
@@ -93,6 +94,14 @@ class Measurement:
     #: the client sidecar's connections after the run: (server port, smoothed RTT in ms) —
     #: a connection ECMP put behind the large flow has an RTT of milliseconds
     conns: list[tuple[int, float]] = field(default_factory=list)
+    #: beside the large flow: packets queued at the busiest uplink port of the client's edge
+    #: switch when the run started and when it ended (-1: idle network, not read), and that
+    #: port (``node:device``)
+    queue_before: int = -1
+    queue_after: int = -1
+    queue_port: str = ""
+    #: the run's place in its trial's (shuffled) order, from 0
+    order: int = -1
 
     @property
     def label(self) -> str:
@@ -305,8 +314,14 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                     sidecars[(proto, copies)] = _start(tb, procs, h.client, argv, lp,
                                                        "proxy client",
                                                        work / f"pc-{proto}-{copies}.log")
+        # Every protocol × path of a trial, in an order drawn from the trial's seed: no path
+        # always runs first (before the large flow's queue has settled) or last.
+        combos = [(proto, via, copies) for proto in cfg.protocols for via, copies in PATHS]
+        edge = edge_of(tb, h.client)
         with sinks(tb, [h.large_dst], [LARGE_PORT]):
             for background in (False, True):
+                order = combos[:]
+                random.Random(cfg.seeds[trial] * 2 + background).shuffle(order)
                 large = None
                 try:
                     if background:
@@ -318,22 +333,63 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             )  # fmt: skip
                         time.sleep(cfg.warmup)
-                    for proto in cfg.protocols:
-                        for via, copies in PATHS:
-                            say(f"trial {trial + 1}: {proto}, {path_label(via, copies)}, "
-                                f"{'beside the large flow' if background else 'idle'}")
-                            m = _measure(tb, cfg, h, srv, proto, via, copies, background,
-                                         trial, work)  # fmt: skip
-                            if (proto, copies) in sidecars:
-                                ss = tb.run_in(h.client, ["ss", "-Htinp", "dst", srv])
-                                m.conns = parse_ss(ss, sidecars[(proto, copies)])
-                            out.append(m)
+                    for i, (proto, via, copies) in enumerate(order):
+                        say(f"trial {trial + 1}: {proto}, {path_label(via, copies)}, "
+                            f"{'beside the large flow' if background else 'idle'}")
+                        port, before = (standing_queue(tb, edge, cfg.buffer // 2)
+                                        if background else ("", -1))  # fmt: skip
+                        m = _measure(tb, cfg, h, srv, proto, via, copies, background,
+                                     trial, work)  # fmt: skip
+                        m.order, m.queue_port, m.queue_before = i, port, before
+                        if background:
+                            m.queue_after = uplink_queue(tb, edge)[1]
+                        if (proto, copies) in sidecars:
+                            ss = tb.run_in(h.client, ["ss", "-Htinp", "dst", srv])
+                            m.conns = parse_ss(ss, sidecars[(proto, copies)])
+                        out.append(m)
                 finally:
                     if large is not None:
                         netns.stop_processes([large], timeout=10)
     finally:
         netns.stop_processes(procs, timeout=10)
     return out
+
+
+def edge_of(tb: netns.Testbed, host: str) -> str:
+    """The switch a host hangs off."""
+    for link in tb.topo.links:
+        if host in (link.a, link.b):
+            return link.b if link.a == host else link.a
+    raise UserError(f"proxy-demo: host {host} has no link")  # pragma: no cover
+
+
+def uplink_queue(tb: netns.Testbed, edge: str) -> tuple[str, int]:
+    """(``node:device``, packets queued) of the edge switch's uplink with the longest queue,
+    from ``tc -s`` (the root tbf's counters include its FIFO child)."""
+    ups = {port_name(n) for link in tb.topo.links for n in (link.a, link.b)
+           if edge in (link.a, link.b) and n != edge
+           and tb.topo.nodes[n].kind == "switch"}  # fmt: skip
+    stats = {k: v for k, v in tb.qdisc_stats([edge]).items() if k[1] in ups}
+    if not stats:
+        return "", 0
+    (node, dev), q = max(stats.items(), key=lambda kv: kv[1]["qlen"])
+    return f"{node}:{dev}", q["qlen"]
+
+
+#: how long a measured run waits for the large flow's queue to stand, at most
+QUEUE_WAIT = 10.0
+
+
+def standing_queue(tb: netns.Testbed, edge: str, min_packets: int) -> tuple[str, int]:
+    """Waits until a port of ``edge`` holds at least ``min_packets`` (the large flow's queue
+    stands) and returns that port and its queue; after :data:`QUEUE_WAIT` seconds it returns
+    what it saw (recorded with the run, so a run that met no queue is visible)."""
+    deadline = time.monotonic() + QUEUE_WAIT
+    while True:
+        port, qlen = uplink_queue(tb, edge)
+        if qlen >= min_packets or time.monotonic() > deadline:
+            return port, qlen
+        time.sleep(0.02)
 
 
 def _measure(tb: netns.Testbed, cfg: DemoConfig, h: Hosts, srv: str, proto: str, via: str,
@@ -374,7 +430,7 @@ class DemoConfig:
     buffer: int = 50
     seeds: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
     protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
-    requests: int = 5000
+    requests: int = 20000
     clients: int = 4
     http_seconds: float = 3.0
     http_bytes: int = 512

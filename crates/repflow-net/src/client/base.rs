@@ -2,6 +2,7 @@
 
 use super::pool::PooledConn;
 use super::types::{AtomicCounters, ClientConfig, ClientCounters, FlowIds, PoolKey};
+use crate::pathpool::PathPool;
 use crate::paths::PortSelector;
 use crate::policy::Policy;
 use std::collections::{HashMap, HashSet};
@@ -16,6 +17,8 @@ pub(super) struct Inner {
     pub(super) policy: Mutex<Policy>,
     pub(super) histogram: Mutex<Option<crate::policy::SizeHistogram>>,
     pub(super) selector: Mutex<PortSelector>,
+    /// Pooled mode with a path pool: the slots per destination ([`PathPool`]).
+    pub(super) pathpool: Mutex<PathPool>,
     pub(super) busy: Mutex<HashMap<SocketAddr, HashSet<u16>>>,
     pub(super) probing: tokio::sync::Mutex<()>,
     pub(super) pools: Mutex<HashMap<PoolKey, Arc<PooledConn>>>,
@@ -67,13 +70,30 @@ impl Client {
     /// A client with the given settings. Needs a tokio runtime when used, not to be built.
     pub fn new(cfg: ClientConfig) -> Self {
         let (lo, hi) = cfg.probe.ports;
+        let seed = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(0x7061_7468);
+            h.finish()
+        };
+        let mut selector = PortSelector::new(lo, hi);
+        if cfg.path_pool.is_some() {
+            // Pooled connections stay bound to their probed ports: start where another
+            // client on this host (a second sidecar) is unlikely to.
+            selector.start = (seed >> 48) as u16;
+        }
         Client {
             inner: Arc::new(Inner {
                 policy: Mutex::new(Policy::new(cfg.policy.clone())),
                 histogram: Mutex::new(cfg.auto_table.map(|a| {
                     crate::policy::SizeHistogram::new(a.unit_bytes, cfg.policy.threshold)
                 })),
-                selector: Mutex::new(PortSelector::new(lo, hi)),
+                selector: Mutex::new(selector),
+                pathpool: Mutex::new(PathPool::new(
+                    cfg.path_pool.clone().unwrap_or_default(),
+                    (lo, hi),
+                    seed,
+                )),
                 busy: Mutex::new(HashMap::new()),
                 probing: tokio::sync::Mutex::new(()),
                 pools: Mutex::new(HashMap::new()),
@@ -99,6 +119,25 @@ impl Client {
             .lock()
             .expect("policy lock")
             .set_copies(rule);
+    }
+
+    /// The path pool's counters (all zero without one).
+    pub fn path_pool_counters(&self) -> crate::pathpool::PathPoolCounters {
+        self.inner
+            .pathpool
+            .lock()
+            .expect("pathpool lock")
+            .counters()
+    }
+
+    /// The path pool's slots for `dst` (empty without a pool, or before the first request).
+    pub fn path_pool_slots(&self, dst: SocketAddr) -> Vec<crate::pathpool::Slot> {
+        self.inner
+            .pathpool
+            .lock()
+            .expect("pathpool lock")
+            .slots(dst)
+            .to_vec()
     }
 
     /// A snapshot of the counters.

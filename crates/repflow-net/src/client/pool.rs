@@ -14,7 +14,17 @@ pub(super) struct OutFrame {
     pub(super) payload: Payload,
     pub(super) cancel: Arc<AtomicBool>,
     pub(super) written: Arc<AtomicU64>,
+    /// (flow id, copy): the reply's key.
+    pub(super) key: (u64, u8),
 }
+
+/// When each frame awaiting a reply was queued (path pool: the reply's response time feeds
+/// the slot's mean); bounded by [`SENT_MAX`], entries leave at the reply, when the frame is
+/// skipped, or when the connection dies.
+pub(super) type Sent = Arc<Mutex<HashMap<(u64, u8), std::time::Instant>>>;
+
+/// Most frames timed at once per pooled connection (more are sent untimed).
+pub(super) const SENT_MAX: usize = 4 * POOL_QUEUE;
 
 pub(super) type Pending = Arc<Mutex<HashMap<(u64, u8), oneshot::Sender<Result<Reply, String>>>>>;
 
@@ -27,6 +37,7 @@ pub(super) struct PooledConn {
     /// When a frame was last queued (ms since the client's epoch).
     pub(super) last_used: AtomicU64,
     pub(super) pending: Pending,
+    pub(super) sent: Sent,
     pub(super) alive: Arc<AtomicBool>,
     pub(super) tasks: [JoinHandle<()>; 2],
 }

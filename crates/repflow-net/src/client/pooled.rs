@@ -2,7 +2,7 @@
 //! writer and reader tasks, then queueing the frame and awaiting its reply.
 
 use super::base::{Client, Inner};
-use super::pool::{OutFrame, Pending, PendingGuard, PooledConn, POOL_QUEUE};
+use super::pool::{OutFrame, Pending, PendingGuard, PooledConn, Sent, POOL_QUEUE, SENT_MAX};
 use super::types::{inc, PoolKey, Reply, Route};
 use crate::frame::flags;
 use crate::wire::{write_counted, FrameReader};
@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
+use tracing::debug;
+
+/// Ports a pool slot's copy tries before it fails (each failed connect moves the slot).
+const POOL_CONNECT_ATTEMPTS: u32 = 4;
 
 impl Client {
     pub(super) async fn pooled_conn(&self, key: PoolKey) -> Result<Arc<PooledConn>, String> {
@@ -49,6 +53,7 @@ impl Client {
         let (tx, mut rx) = mpsc::channel::<OutFrame>(POOL_QUEUE);
         let stall = self.inner.cfg.flow_timeout;
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+        let sent: Sent = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
         let fail_all = |pending: &Pending, why: &str| {
             for (_, tx) in pending.lock().expect("pending lock").drain() {
@@ -56,7 +61,7 @@ impl Client {
             }
         };
         let counters = self.inner.counters.clone();
-        let (p2, a2) = (pending.clone(), alive.clone());
+        let (p2, a2, s2) = (pending.clone(), alive.clone(), sent.clone());
         let writer = tokio::spawn(async move {
             // Frames queued together go out in one write; a frame whose flow already
             // completed on another copy is skipped.
@@ -65,6 +70,7 @@ impl Client {
                 loop {
                     if f.cancel.load(Ordering::Relaxed) {
                         inc(&counters.frames_skipped, 1);
+                        s2.lock().expect("sent lock").remove(&f.key);
                     } else {
                         let w = write_counted(&mut wr, &f.head, f.payload.as_slice(), &f.written);
                         res = match tokio::time::timeout(stall, w).await {
@@ -97,13 +103,14 @@ impl Client {
                 }
                 if let Err(e) = res {
                     a2.store(false, Ordering::Relaxed);
+                    s2.lock().expect("sent lock").clear();
                     fail_all(&p2, &format!("pooled connection write: {e}"));
                     return;
                 }
             }
         });
         let me = self.clone();
-        let (p3, a3) = (pending.clone(), alive.clone());
+        let (p3, a3, s3) = (pending.clone(), alive.clone(), sent.clone());
         let reader = tokio::spawn(async move {
             loop {
                 // No read timeout: the server closes idle connections, and `transfer` bounds
@@ -111,6 +118,15 @@ impl Client {
                 match me.read_reply(&mut rd, None).await {
                     Ok(f) => {
                         let k = (f.header.flow_id, f.header.copy);
+                        let queued = s3.lock().expect("sent lock").remove(&k);
+                        if let (Some(t), Some(port)) = (queued, key.src_port) {
+                            // Every reply, the losers' too: the slot's response time.
+                            me.inner.pathpool.lock().expect("pathpool lock").observe(
+                                key.dst,
+                                port,
+                                t.elapsed(),
+                            );
+                        }
                         let tx = p3.lock().expect("pending lock").remove(&k);
                         if let Some(tx) = tx {
                             let _ = tx.send(if f.header.flags & flags::GONE != 0 {
@@ -125,6 +141,7 @@ impl Client {
                     }
                     Err(e) => {
                         a3.store(false, Ordering::Relaxed);
+                        s3.lock().expect("sent lock").clear();
                         fail_all(&p3, &format!("pooled connection: {e}"));
                         return;
                     }
@@ -135,6 +152,7 @@ impl Client {
             tx,
             last_used: AtomicU64::new(now_ms),
             pending,
+            sent,
             alive,
             tasks: [writer, reader],
         });
@@ -153,7 +171,28 @@ impl Client {
         flow_id: u64,
         copy: u8,
     ) -> Result<Reply, String> {
-        let conn = self.pooled_conn(key).await?;
+        let mut key = key;
+        let mut attempts = 0;
+        let conn = loop {
+            match self.pooled_conn(key).await {
+                Ok(c) => break c,
+                // A pool slot's port may be bound to the same destination by another
+                // process (EADDRNOTAVAIL) or refuse to bind: the slot takes another port and
+                // the copy tries it, a few times at most.
+                Err(e) if key.src_port.is_some() && self.inner.cfg.path_pool.is_some() => {
+                    attempts += 1;
+                    let new = self.pool_copy_failed(key);
+                    match new {
+                        Some(p) if attempts < POOL_CONNECT_ATTEMPTS => {
+                            debug!(error = %e, port = p, "pool slot moved to another port");
+                            key.src_port = Some(p);
+                        }
+                        _ => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
         conn.last_used
             .fetch_max(self.now().as_millis() as u64, Ordering::Relaxed);
         let (otx, orx) = oneshot::channel();
@@ -165,6 +204,12 @@ impl Client {
             pending: conn.pending.clone(),
             key: (flow_id, copy),
         };
+        if key.src_port.is_some() && self.inner.cfg.path_pool.is_some() {
+            let mut sent = conn.sent.lock().expect("sent lock");
+            if sent.len() < SENT_MAX {
+                sent.insert((flow_id, copy), std::time::Instant::now());
+            }
+        }
         conn.tx
             .send(frame)
             .await

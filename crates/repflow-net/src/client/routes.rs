@@ -1,13 +1,14 @@
 //! Choosing each copy's route: path probes and SmartRep's port selection.
 
 use super::base::Client;
-use super::types::{inc, ConnMode, Route};
+use super::types::{inc, ConnMode, PoolKey, Route};
 use crate::paths::{Fallback, Selection};
 use crate::policy::PortStrategy;
 use crate::probe::probe_port;
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use tracing::debug;
+use std::sync::atomic::Ordering;
+use tracing::{debug, info};
 
 impl Client {
     /// Probes the paths to `dst` ahead of time, until `copies` pairwise different paths are
@@ -28,15 +29,23 @@ impl Client {
     }
 
     pub(super) async fn ensure_probed(&self, dst: SocketAddr, want: usize) {
+        let _g = self.inner.probing.lock().await;
+        self.probe_until(dst, want, usize::MAX).await;
+    }
+
+    /// Probes `dst` (the caller holds `probing`) until `want` distinct paths are known, the
+    /// selector's budget is spent or `max` ports were probed by this call.
+    async fn probe_until(&self, dst: SocketAddr, want: usize, max: usize) {
         let inner = &self.inner;
-        let _g = inner.probing.lock().await;
+        let mut done = 0;
         let pcfg = inner.cfg.probe.clone();
         let src_ip = inner.cfg.bind_ip.unwrap_or(if dst.is_ipv4() {
             IpAddr::V4(Ipv4Addr::UNSPECIFIED)
         } else {
             IpAddr::V6(Ipv6Addr::UNSPECIFIED)
         });
-        loop {
+        while done < max {
+            done += 1;
             let next = inner
                 .selector
                 .lock()
@@ -59,6 +68,86 @@ impl Client {
                 .record(dst, port, outcome);
             tokio::time::sleep(pcfg.pace).await;
         }
+    }
+
+    /// Pooled mode with a path pool: routes for `n` copies of a short request, on slots of
+    /// different paths (see [`crate::pathpool`]). The first request to `dst` fills its slots:
+    /// it probes up to the pool's probe budget of source ports (every probe's answer is kept
+    /// for later replacements).
+    pub(super) async fn pool_plan(&self, dst: SocketAddr, n: u8) -> Vec<Route> {
+        let filled = |c: &Client| {
+            c.inner
+                .pathpool
+                .lock()
+                .expect("pathpool lock")
+                .is_filled(dst)
+        };
+        if !filled(self) {
+            let _g = self.inner.probing.lock().await;
+            if !filled(self) {
+                let budget = self
+                    .inner
+                    .cfg
+                    .path_pool
+                    .as_ref()
+                    .map_or(0, |p| p.probe_budget);
+                let before = self.inner.counters.probes.load(Ordering::Relaxed);
+                self.probe_until(dst, usize::MAX, budget).await;
+                let probed = self
+                    .inner
+                    .selector
+                    .lock()
+                    .expect("selector lock")
+                    .probed(dst);
+                let mut pool = self.inner.pathpool.lock().expect("pathpool lock");
+                pool.fill(dst, &probed);
+                info!(
+                    %dst,
+                    slots = pool.slots(dst).len(),
+                    distinct_paths = pool.distinct_paths(dst),
+                    probes = self.inner.counters.probes.load(Ordering::Relaxed) - before,
+                    "path pool filled"
+                );
+            }
+        }
+        self.inner
+            .pathpool
+            .lock()
+            .expect("pathpool lock")
+            .pick(dst, usize::from(n.max(1)))
+            .into_iter()
+            .map(|p| Route {
+                dst,
+                src_port: Some(p),
+            })
+            .collect()
+    }
+
+    /// A copy sent on pool slot `key` failed: if its connection is gone (never opened, or
+    /// closed), the slot gets a new source port and the dead connection leaves the map.
+    pub(super) fn pool_copy_failed(&self, key: PoolKey) -> Option<u16> {
+        let port = key.src_port?;
+        let dead = {
+            let mut pools = self.inner.pools.lock().expect("pools lock");
+            let dead = pools
+                .get(&key)
+                .is_none_or(|c| !c.alive.load(Ordering::Relaxed));
+            if dead {
+                pools.remove(&key);
+            }
+            dead
+        };
+        if dead {
+            let new = self
+                .inner
+                .pathpool
+                .lock()
+                .expect("pathpool lock")
+                .replace(key.dst, port);
+            debug!(dst = %key.dst, port, ?new, "path pool slot replaced");
+            return new;
+        }
+        None
     }
 
     /// Routes for `n` copies, and the ports to release afterwards (per-flow SmartRep).

@@ -63,14 +63,22 @@ impl Client {
                 .lock()
                 .expect("policy lock")
                 .decide(size, self.now());
-            let (routes, fallback, held) = self.plan(dst, decision.copies).await;
+            let long = size > inner.cfg.policy.threshold;
+            // Short requests of a pooled client with a path pool go on its slots; long flows
+            // keep their own connections (a slot's five-tuple is taken).
+            let use_pool =
+                inner.cfg.mode == ConnMode::Pooled && inner.cfg.path_pool.is_some() && !long;
+            let (routes, fallback, held) = if use_pool {
+                (self.pool_plan(dst, decision.copies).await, None, Vec::new())
+            } else {
+                self.plan(dst, decision.copies).await
+            };
             let _busy = BusyGuard {
                 inner,
                 dst,
                 ports: held,
             };
             let n = routes.len() as u8;
-            let long = size > inner.cfg.policy.threshold;
             let key = inner.cfg.key.as_deref();
             let written: Vec<Arc<AtomicU64>> =
                 (0..n).map(|_| Arc::new(AtomicU64::new(0))).collect();
@@ -108,8 +116,13 @@ impl Client {
                                 payload,
                                 cancel,
                                 written: w,
+                                key: (flow_id, i as u8),
                             };
-                            self.copy_pooled(pk, frame, flow_id, i as u8).await
+                            let r = self.copy_pooled(pk, frame, flow_id, i as u8).await;
+                            if use_pool && r.is_err() {
+                                self.pool_copy_failed(pk);
+                            }
+                            r
                         }
                     };
                     (i as u8, res)

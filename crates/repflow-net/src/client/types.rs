@@ -33,8 +33,12 @@ pub struct ClientConfig {
     pub flow_timeout: Duration,
     /// Largest response accepted from a server.
     pub max_response: u32,
-    /// Path probing (SmartRep port strategy only).
+    /// Path probing (SmartRep port strategy, and the path pool).
     pub probe: ProbeConfig,
+    /// Pooled mode: keep several connections per destination on probed paths and send each
+    /// short request's copies on slots of different paths, the first on the fastest
+    /// ([`crate::pathpool`]); `None`: one connection per copy (destination port + i).
+    pub path_pool: Option<crate::pathpool::PathPoolConfig>,
     /// Local address to send from (`None`: chosen by the kernel).
     pub bind_ip: Option<IpAddr>,
     /// Pooled connections idle for this long are replaced instead of reused (keep it below
@@ -75,6 +79,7 @@ impl ClientConfig {
             flow_timeout: Duration::from_secs(30),
             max_response: 64 << 20,
             probe: ProbeConfig::default(),
+            path_pool: None,
             bind_ip: None,
             pool_idle: Duration::from_secs(10),
             auto_table: None,

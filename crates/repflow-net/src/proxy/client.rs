@@ -117,6 +117,17 @@ impl ProxyClientStats {
         self.0.client.counters()
     }
 
+    /// The counters of its path pool (all zero without one).
+    pub fn paths(&self) -> crate::pathpool::PathPoolCounters {
+        self.0.client.path_pool_counters()
+    }
+
+    /// The path pool's slots towards the server sidecar (empty before the first request,
+    /// or without a pool).
+    pub fn slots(&self) -> Vec<crate::pathpool::Slot> {
+        self.0.client.path_pool_slots(self.0.cfg.to)
+    }
+
     /// Bytes charged to `max_buffered` now (KiB granularity).
     pub fn buffered_bytes(&self) -> usize {
         let total = (self.0.cfg.max_buffered / 1024).min(Semaphore::MAX_PERMITS);
