@@ -87,6 +87,9 @@ def test_ss_output_gives_each_sidecar_connection_its_rtt() -> None:
     assert pd.parse_ss(text, 41) == [(7000, 0.213), (7001, 11.52)]
     assert pd.parse_ss(text, 42) == [(7000, 7.5)]
     assert pd.parse_ss(text, 99) == []
+    assert pd.parse_ss_tuples(text, 41) == [("10.0.0.2", 52364, "10.3.0.2", 7001),
+                                            ("10.0.0.2", 58382, "10.3.0.2", 7000)]  # fmt: skip
+    assert pd.parse_ss_tuples(text, 99) == []
 
 
 def _m(via: str, copies: int, trial: int, scale: float, bg: bool = True) -> pd.Measurement:
@@ -129,6 +132,13 @@ def test_trials_count_the_sidecar_connections_behind_the_large_flow() -> None:
     assert pd.behind_counts([a, b, c, idle]) == {("redis", 2): (1, 2), ("redis", 1): (1, 1)}
     text = pd.format_trials([a, b, c])
     assert "(RTT 8.5*, 0.4)" in text and "every connection behind the large flow in 1 of 2" in text
+    # By the kernel's routes instead of RTTs: b's connections both took the large flow's uplink.
+    a.uplinks, a.large_uplink = [(52000, "to-a0"), (52001, "to-a1")], "to-a1"
+    b.uplinks, b.large_uplink = [(52000, "to-a0"), (52001, "to-a0")], "to-a0"
+    c.uplinks = [(52002, "to-a1")]  # no large flow recorded: not counted
+    assert pd.route_counts([a, b, c, idle]) == {("redis", 2): (1, 2, 3, 4)}
+    assert "on the large flow's uplink in 1 of 2 trials; 3 of 4 connections" in pd.format_trials(
+        [a, b, c])
 
 
 def test_paths_are_drawn_apart_and_trials_together() -> None:

@@ -49,8 +49,13 @@ pub mod flags {
     /// On a `DUP` reply to a call: the call was executed, but its response is no longer
     /// held (the receiver's response cache dropped it); the payload is empty.
     pub const GONE: u8 = 0x20;
+    /// On a `DUP` reply to a call: the response went to another copy's connection (the
+    /// receiver sends a call's response on one connection only, see
+    /// `ServerConfig::reply_once`); the payload is empty. The sender keeps waiting for the
+    /// other copy.
+    pub const ELSEWHERE: u8 = 0x40;
     /// Every flag bit this version defines; the others must be zero.
-    pub const KNOWN: u8 = TAG | CALL | REPLY | DUP | HEAD_TAG | GONE;
+    pub const KNOWN: u8 = TAG | CALL | REPLY | DUP | HEAD_TAG | GONE | ELSEWHERE;
 }
 
 /// A frame that cannot be accepted.

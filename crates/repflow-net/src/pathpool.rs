@@ -11,10 +11,11 @@
 //! copies on slots of *different* paths:
 //!
 //! - the first copy goes to the slot with the lowest recent response time (an exponentially
-//!   weighted mean of every reply's time on that slot, losers' replies included), except for
-//!   an exploration share `explore` of requests, whose first copy goes to a random slot so
-//!   that every slot's figure stays fresh (a slot never measured counts as fastest, so each is
-//!   tried early);
+//!   weighted mean of every reply's time on that slot, losers' replies included; a slot never
+//!   measured counts as fastest, so each is tried early); a request with a single copy goes
+//!   to a random slot instead for an exploration share `explore` of requests, so that a slow
+//!   slot that got fast again is noticed (with more copies, the further copies keep the
+//!   slots measured);
 //! - every further copy goes to a slot whose path is provably different from those already
 //!   chosen and **diverges from them at the earliest hop** (in a fat tree: another uplink of
 //!   the host's edge switch before another core), at random among the slots that tie: a
@@ -41,21 +42,22 @@ pub struct PathPoolConfig {
     pub size: usize,
     /// Source ports probed at most per destination while filling the pool.
     pub probe_budget: usize,
-    /// Share of requests whose first copy goes to a random slot instead of the fastest.
+    /// Share of single-copy requests sent to a random slot instead of the fastest (requests
+    /// with more copies never explore: their further copies keep the other paths measured).
     pub explore: f64,
     /// Weight of the newest response time in a slot's moving mean.
     pub alpha: f64,
 }
 
 impl Default for PathPoolConfig {
-    /// 8 slots, 32 probed ports, 5 % exploration, weight 0.2: a k = 4 fat tree has 4 paths
+    /// 8 slots, 32 probed ports, 1 % exploration, weight 0.2: a k = 4 fat tree has 4 paths
     /// between pods (2 per edge uplink), so 8 slots hold two connections on each; 32 probes
     /// find all 4 with probability > 0.999 when the hash spreads evenly.
     fn default() -> Self {
         PathPoolConfig {
             size: 8,
             probe_budget: 32,
-            explore: 0.05,
+            explore: 0.01,
             alpha: 0.2,
         }
     }
@@ -293,23 +295,46 @@ impl PathPool {
     /// diverges earliest from those chosen, at random among ties (see the module
     /// documentation). Empty when `dst` has no slots.
     pub fn pick(&mut self, dst: SocketAddr, copies: usize) -> Vec<u16> {
+        self.pick_ready(dst, copies, |_| true)
+    }
+
+    /// [`PathPool::pick`], preferring slots whose connection is `ready` (open and fresh): a
+    /// copy put on a slot that must connect first waits for a handshake, and a handshake
+    /// whose SYN is dropped in a full queue waits a second — so the first copy goes to the
+    /// fastest ready slot (any slot if none is ready), and each further copy to a ready slot
+    /// among those whose path diverges earliest (any of them if none is ready). The caller
+    /// opens the slots that are not ready in the background.
+    pub fn pick_ready(
+        &mut self,
+        dst: SocketAddr,
+        copies: usize,
+        ready: impl Fn(u16) -> bool,
+    ) -> Vec<u16> {
         let n = self.slots(dst).len();
         if n == 0 || copies == 0 {
             return Vec::new();
         }
+        let is_ready: Vec<bool> = self.slots(dst).iter().map(|s| ready(s.port)).collect();
+        let any_ready = is_ready.iter().any(|&r| r);
+        let eligible = |i: usize| !any_ready || is_ready[i];
+        // Only a single copy explores: with two or more, the further copies keep every
+        // slot of the other paths measured, and a first copy sent to a slow slot on purpose
+        // would be a request's only fast chance thrown away — for one copy it is the price
+        // of noticing that a slow slot got fast again, paid by `explore` of the requests.
         let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        let explore = u < self.cfg.explore;
+        let explore = copies == 1 && u < self.cfg.explore;
         let first = if explore {
-            self.below(n)
+            let pool: Vec<usize> = (0..n).filter(|&i| eligible(i)).collect();
+            pool[self.below(pool.len())]
         } else {
             // Fastest; a never-measured slot counts as 0 µs (tried early); ties at random.
             let slots = self.slots(dst);
-            let best = slots
-                .iter()
-                .map(|s| s.mean_us.unwrap_or(0.0))
+            let best = (0..n)
+                .filter(|&i| eligible(i))
+                .map(|i| slots[i].mean_us.unwrap_or(0.0))
                 .fold(f64::INFINITY, f64::min);
             let ties: Vec<usize> = (0..n)
-                .filter(|&i| slots[i].mean_us.unwrap_or(0.0) <= best)
+                .filter(|&i| eligible(i) && slots[i].mean_us.unwrap_or(0.0) <= best)
                 .collect();
             let k = self.below(ties.len());
             ties[k]
@@ -336,7 +361,10 @@ impl PathPool {
             };
             let free: Vec<usize> = (0..n).filter(|i| !chosen.contains(i)).collect();
             let best = free.iter().map(|&i| rank(i)).min().expect("a free slot");
-            let ties: Vec<usize> = free.into_iter().filter(|&i| rank(i) == best).collect();
+            let mut ties: Vec<usize> = free.into_iter().filter(|&i| rank(i) == best).collect();
+            if ties.iter().any(|&i| is_ready[i]) {
+                ties.retain(|&i| is_ready[i]);
+            }
             let k = self.below(ties.len());
             chosen.push(ties[k]);
         }
@@ -520,6 +548,7 @@ mod tests {
         }
         let c = pool.counters();
         assert_eq!((c.picks, c.picks_distinct), (1000, 1000));
+        assert_eq!(c.explored, 0, "a request with two copies never explores");
     }
 
     #[test]
@@ -545,6 +574,33 @@ mod tests {
             pool.observe(dst(), ports[5], Duration::from_millis(12));
         }
         assert_eq!(pool.pick(dst(), 2)[0], ports[0]);
+    }
+
+    #[test]
+    fn ready_slots_are_preferred_without_giving_up_a_different_uplink() {
+        let cfg = PathPoolConfig {
+            explore: 0.0,
+            ..PathPoolConfig::default()
+        };
+        let mut pool = PathPool::new(cfg, (30000, 30999), 13);
+        pool.fill(dst(), &probe_all(21000..21032));
+        let slots = pool.slots(dst()).to_vec();
+        // Only two slots are ready, both on the first slot's uplink.
+        let up = agg(&slots[0]);
+        let ready: Vec<u16> = slots
+            .iter()
+            .filter(|s| agg(s) == up)
+            .take(2)
+            .map(|s| s.port)
+            .collect();
+        for _ in 0..200 {
+            let p = pool.pick_ready(dst(), 2, |port| ready.contains(&port));
+            assert!(ready.contains(&p[0]), "the first copy on a ready slot");
+            let second = slots.iter().find(|s| s.port == p[1]).unwrap();
+            assert_ne!(agg(second), up, "the second copy keeps to the other uplink");
+        }
+        // None ready: any slot, as `pick`.
+        assert_eq!(pool.pick_ready(dst(), 2, |_| false).len(), 2);
     }
 
     #[test]

@@ -197,6 +197,50 @@ async fn calls_are_handled_once_and_answered() {
     }
 }
 
+/// `reply_once`: every call is answered, once per call on the wire — the server sends its
+/// response on one copy's connection and an empty `ELSEWHERE` reply on the others — in both
+/// connection modes; without it, every copy gets the response. Counted by the bytes the
+/// client read: with three copies and 2 KiB responses, about one response per call instead
+/// of three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_once_sends_each_response_on_one_connection() {
+    for (mode, once) in [
+        (ConnMode::PerFlow, true),
+        (ConnMode::Pooled, true),
+        (ConnMode::Pooled, false),
+    ] {
+        let (s, addr) = server(3, |c| c.reply_once = once).await;
+        let stats = s.stats();
+        let (ids, _bad, _) = sink_real(s);
+        let c = client(PolicyConfig::repflow(3), mode);
+        let n = 100u64;
+        for k in 0..n {
+            let req = payload(k, 2048);
+            let (resp, r) = c.call(addr, req.clone()).await.unwrap();
+            let mut want = req;
+            want.reverse();
+            assert_eq!(resp, want, "{mode:?} once={once}");
+            assert_eq!(r.copies, 3);
+        }
+        let ids = delivered(&ids, n as usize).await;
+        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), n as usize);
+        // Late copies are answered when they arrive: let them land.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sc = stats.counters();
+        let per_call = sc.response_bytes as f64 / n as f64;
+        let dups = sc.duplicates;
+        if once {
+            assert_eq!(per_call, 2048.0, "{mode:?}: response bytes per call");
+            assert_eq!(sc.replies_elsewhere, dups, "{mode:?}: every late copy told");
+        } else {
+            // Every copy that reached the server got the response.
+            assert_eq!(sc.response_bytes, 2048 * (n + dups), "{mode:?}");
+            assert!(dups > n, "{mode:?}: most calls' losers arrive ({dups})");
+            assert_eq!(sc.replies_elsewhere, 0);
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     /// Accept, read everything, forward nothing.

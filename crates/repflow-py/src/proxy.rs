@@ -175,7 +175,8 @@ impl ProxySidecar {
                         pool_wait=1.0, upstream_timeout=30.0, max_inflight=1024,
                         journal=None, journal_window=60.0, journal_capacity=1<<21,
                         journal_allow_missing=false, response_cache_bytes=64<<20,
-                        response_cache_bytes_per_peer=16<<20, response_queue_bytes=64<<20))]
+                        response_cache_bytes_per_peer=16<<20, response_queue_bytes=64<<20,
+                        reply_once=true))]
     #[allow(clippy::too_many_arguments)]
     fn server(
         py: Python<'_>,
@@ -198,8 +199,10 @@ impl ProxySidecar {
         response_cache_bytes: usize,
         response_cache_bytes_per_peer: usize,
         response_queue_bytes: usize,
+        reply_once: bool,
     ) -> PyResult<Self> {
         let mut net = ServerConfig::ports(addr("--listen", listen)?, ports);
+        net.reply_once = reply_once;
         let window = secs("--journal-window", journal_window)?;
         if key.is_some() && window < 2 * net.replay_window {
             return Err(PyValueError::new_err(format!(

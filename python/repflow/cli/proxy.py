@@ -241,6 +241,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="start a new journal although PATH.0 and PATH.1 went missing (PATH.created "
         "shows one was kept); without it the sidecar refuses to start",
     )
+    p.add_argument(
+        "--reply-copies",
+        choices=("first", "all"),
+        default="first",
+        help="first: a response goes back on one copy's connection (the first delivered), the "
+        "other copies get an empty 'answered elsewhere' reply — the return path carries one "
+        "response per request; all: every copy gets the response (return paths replicated too, "
+        "twice the response bytes with two copies) (default first)",
+    )
     add_response_memory_flags(p)
     _common(p)
     p.set_defaults(func=cmd_server)
@@ -364,6 +373,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         "journal_window": u.parse_duration(args.journal_window, "--journal-window"),
         "journal_capacity": _count(args.journal_capacity, "--journal-capacity", 1, 1 << 28),
         "journal_allow_missing": bool(args.journal_allow_missing),
+        "reply_once": args.reply_copies == "first",
         **response_memory_options(args),
     }
     what = f"{args.protocol} requests to {opts['upstream']}, journal {journal or 'off'}"

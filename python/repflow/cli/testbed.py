@@ -390,5 +390,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--summarize", metavar="FILE", default=None,
         help="run nothing: summarize the measurements.json an earlier run wrote (no root)",
     )  # fmt: skip
+    p.add_argument("--relay", action="store_true",
+                   help="also measure two plain socat relays (client side and server side) "
+                   "in front of each server: the floor any pair of proxies pays here")  # fmt: skip
     p.add_argument("--prefix", default="rfpd-", help="name prefix (default rfpd-)")
     p.set_defaults(func=_cmd_proxy_demo)

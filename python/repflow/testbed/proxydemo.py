@@ -48,12 +48,17 @@ from repflow.units import format_rate, parse_duration, parse_rate
 PROTOCOLS = ("redis", "http")
 #: (via, copies) in the order they run and are shown
 PATHS = (("direct", 0), ("proxy", 1), ("proxy", 2))
+#: with ``--relay``, also two socat relays
+ALL_PATHS = (*PATHS, ("relay", 0))
 REDIS_PORT = 6379
 NGINX_PORT = 8080
 #: first repflow-net port of the server sidecar, per protocol
 SIDECAR_PORT = {"redis": 7000, "http": 7100}
 #: client sidecar's port on the client's loopback: base + copies
 CLIENT_BASE = {"redis": 6380, "http": 8080}
+#: ``--relay``: the server-side socat relay's port and the client-side one's (on loopback)
+RELAY_SERVER = {"redis": 7200, "http": 7300}
+RELAY_CLIENT = {"redis": 6390, "http": 8090}
 LARGE_PORT = 6101
 #: requests a trial's distribution is expanded into, at most (equally spaced quantiles)
 MAX_SAMPLES = 5000
@@ -102,6 +107,11 @@ class Measurement:
     queue_port: str = ""
     #: the run's place in its trial's (shuffled) order, from 0
     order: int = -1
+    #: (local port, uplink) of each of the sidecar's connections: the uplink of the client's
+    #: edge switch that the kernel's ECMP picks for its five-tuple (``ip route get``); and the
+    #: large flow's
+    uplinks: list[tuple[int, str]] = field(default_factory=list)
+    large_uplink: str = ""
 
     @property
     def label(self) -> str:
@@ -113,6 +123,8 @@ def path_label(via: str, copies: int) -> str:
     """How a path is named in tables and figures."""
     if via == "direct":
         return "direct"
+    if via == "relay":
+        return "2 socat relays"
     return f"proxy, {copies} cop{'y' if copies == 1 else 'ies'}"
 
 
@@ -143,6 +155,21 @@ def parse_ss(text: str, pid: int) -> list[tuple[int, float]]:
 
 _RB_LINE = re.compile(r"^\s*([\d.]+)% <= ([\d.]+) milliseconds \(cumulative count (\d+)\)")
 _RB_RPS = re.compile(r"throughput summary: ([\d.]+) requests per second")
+
+
+def parse_ss_tuples(text: str, pid: int) -> list[tuple[str, int, str, int]]:
+    """(local address, local port, peer address, peer port) of ``pid``'s connections in
+    ``ss -Htinp`` output."""
+    out: list[tuple[str, int, str, int]] = []
+    for line in text.splitlines():
+        if line.startswith((" ", "\t")):
+            continue
+        m = _SS_PEER.findall(" " + line + " ")
+        owner = _SS_PID.search(line)
+        if len(m) >= 2 and owner and int(owner.group(1)) == pid:
+            (la, lp), (pa, pp) = m[-2], m[-1]
+            out.append((la, int(lp), pa, int(pp)))
+    return out
 
 
 def parse_redis_benchmark(text: str) -> tuple[int, float, list[tuple[float, float]]]:
@@ -237,14 +264,15 @@ def nginx_conf(work: Path, port: int) -> str:
     )
 
 
-def require_tools(protocols: Sequence[str]) -> None:
+def require_tools(protocols: Sequence[str], relay: bool = False) -> None:
     """The Debian programs the demo runs, with the install line when one is missing."""
     need = {"redis": ["redis-server", "redis-benchmark"], "http": ["nginx", "wrk"]}
-    missing = [t for p in protocols for t in need[p]
+    wanted = [t for p in protocols for t in need[p]] + (["socat"] if relay else [])
+    missing = [t for t in wanted
                if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]  # fmt: skip
     if missing:
         pkgs = {"redis-server": "redis-server", "redis-benchmark": "redis-tools",
-                "nginx": "nginx", "wrk": "wrk"}  # fmt: skip
+                "nginx": "nginx", "wrk": "wrk", "socat": "socat"}  # fmt: skip
         raise UserError(
             f"proxy-demo needs {', '.join(missing)}: apt-get install "
             f"{' '.join(sorted({pkgs[m] for m in missing}))} (or --protocol without it)"
@@ -299,6 +327,16 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                 argv = [_exe("nginx"), "-c", str(conf), "-g", "daemon off;"]
                 _start(tb, procs, h.server, argv, NGINX_PORT, "nginx", work / "nginx.log")
                 upstream = NGINX_PORT
+            if cfg.relay:
+                # Two plain relays, the sidecars' hops without their work: the floor any
+                # pair of proxies pays on this testbed.
+                rs, rc = RELAY_SERVER[proto], RELAY_CLIENT[proto]
+                _start(tb, procs, h.server, [_exe("socat"), f"TCP-LISTEN:{rs},reuseaddr,fork,"
+                                             "nodelay", f"TCP:127.0.0.1:{upstream},nodelay"],
+                       rs, "socat relay", work / f"rs-{proto}.log")  # fmt: skip
+                _start(tb, procs, h.client, [_exe("socat"), f"TCP-LISTEN:{rc},bind=127.0.0.1,"
+                                             "reuseaddr,fork,nodelay", f"TCP:{srv}:{rs},nodelay"],
+                       rc, "socat relay", work / f"rc-{proto}.log")  # fmt: skip
             sp = SIDECAR_PORT[proto]
             argv = [*REPFLOW, "proxy", "server", "--listen", f":{sp}",
                     "--ports", str(max(c for _v, c in PATHS)),
@@ -316,7 +354,12 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                                                        work / f"pc-{proto}-{copies}.log")
         # Every protocol × path of a trial, in an order drawn from the trial's seed: no path
         # always runs first (before the large flow's queue has settled) or last.
-        combos = [(proto, via, copies) for proto in cfg.protocols for via, copies in PATHS]
+        paths = [*PATHS, *((("relay", 0),) if cfg.relay else ())]
+        combos = [(proto, via, copies) for proto in cfg.protocols for via, copies in paths]
+        # Each client sidecar's first request probes its paths and fills its pool (~0.2 s):
+        # a start-up cost, paid before anything is measured.
+        for proto, copies in sidecars:
+            warm_up(tb, cfg, h, proto, CLIENT_BASE[proto] + copies, work)
         edge = edge_of(tb, h.client)
         with sinks(tb, [h.large_dst], [LARGE_PORT]):
             for background in (False, True):
@@ -345,7 +388,14 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                             m.queue_after = uplink_queue(tb, edge)[1]
                         if (proto, copies) in sidecars:
                             ss = tb.run_in(h.client, ["ss", "-Htinp", "dst", srv])
-                            m.conns = parse_ss(ss, sidecars[(proto, copies)])
+                            pid = sidecars[(proto, copies)]
+                            m.conns = parse_ss(ss, pid)
+                            m.uplinks = [(t[1], uplink_of(tb, edge, h.client, t))
+                                         for t in parse_ss_tuples(ss, pid)]  # fmt: skip
+                        if background:
+                            m.large_uplink = uplink_of(tb, edge, h.large_src, (
+                                tb.topo.nodes[h.large_src].addr, 61000 + trial, dst,
+                                LARGE_PORT))  # fmt: skip
                         out.append(m)
                 finally:
                     if large is not None:
@@ -376,6 +426,19 @@ def uplink_queue(tb: netns.Testbed, edge: str) -> tuple[str, int]:
     return f"{node}:{dev}", q["qlen"]
 
 
+def uplink_of(tb: netns.Testbed, edge: str, host: str,
+              five: tuple[str, int, str, int]) -> str:  # fmt: skip
+    """The device by which ``edge`` forwards TCP five-tuple ``five`` (source address and
+    port, destination address and port) arriving from ``host``: the kernel's own ECMP choice,
+    asked with the same hash inputs (``ip route get … iif … ipproto tcp sport … dport …``)."""
+    src, sport, dst, dport = five
+    argv = ["ip", "route", "get", dst, "from", src, "iif", port_name(host), "ipproto", "tcp",
+            "sport", str(sport), "dport", str(dport)]  # fmt: skip
+    text = tb.run_in(edge, argv)
+    words = text.split()
+    return words[words.index("dev") + 1] if "dev" in words else "?"
+
+
 #: how long a measured run waits for the large flow's queue to stand, at most
 QUEUE_WAIT = 10.0
 
@@ -392,10 +455,23 @@ def standing_queue(tb: netns.Testbed, edge: str, min_packets: int) -> tuple[str,
         time.sleep(0.02)
 
 
+def warm_up(tb: netns.Testbed, cfg: DemoConfig, h: Hosts, proto: str, port: int,
+            work: Path) -> None:  # fmt: skip
+    """A few requests through a client sidecar on loopback ``port``, not measured."""
+    if proto == "redis":
+        argv = [_exe("redis-benchmark"), "-p", str(port), "-t", "get", "-n", "200", "-c", "1"]
+    else:
+        argv = [_exe("wrk"), "-t", "1", "-c", "1", "-d", "1s",
+                f"http://127.0.0.1:{port}/index.html"]  # fmt: skip
+    tb.run_in(h.client, argv, timeout=cfg.timeout)
+
+
 def _measure(tb: netns.Testbed, cfg: DemoConfig, h: Hosts, srv: str, proto: str, via: str,
              copies: int, background: bool, trial: int, work: Path) -> Measurement:  # fmt: skip
     if via == "direct":
         host, port = srv, REDIS_PORT if proto == "redis" else NGINX_PORT
+    elif via == "relay":
+        host, port = "127.0.0.1", RELAY_CLIENT[proto]
     else:
         host, port = "127.0.0.1", CLIENT_BASE[proto] + copies
     t0 = time.perf_counter()
@@ -436,6 +512,8 @@ class DemoConfig:
     http_bytes: int = 512
     warmup: float = 1.0
     timeout: float = 300.0
+    #: also measure two plain socat relays (client side, server side) in front of the server
+    relay: bool = False
     prefix: str = "rfpd-"
 
 
@@ -502,12 +580,12 @@ def summarize(ms: Sequence[Measurement], resamples: int = RESAMPLES
     samples = {}
     for proto in dict.fromkeys(m.protocol for m in ms):
         for background in (False, True):
-            for via, copies in PATHS:
+            for via, copies in ALL_PATHS:
                 sel = [m for m in ms if (m.protocol, m.via, m.copies, m.background)
                        == (proto, via, copies, background)]  # fmt: skip
                 if not sel:
                     continue
-                s = _samples(sel, PATHS.index((via, copies)))
+                s = _samples(sel, ALL_PATHS.index((via, copies)))
                 samples[(proto, background, via, copies)] = s
                 group = (proto, background)
                 ivs = [boot.level(s, name, 1, group) for name in
@@ -605,7 +683,25 @@ def format_trials(ms: Sequence[Measurement]) -> str:
     for (proto, copies), (k, n) in behind_counts(ms).items():
         lines.append(f"  {proto}, {path_label('proxy', copies)}: every connection behind the "
                      f"large flow in {k} of {n} trials")  # fmt: skip
+    for (proto, copies), (k, n, on, total) in route_counts(ms).items():
+        lines.append(f"  {proto}, {path_label('proxy', copies)}, by the kernel's route: every "
+                     f"connection on the large flow's uplink in {k} of {n} trials; {on} of "
+                     f"{total} connections on it")  # fmt: skip
     return "\n".join(lines)
+
+
+def route_counts(ms: Sequence[Measurement]) -> dict[tuple[str, int], tuple[int, int, int, int]]:
+    """(protocol, copies) → (trials in which every connection of the client sidecar took the
+    large flow's uplink, trials, connections on it, connections), beside the large flow, from
+    the kernel's routes (``uplinks``) rather than RTTs."""
+    out: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+    for m in ms:
+        if m.background and m.via == "proxy" and m.uplinks and m.large_uplink:
+            k, n, on, total = out.get((m.protocol, m.copies), (0, 0, 0, 0))
+            hit = sum(u == m.large_uplink for _p, u in m.uplinks)
+            out[(m.protocol, m.copies)] = (k + (hit == len(m.uplinks)), n + 1, on + hit,
+                                           total + len(m.uplinks))  # fmt: skip
+    return out
 
 
 def plot(rows: Sequence[Row], path: Path) -> None:
@@ -647,7 +743,7 @@ def plot(rows: Sequence[Row], path: Path) -> None:
 def run(cfg: DemoConfig, say: Callable[[str], None] = lambda _m: None) -> list[Measurement]:
     """Every trial, each on a fat tree of its own seed (built and removed here)."""
     netns.require_root()
-    require_tools(cfg.protocols)
+    require_tools(cfg.protocols, cfg.relay)
     if netns.read_state(cfg.prefix) is not None:
         raise UserError(f"a testbed with prefix {cfg.prefix!r} is already up; run "
                         f"`repflow testbed down --prefix {cfg.prefix}` first")  # fmt: skip
@@ -688,7 +784,7 @@ def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
     cfg = DemoConfig(k=args.k, rate_bps=rate, buffer=args.buffer,
                      seeds=[args.seed + i for i in range(args.trials)], protocols=protocols,
                      requests=args.requests, clients=args.clients, http_seconds=secs,
-                     prefix=args.prefix)  # fmt: skip
+                     prefix=args.prefix, relay=args.relay)  # fmt: skip
     out = check_out(args.out) if args.out else None
     if args.summarize:
         cfg, ms = load_measurements(Path(args.summarize))
@@ -711,6 +807,9 @@ def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
                         for p, w, v in effects],
             "behind": [{"protocol": p, "copies": c, "trials_all_behind": k, "trials": n}
                        for (p, c), (k, n) in behind_counts(ms).items()],
+            "by_route": [{"protocol": p, "copies": c, "trials_all_on_large_uplink": k,
+                          "trials": n, "connections_on_it": on, "connections": t}
+                         for (p, c), (k, n, on, t) in route_counts(ms).items()],
         }, indent=1))  # fmt: skip
         tmp.replace(out / "proxy-demo.json")
         plot(rows, out / "proxy-demo.png")
@@ -735,6 +834,7 @@ def load_measurements(path: Path) -> tuple[DemoConfig, list[Measurement]]:
         for m in d["measurements"]:
             m["points"] = [tuple(p) for p in m["points"]]
             m["conns"] = [tuple(c) for c in m["conns"]]
+            m["uplinks"] = [tuple(u) for u in m.get("uplinks", [])]
             ms.append(Measurement(**m))
     except OSError as exc:
         raise UserError(f"--summarize: cannot read '{path}': {exc.strerror}") from None

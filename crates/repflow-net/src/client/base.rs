@@ -19,6 +19,8 @@ pub(super) struct Inner {
     pub(super) selector: Mutex<PortSelector>,
     /// Pooled mode with a path pool: the slots per destination ([`PathPool`]).
     pub(super) pathpool: Mutex<PathPool>,
+    /// Pool slots whose connection is being opened in the background.
+    pub(super) warming: Mutex<HashSet<PoolKey>>,
     pub(super) busy: Mutex<HashMap<SocketAddr, HashSet<u16>>>,
     pub(super) probing: tokio::sync::Mutex<()>,
     pub(super) pools: Mutex<HashMap<PoolKey, Arc<PooledConn>>>,
@@ -94,6 +96,7 @@ impl Client {
                     (lo, hi),
                     seed,
                 )),
+                warming: Mutex::new(HashSet::new()),
                 busy: Mutex::new(HashMap::new()),
                 probing: tokio::sync::Mutex::new(()),
                 pools: Mutex::new(HashMap::new()),

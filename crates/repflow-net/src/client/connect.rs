@@ -140,6 +140,11 @@ impl Client {
         if f.header.flow_id != flow_id {
             return Err(format!("reply for flow {}", f.header.flow_id));
         }
+        if f.header.flags & flags::ELSEWHERE != 0 {
+            // The response went to another copy's connection: this copy never completes
+            // (the flow's other copy does, or its timeout ends it).
+            return std::future::pending().await;
+        }
         if f.header.flags & flags::GONE != 0 {
             return Err(GONE_MESSAGE.into());
         }

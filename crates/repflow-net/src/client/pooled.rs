@@ -9,6 +9,7 @@ use crate::wire::{write_counted, FrameReader};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
@@ -39,14 +40,29 @@ impl Client {
         if let Some(c) = live(&self.inner) {
             return Ok(c);
         }
+        let slot = key.src_port.is_some() && self.inner.cfg.path_pool.is_some();
+        // A pool slot reconnects from the same source port: its old connection (idle too
+        // long, or closed) must be gone first, or the kernel refuses the five-tuple. It
+        // leaves the map now; its tasks end at their next poll and its socket closes with a
+        // reset (below), leaving no TIME_WAIT behind.
+        let old = self.inner.pools.lock().expect("pools lock").remove(&key);
+        if let Some(old) = old {
+            drop(old);
+            if slot {
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
         let stream = self
             .connect(Route {
                 dst: key.dst,
                 src_port: key.src_port,
             })
             .await?;
-        // Persistent connections close normally.
-        let _ = socket2::SockRef::from(&stream).set_linger(None);
+        // Persistent connections close normally; a pool slot's with a reset, so that its
+        // source port can be used again at once.
+        let _ = socket2::SockRef::from(&stream).set_linger(slot.then_some(Duration::ZERO));
         let (rd, wr) = stream.into_split();
         let mut rd = FrameReader::new(rd, 16 * 1024);
         let mut wr = tokio::io::BufWriter::with_capacity(16 * 1024, wr);
@@ -126,6 +142,11 @@ impl Client {
                                 port,
                                 t.elapsed(),
                             );
+                        }
+                        if f.header.flags & flags::ELSEWHERE != 0 {
+                            // The response went to another copy: this one keeps waiting
+                            // (until the flow completes, or its timeout).
+                            continue;
                         }
                         let tx = p3.lock().expect("pending lock").remove(&k);
                         if let Some(tx) = tx {

@@ -110,17 +110,65 @@ impl Client {
                 );
             }
         }
-        self.inner
-            .pathpool
-            .lock()
-            .expect("pathpool lock")
-            .pick(dst, usize::from(n.max(1)))
+        let (ports, cold) = {
+            let pools = self.inner.pools.lock().expect("pools lock");
+            let now_ms = self.now().as_millis() as u64;
+            let idle_ms = self.inner.cfg.pool_idle.as_millis() as u64;
+            let ready = |port: u16| {
+                pools.get(&Self::slot_key(dst, port)).is_some_and(|c| {
+                    c.alive.load(Ordering::Relaxed)
+                        && now_ms.saturating_sub(c.last_used.load(Ordering::Relaxed)) < idle_ms
+                })
+            };
+            let mut pool = self.inner.pathpool.lock().expect("pathpool lock");
+            let ports = pool.pick_ready(dst, usize::from(n.max(1)), ready);
+            let cold: Vec<u16> = pool
+                .slots(dst)
+                .iter()
+                .map(|s| s.port)
+                .filter(|&p| !ready(p))
+                .collect();
+            (ports, cold)
+        };
+        // Slots not ready (never opened, closed, or idle past `pool_idle`) are opened in the
+        // background, so that later requests find them ready; a copy that was put on one
+        // anyway (none of its kind was ready) opens it itself.
+        for port in cold {
+            if !ports.contains(&port) {
+                self.warm_slot(Self::slot_key(dst, port));
+            }
+        }
+        ports
             .into_iter()
             .map(|p| Route {
                 dst,
                 src_port: Some(p),
             })
             .collect()
+    }
+
+    fn slot_key(dst: SocketAddr, port: u16) -> PoolKey {
+        PoolKey {
+            dst,
+            src_port: Some(port),
+            long: false,
+        }
+    }
+
+    /// Opens pool slot `key`'s connection in a background task (once at a time per slot);
+    /// if it cannot be opened, the slot moves to another port.
+    fn warm_slot(&self, key: PoolKey) {
+        if !self.inner.warming.lock().expect("warming lock").insert(key) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.pooled_conn(key).await {
+                debug!(error = %e, port = ?key.src_port, "pool slot could not be opened");
+                me.pool_copy_failed(key);
+            }
+            me.inner.warming.lock().expect("warming lock").remove(&key);
+        });
     }
 
     /// A copy sent on pool slot `key` failed: if its connection is gone (never opened, or

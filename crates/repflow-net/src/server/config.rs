@@ -67,6 +67,13 @@ pub struct ServerConfig {
     pub queue: usize,
     /// Listen on Multipath TCP sockets (`IPPROTO_MPTCP`); they also accept plain TCP clients.
     pub mptcp: bool,
+    /// A call's response is sent on the connection of the first copy still connected (the
+    /// one delivered, unless its connection is gone), and every other copy gets an empty
+    /// `ELSEWHERE` reply instead of the response again: the return path carries one response,
+    /// not one per copy (which halves a response-bound service's throughput on a saturated
+    /// link), at the price of replicating only the request's path. Off: every copy gets the
+    /// response (RepFlow's behaviour).
+    pub reply_once: bool,
 }
 
 /// When the receiver acknowledges a flow (calls are always answered by the application's
@@ -124,6 +131,7 @@ impl ServerConfig {
             response_cache_bytes_per_peer: 16 << 20,
             queue: 1024,
             mptcp: false,
+            reply_once: false,
         }
     }
 }

@@ -153,7 +153,7 @@ pub(crate) async fn serve_conn(
         first = false;
         progress.mark(shared.now_ms());
         let h = f.header;
-        if h.flags & (flags::REPLY | flags::DUP | flags::GONE) != 0 {
+        if h.flags & (flags::REPLY | flags::DUP | flags::GONE | flags::ELSEWHERE) != 0 {
             inc(&c.malformed, 1);
             log(
                 Kind::Malformed,
@@ -361,11 +361,27 @@ pub(crate) async fn serve_conn(
                         body: None,
                         _charge: None,
                     }),
-                    (true, Some(b)) => Some(Out {
-                        head: reply(true).encode(key, &b),
-                        body: Some(b),
-                        _charge: None,
-                    }),
+                    // `reply_once`: the response went to the copy delivered first.
+                    (true, Some(b)) if call && cfg.reply_once && !b.is_empty() => {
+                        inc(&c.replies_elsewhere, 1);
+                        Some(Out {
+                            head: Header {
+                                flags: flags::REPLY | flags::DUP | flags::ELSEWHERE,
+                                ..h
+                            }
+                            .encode(key, &[]),
+                            body: None,
+                            _charge: None,
+                        })
+                    }
+                    (true, Some(b)) => {
+                        inc(&c.response_bytes, b.len() as u64);
+                        Some(Out {
+                            head: reply(true).encode(key, &b),
+                            body: Some(b),
+                            _charge: None,
+                        })
+                    }
                     // Call (or flow) still with the application: this connection was added
                     // as a waiter.
                     (true, None) => {

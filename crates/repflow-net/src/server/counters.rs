@@ -71,6 +71,12 @@ pub struct ServerCounters {
     pub response_cache_bytes: u64,
     /// Call responses dropped, or never held, to stay within the response cache's bounds.
     pub responses_evicted: u64,
+    /// Payload bytes of call responses queued for sending (once per copy answered with the
+    /// response: with `reply_once`, about once per call).
+    pub response_bytes: u64,
+    /// Copies answered with an empty `ELSEWHERE` reply (`reply_once`: the response went to
+    /// another copy's connection).
+    pub replies_elsewhere: u64,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +100,8 @@ pub(crate) struct AtomicCounters {
     pub(crate) responses_dropped: AtomicU64,
     pub(crate) digest_mismatches: AtomicU64,
     pub(crate) replays_refused: AtomicU64,
+    pub(crate) response_bytes: AtomicU64,
+    pub(crate) replies_elsewhere: AtomicU64,
     pub(crate) buffer: Arc<crate::wire::BufferGauge>,
 }
 

@@ -110,12 +110,23 @@ pub(crate) fn answer_waiters(
     waiters: Vec<(tokio::sync::mpsc::Sender<Out>, Header)>,
     body: &Arc<[u8]>,
 ) {
-    for (tx, h) in waiters {
-        let head = Header {
-            flags: flags::REPLY,
-            ..h
-        }
-        .encode(shared.cfg.key.as_deref(), body);
+    // `reply_once`: a call's response on the first copy still connected, an empty
+    // `ELSEWHERE` reply on the others (acknowledgements of flows are empty anyway).
+    let once = shared.cfg.reply_once && !body.is_empty();
+    let first = if once {
+        waiters.iter().position(|(tx, _)| !tx.is_closed())
+    } else {
+        None
+    };
+    let empty: Arc<[u8]> = Arc::from(&[][..]);
+    for (i, (tx, h)) in waiters.into_iter().enumerate() {
+        let elsewhere = once && first != Some(i);
+        let (flags, body) = if elsewhere {
+            (flags::REPLY | flags::DUP | flags::ELSEWHERE, &empty)
+        } else {
+            (flags::REPLY, body)
+        };
+        let head = Header { flags, ..h }.encode(shared.cfg.key.as_deref(), body);
         let bytes = head.len() + body.len();
         let before = shared
             .queued_bytes
@@ -134,6 +145,7 @@ pub(crate) fn answer_waiters(
             );
             continue;
         }
+        let len = body.len() as u64;
         if tx
             .try_send(Out {
                 head,
@@ -145,6 +157,10 @@ pub(crate) fn answer_waiters(
             // The connection's response queue is full (or it closed): counted.
             inc(&shared.counters.responses_dropped, 1);
             debug!(flow_id = h.flow_id, copy = h.copy, "response not queued");
+        } else if elsewhere {
+            inc(&shared.counters.replies_elsewhere, 1);
+        } else {
+            inc(&shared.counters.response_bytes, len);
         }
     }
 }

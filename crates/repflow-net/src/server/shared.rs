@@ -105,6 +105,8 @@ impl Shared {
             response_queue_bytes: l(&self.queued_bytes),
             response_cache_bytes: held,
             responses_evicted: d.responses_evicted,
+            response_bytes: l(&c.response_bytes),
+            replies_elsewhere: l(&c.replies_elsewhere),
         }
     }
 }
