@@ -552,10 +552,10 @@ mod tests {
             Err(FrameError::BadDigest { .. })
         ));
         let mut b = good.clone();
-        b[3] = 0x40;
+        b[3] = 0x80;
         assert_eq!(
             decode_frame(&b, None, 10),
-            Err(FrameError::UnknownFlags(0x40))
+            Err(FrameError::UnknownFlags(0x80))
         );
         let mut b = good.clone();
         b[7] = 1;

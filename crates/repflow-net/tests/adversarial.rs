@@ -651,7 +651,7 @@ async fn bad_magic_or_version_is_refused_at_once() {
     let (srv, addr) = bind(|c| c.header_timeout = Duration::from_secs(10)).await;
     let mut old = frame(1, 0, 1, false, b"", None)[..20].to_vec();
     old[2] = 1;
-    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x40"[..]] {
+    for bytes in [&b"GET / HTTP"[..], &old[..], &b"RF\x02\x80"[..]] {
         let t = Instant::now();
         let mut c = TcpStream::connect(addr).await.unwrap();
         c.write_all(bytes).await.unwrap();

@@ -713,11 +713,14 @@ def plot(rows: Sequence[Row], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     protos = list(dict.fromkeys(r.protocol for r in rows))
-    fig, axes = plt.subplots(1, len(protos), figsize=(5.6 * len(protos), 4.2), squeeze=False)
+    per = max(len([r for r in rows if r.protocol == p]) for p in protos)
+    fig, axes = plt.subplots(1, len(protos), figsize=(max(5.6, 0.95 * per) * len(protos), 4.4),
+                             squeeze=False)  # fmt: skip
     marks = {"mean": "D", "p50": "o", "p99": "s", "p999": "^"}
     for ax, proto in zip(axes[0], protos, strict=True):
         sel = [r for r in rows if r.protocol == proto]
-        labels = [f"{r.path}\n{'large flow' if r.background else 'idle'}" for r in sel]
+        labels = [f"{r.path.replace(', ', chr(10))}\n{'large flow' if r.background else 'idle'}"
+                  for r in sel]  # fmt: skip
         x = np.arange(len(sel))
         for j, (attr, mk) in enumerate(marks.items()):
             est = np.array([getattr(r, attr)[0] for r in sel]) * 1000
