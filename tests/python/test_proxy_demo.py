@@ -214,9 +214,14 @@ def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
         lat = [v for v, _c in m["points"]]
         assert 0 < lat[0] <= lat[-1] < 10, m["points"][:3]
         if m["via"] == "proxy":
-            # The client sidecar's path pool: 8 connections to the server sidecar's first port.
-            assert [p for p, _r in m["conns"]] == [7000 + 100 * (m["protocol"] == "http")] * 8, (
-                m["conns"])
+            # The client sidecar's path pool: up to 8 connections, all to the server sidecar's
+            # first port (a slot being reopened in the background may be missing when `ss`
+            # reads); two copies use both uplinks of the client's edge switch.
+            ports = [p for p, _r in m["conns"]]
+            assert 2 <= len(ports) <= 8, m["conns"]
+            assert set(ports) == {7000 + 100 * (m["protocol"] == "http")}, m["conns"]
+            if m["copies"] == 2:
+                assert len({u for _p, u in m["uplinks"]}) == 2, m["uplinks"]
         if m["background"]:
             assert m["queue_port"].startswith("e0:") and m["queue_before"] >= 0, m
         else:
