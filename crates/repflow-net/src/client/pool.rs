@@ -42,6 +42,16 @@ pub(super) struct PooledConn {
     pub(super) tasks: [JoinHandle<()>; 2],
 }
 
+impl PooledConn {
+    /// Open, and used within the last `idle_ms` (a connection idle for longer may be closed
+    /// by the server's idle timeout at any moment, so it is replaced rather than reused).
+    pub(super) fn fresh(&self, now_ms: u64, idle_ms: u64) -> bool {
+        self.alive.load(std::sync::atomic::Ordering::Relaxed)
+            && now_ms.saturating_sub(self.last_used.load(std::sync::atomic::Ordering::Relaxed))
+                < idle_ms
+    }
+}
+
 impl Drop for PooledConn {
     fn drop(&mut self) {
         for t in &self.tasks {

@@ -18,6 +18,11 @@ use tracing::debug;
 const POOL_CONNECT_ATTEMPTS: u32 = 4;
 
 impl Client {
+    /// Whether `key` is a path pool's slot (a probed source port of a client with a pool).
+    fn is_pool_slot(&self, key: PoolKey) -> bool {
+        key.src_port.is_some() && self.inner.cfg.path_pool.is_some()
+    }
+
     pub(super) async fn pooled_conn(&self, key: PoolKey) -> Result<Arc<PooledConn>, String> {
         let now_ms = self.now().as_millis() as u64;
         let idle_ms = self.inner.cfg.pool_idle.as_millis() as u64;
@@ -27,10 +32,7 @@ impl Client {
             let pools = inner.pools.lock().expect("pools lock");
             pools
                 .get(&key)
-                .filter(|c| {
-                    c.alive.load(Ordering::Relaxed)
-                        && now_ms.saturating_sub(c.last_used.load(Ordering::Relaxed)) < idle_ms
-                })
+                .filter(|c| c.fresh(now_ms, idle_ms))
                 .cloned()
         };
         if let Some(c) = live(&self.inner) {
@@ -40,7 +42,7 @@ impl Client {
         if let Some(c) = live(&self.inner) {
             return Ok(c);
         }
-        let slot = key.src_port.is_some() && self.inner.cfg.path_pool.is_some();
+        let slot = self.is_pool_slot(key);
         // A pool slot reconnects from the same source port: its old connection (idle too
         // long, or closed) must be gone first, or the kernel refuses the five-tuple. It
         // leaves the map now; its tasks end at their next poll and its socket closes with a
@@ -200,7 +202,7 @@ impl Client {
                 // A pool slot's port may be bound to the same destination by another
                 // process (EADDRNOTAVAIL) or refuse to bind: the slot takes another port and
                 // the copy tries it, a few times at most.
-                Err(e) if key.src_port.is_some() && self.inner.cfg.path_pool.is_some() => {
+                Err(e) if self.is_pool_slot(key) => {
                     attempts += 1;
                     let new = self.pool_copy_failed(key);
                     match new {
@@ -225,7 +227,7 @@ impl Client {
             pending: conn.pending.clone(),
             key: (flow_id, copy),
         };
-        if key.src_port.is_some() && self.inner.cfg.path_pool.is_some() {
+        if self.is_pool_slot(key) {
             let mut sent = conn.sent.lock().expect("sent lock");
             if sent.len() < SENT_MAX {
                 sent.insert((flow_id, copy), std::time::Instant::now());

@@ -115,10 +115,9 @@ impl Client {
             let now_ms = self.now().as_millis() as u64;
             let idle_ms = self.inner.cfg.pool_idle.as_millis() as u64;
             let ready = |port: u16| {
-                pools.get(&Self::slot_key(dst, port)).is_some_and(|c| {
-                    c.alive.load(Ordering::Relaxed)
-                        && now_ms.saturating_sub(c.last_used.load(Ordering::Relaxed)) < idle_ms
-                })
+                pools
+                    .get(&Self::slot_key(dst, port))
+                    .is_some_and(|c| c.fresh(now_ms, idle_ms))
             };
             let mut pool = self.inner.pathpool.lock().expect("pathpool lock");
             let ports = pool.pick_ready(dst, usize::from(n.max(1)), ready);
