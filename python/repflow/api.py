@@ -105,7 +105,9 @@ def simulate(
         raise UserError(str(exc)) from None
     except ValueError as exc:  # unusable input the core names (a CDF file, a thread count)
         raise UserError(str(exc)) from None
-    flows = flows_frame(out["records"])
+    # The core's Arrow records, kept as they are: a DataFrame is made on first use of
+    # `SimResult.flows` only (writing them needs none).
+    flows = out["records"]
     metadata = {
         "version": __version__,
         "core_version": core.core_version(),

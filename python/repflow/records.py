@@ -14,8 +14,8 @@ to replace a non-empty ``DIR`` unless ``force`` is given (an empty directory is 
 silently); with ``force`` the old directory is swapped out only after the new one is complete.
 
 This module sits below the API (:mod:`repflow.api`) and every reader and writer of runs: it
-imports nothing of the package but :mod:`repflow.errors` and the threshold of a trustworthy
-percentile (:data:`repflow.experiments.stats.P99_MIN_FLOWS`, a leaf module).
+imports nothing of the package but :mod:`repflow.errors`, and neither NumPy nor pandas until
+a function needs them.
 """
 
 from __future__ import annotations
@@ -28,17 +28,19 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import pandas as pd
 
 from repflow.errors import UserError, require_core
 
 if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
     import pyarrow as pa
+
+# NumPy and pandas are imported where they are used, not here: `repflow sim` and a sweep's
+# workers hand the core's Arrow records to Parquet or IPC without a DataFrame, and pandas
+# alone took 0.6 s of a 4 s run's start (docs/performance.md, "Outside the loop").
 
 
 def _core():
@@ -78,6 +80,8 @@ TCP_COUNTER_COLUMNS = (
 
 def unmeasured_tcp_counters(n: int) -> dict[str, np.ndarray]:
     """-1 for every TCP counter column of ``n`` records (runs over real sockets)."""
+    import numpy as np
+
     return {c: np.full(n, -1, dtype=np.int64) for c in TCP_COUNTER_COLUMNS}
 
 
@@ -88,6 +92,8 @@ def record_columns() -> tuple[str, ...]:
 
 def record_dtypes() -> dict[str, str]:
     """pandas dtype of every record column: ``"int64"`` or ``"float64"``."""
+    import numpy as np
+
     return {f.name: np.dtype(f.type.to_pandas_dtype()).name for f in record_schema()}
 
 
@@ -103,31 +109,71 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass(eq=False)
+def _is_arrow(x: Any) -> bool:
+    """Whether ``x`` is Arrow data (a table, a record batch, or an object exporting one)
+    rather than a DataFrame."""
+    return hasattr(x, "__arrow_c_array__") or hasattr(x, "__arrow_c_stream__")
+
+
 class SimResult:
-    """The outcome of one simulation run (or of a run directory read back)."""
+    """The outcome of one simulation run (or of a run directory read back).
 
-    #: One row per application flow (columns :func:`record_columns`, dtypes
-    #: :func:`record_dtypes`), in id order.
-    flows: pd.DataFrame
-    #: A pandas DataFrame, one row per size bin (index ``bin``: ``"(0, 100KB]"``,
-    #: ``"(100KB, 10MB]"``, ``"(10MB, inf)"``, ``"all"``; columns ``count``, ``finished``,
-    #: ``fct_mean``, ``fct_p50``, ``fct_p99``, ``fct_p999``, ``slowdown_*``, ...; FCTs in
-    #: seconds, NaN where a bin has no finished flow); the run-wide ``overhead`` and
-    #: ``unfinished`` are in ``summary.attrs`` (and :attr:`overhead`, :attr:`unfinished`).
-    #: Given as the ``run.json`` form (a dict), it is converted; :attr:`summary_record` keeps
-    #: that form.
-    summary: Any
-    #: ``{"version", "core_version", "config", "counters", "peak_memory_bytes", ...}``:
-    #: everything needed to rerun and account for the run.
-    metadata: dict[str, Any] = field(default_factory=dict)
+    ``flows`` may be given as a DataFrame or as Arrow records (a ``pyarrow`` table or record
+    batch, such as the core's): Arrow records become a DataFrame on first use of
+    :attr:`flows` only, so that writing them (:meth:`save`, :meth:`flows_table`) never needs
+    pandas. ``summary`` may be the ``run.json`` form (a dict) or a DataFrame.
+    """
 
-    def __post_init__(self) -> None:
-        if isinstance(self.summary, pd.DataFrame):
-            self.summary_record = summary_record(self.summary)
-        else:
-            self.summary_record = normalize_summary(self.summary or {})
-            self.summary = summary_frame(self.summary_record)
+    def __init__(self, flows: Any, summary: Any, metadata: dict[str, Any] | None = None):
+        self._flows = flows
+        #: ``{"version", "core_version", "config", "counters", "peak_memory_bytes", ...}``:
+        #: everything needed to rerun and account for the run.
+        self.metadata: dict[str, Any] = {} if metadata is None else metadata
+        self._summary: Any = None
+        if isinstance(summary, Mapping) or summary is None:
+            #: The ``run.json`` form of the summary.
+            self.summary_record = normalize_summary(summary or {})
+        else:  # a DataFrame
+            self._summary = summary
+            self.summary_record = summary_record(summary)
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        """One row per application flow (columns :func:`record_columns`, dtypes
+        :func:`record_dtypes`), in id order."""
+        if _is_arrow(self._flows):
+            import pyarrow as pa
+
+            data = self._flows
+            if not isinstance(data, pa.Table | pa.RecordBatch):
+                data = pa.record_batch(data)
+            self._flows = data.to_pandas()
+        return self._flows
+
+    @flows.setter
+    def flows(self, value: Any) -> None:
+        self._flows = value
+
+    def flows_table(self) -> pa.Table:
+        """The records as an Arrow table with the run-directory schema (no DataFrame is made
+        when they came as Arrow)."""
+        return flows_table(self._flows)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """A pandas DataFrame, one row per size bin (index ``bin``: ``"(0, 100KB]"``,
+        ``"(100KB, 10MB]"``, ``"(10MB, inf)"``, ``"all"``; columns ``count``, ``finished``,
+        ``fct_mean``, ``fct_p50``, ``fct_p99``, ``fct_p999``, ``slowdown_*``, ...; FCTs in
+        seconds, NaN where a bin has no finished flow); the run-wide ``overhead`` and
+        ``unfinished`` are in ``summary.attrs`` (and :attr:`overhead`, :attr:`unfinished`).
+        :attr:`summary_record` keeps the ``run.json`` form."""
+        if self._summary is None:
+            self._summary = summary_frame(self.summary_record)
+        return self._summary
+
+    def __repr__(self) -> str:
+        flows = self.counters.get("flows", "?")
+        return f"SimResult(flows={flows} records, unfinished={self.unfinished})"
 
     @property
     def overhead(self) -> float:
@@ -162,7 +208,7 @@ class SimResult:
 
         A non-empty existing directory is replaced only with ``force``.
         """
-        return write_run(path, self.flows, {**self.metadata, "summary": self.summary_record},
+        return write_run(path, self._flows, {**self.metadata, "summary": self.summary_record},
                          force=force)  # fmt: skip
 
 
@@ -180,12 +226,15 @@ def normalize_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
 THIN_COLUMNS = ("p99_flows", "p99_thin")
 
 
+#: A percentile resting on fewer finished flows than this is marked (its top 1 % is ~10
+#: flows; docs/metrics.md). Also :data:`repflow.experiments.stats.P99_MIN_FLOWS`.
+P99_MIN_FLOWS = 1000
+
+
 def p99_min_flows() -> int:
     """Fewest finished flows a percentile (p99, p99.9) of a summary should rest on
-    (:data:`repflow.experiments.stats.P99_MIN_FLOWS`; docs/metrics.md)."""
-    from repflow.experiments.stats import P99_MIN_FLOWS
-
-    return int(P99_MIN_FLOWS)
+    (:data:`P99_MIN_FLOWS`)."""
+    return P99_MIN_FLOWS
 
 
 def p99_flows(b: Mapping[str, Any]) -> int:
@@ -221,6 +270,8 @@ def summary_frame(record: Mapping[str, Any]) -> pd.DataFrame:
         if "bin" in b:
             b["p99_flows"] = p99_flows(b)
             b["p99_thin"] = 0 < b["p99_flows"] < floor
+    import pandas as pd
+
     df = pd.DataFrame(bins)
     if "bin" in df.columns:
         df = df.set_index("bin")
@@ -241,6 +292,8 @@ def summary_record(frame: pd.DataFrame) -> dict[str, Any]:
 
 def records_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
     """Builds the records DataFrame (column order and dtypes fixed) from column sequences."""
+    import pandas as pd
+
     dtypes = record_dtypes()
     return pd.DataFrame({c: pd.Series(columns[c], dtype=dtypes[c]) for c in record_columns()})
 
@@ -306,25 +359,66 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"run metadata: {type(obj).__name__} is not JSON-serializable")
 
 
-def flows_table(flows: pd.DataFrame) -> pa.Table:
-    """Converts a records DataFrame to an Arrow table with the run-directory schema."""
+#: Lists longer than this are written one element per line (a trace of thousands of flows):
+#: each element by the C encoder, not the pure-Python one that indentation needs (0.3 s for
+#: a 2,473-flow trace).
+LONG_LIST = 16
+
+
+def dumps_run_json(doc: Any, indent: int = 0) -> str:
+    """``doc`` as strict JSON (NaN is an error), indented by two spaces per level, with the
+    elements of a long list (more than :data:`LONG_LIST`) one per line, each on one line;
+    ends with a newline at the top level. ``json.loads`` of it is ``doc``."""
+
+    def compact(x: Any) -> str:
+        return json.dumps(x, allow_nan=False, default=_json_default)
+
+    pad, inner = "  " * indent, "  " * (indent + 1)
+    if isinstance(doc, Mapping) and doc:
+        items = [f"{inner}{compact(str(k))}: {dumps_run_json(v, indent + 1)}"
+                 for k, v in doc.items()]  # fmt: skip
+        text = "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    elif isinstance(doc, list | tuple) and doc:
+        if len(doc) > LONG_LIST:
+            items = [f"{inner}{compact(v)}" for v in doc]
+        else:
+            items = [f"{inner}{dumps_run_json(v, indent + 1)}" for v in doc]
+        text = "[\n" + ",\n".join(items) + f"\n{pad}]"
+    else:
+        text = compact(doc)
+    return text + "\n" if indent == 0 else text
+
+
+def flows_table(flows: Any) -> pa.Table:
+    """Converts records (a DataFrame, or Arrow records: a table, a record batch or an object
+    exporting one) to an Arrow table with the run-directory schema."""
     import pyarrow as pa
 
     columns = list(record_columns())
-    missing = [c for c in columns if c not in flows.columns]
+    if _is_arrow(flows):
+        if not isinstance(flows, pa.Table | pa.RecordBatch):
+            flows = pa.record_batch(flows)
+        names = flows.schema.names
+    else:
+        names = list(flows.columns)
+    missing = [c for c in columns if c not in names]
     if missing:
         raise ValueError(f"flow records lack columns {missing}")
+    if _is_arrow(flows):
+        table = flows if isinstance(flows, pa.Table) else pa.Table.from_batches([flows])
+        return table.select(columns).cast(arrow_schema())
     return pa.Table.from_pandas(flows[columns], schema=arrow_schema(), preserve_index=False)
 
 
 def write_run(
     out: str | os.PathLike[str],
-    flows: pd.DataFrame,
+    flows: Any,
     meta: Mapping[str, Any],
     *,
     force: bool = False,
 ) -> Path:
-    """Writes ``flows`` and ``meta`` as a run directory at ``out``, atomically.
+    """Writes ``flows`` (a DataFrame or Arrow records) and ``meta`` as a run directory at
+    ``out``, atomically.
 
     ``meta`` becomes ``run.json`` (NaN written as null). Returns the directory.
     """
@@ -343,8 +437,7 @@ def write_run(
         pq.write_table(table, tmp / FLOWS_FILE, compression="zstd")
         doc = {"format": FORMAT_VERSION, **_jsonable(dict(meta))}
         with open(tmp / RUN_FILE, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, allow_nan=False, default=_json_default)
-            fh.write("\n")
+            fh.write(dumps_run_json(doc))
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o755)

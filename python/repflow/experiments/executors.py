@@ -48,13 +48,11 @@ def run_point(key: str, config: dict[str, Any]) -> PointResult:
     """Simulates one point (the default runner); raises if the simulation fails."""
     where = f"{socket.gethostname()}:{os.getpid()}"
     t0 = time.perf_counter()
-    import pyarrow as pa
-
     import repflow
-    from repflow.api import RECORD_COLUMNS
 
     res = repflow.simulate(config)
-    table = pa.Table.from_pandas(res.flows[list(RECORD_COLUMNS)], preserve_index=False)
+    # The core's Arrow records straight to IPC: no DataFrame (and no pandas) on the way.
+    table = res.flows_table()
     md = res.metadata
     counters = {k: v for k, v in (md.get("counters") or {}).items() if k not in VOLATILE}
     run = {

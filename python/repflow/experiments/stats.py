@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from repflow import records
+
 #: Bootstrap replicates per effect.
 RESAMPLES = 1000
 #: The interval method of the verdicts, chosen by the coverage study
@@ -50,8 +52,9 @@ VERDICT_METHOD = "flows"
 STAGES = {"two-stage": (True, True), "flows": (False, True), "seeds": (True, False)}
 #: Two-sided confidence of every interval.
 CONFIDENCE = 0.95
-#: A percentile resting on fewer flows than this is marked (its top 1 % is ~10 flows).
-P99_MIN_FLOWS = 1000
+#: A percentile resting on fewer flows than this is marked (its top 1 % is ~10 flows):
+#: :data:`repflow.records.P99_MIN_FLOWS`, defined there so that a run's summary needs no pandas.
+P99_MIN_FLOWS = records.P99_MIN_FLOWS
 #: The deadline of ``short_within_deadline`` (MPTCP-L's Fig. 3: "completed within 50 ms").
 SHORT_DEADLINE_S = 0.050
 #: Columns a sample keeps from the per-flow records (the others are not needed here).
