@@ -299,3 +299,25 @@ def test_dry_run_of_a_long_study_says_how_many_workers_would_take_an_hour_and_tw
     assert "workers for 1 h" in r.stdout and "workers for 2 h" in r.stdout, r.stdout
     assert "--executor ray --address" in r.stdout
     assert not (tmp_path / "full").exists()
+
+
+def test_estimates_follow_this_machines_speed_until_points_are_stored(tmp_path, monkeypatch):
+    """Before any point is stored a plan scales the cost model by the speed probe (bench-A's
+    traffic for a few ms: this machine's packet-hops per second now against the reference);
+    `REPFLOW_SPEED_PROBE=0` keeps the constants; stored timings then take over."""
+    from repflow.experiments import plan_sweep, sweep
+
+    spec = tiny_spec()
+    store = Store(tmp_path / "s")
+    monkeypatch.setattr(sweep, "_MACHINE_FACTOR", None)
+    monkeypatch.setenv(sweep.PROBE_ENV, "0")
+    off = plan_sweep(spec, store)
+    assert (off.basis, off.calibration) == ("model", 1.0)
+    monkeypatch.setattr(sweep, "_MACHINE_FACTOR", None)
+    monkeypatch.delenv(sweep.PROBE_ENV)
+    on = plan_sweep(spec, store)
+    assert 0.25 <= on.calibration <= 4.0 and on.basis in ("probe", "model")
+    assert sweep.machine_factor() == on.calibration  # measured once per process
+    for a, b in zip(off.points, on.points, strict=True):
+        traffic = a.estimate - sweep.POINT_SECONDS
+        assert b.estimate == pytest.approx(traffic * on.calibration + sweep.POINT_SECONDS)

@@ -129,11 +129,10 @@ def _confirm_long(args: argparse.Namespace):
 
     def ask(plan, expected: float, workers: int) -> bool:  # noqa: ANN001
         todo = len(plan.todo(args.retry_failed))
-        basis = (
-            "calibrated on the points already stored"
-            if plan.calibration != 1.0
-            else "from the simulator's measured throughput on a 2-core machine"
-        )
+        basis = {
+            "store": "calibrated on the points already stored",
+            "probe": f"the cost model × {plan.calibration:.2f}, this machine's speed now",
+        }.get(plan.basis, "from the simulator's measured throughput on a 2-core machine")
         print(
             f"reproduce: {todo} simulations to run on {workers} workers; expected duration "
             f"~{fmt_seconds(expected)} ({basis}). Interrupt at any time: a rerun resumes.",

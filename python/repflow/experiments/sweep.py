@@ -70,9 +70,11 @@ SIZE_EXPONENT = 0.1
 #: proportionally more and delayed ACKs (one per two segments) less.
 CALIBRATION_PACKET_BYTES = 1500
 #: Fixed cost of a point whatever its traffic, seconds: validating and building the network,
-#: the records to Arrow and back, the driver storing them (measured 2026-11-27 on tiny points:
-#: a k = 4 fat-tree, 100 ms of arrivals — about 0.3 s each on this 2-core machine).
-POINT_SECONDS = 0.3
+#: the records to Arrow, the driver storing them. Was 0.3 (2026-11-27, tiny points of a k = 4
+#: fat-tree); refitted 2026-11-29 with the speed probe's factor on the main job's 448 points
+#: (its 132 tiny ones — L2DCT, FA-DCTCP, the toy — took 0.04–0.06 s each, the records now
+#: going to Arrow without a DataFrame).
+POINT_SECONDS = 0.04
 #: Fixed cost of a sweep, seconds: starting the workers (a spawned Python importing the
 #: package, NumPy, pandas and Arrow: about 1.5 s on this machine) before the first point runs.
 START_SECONDS = 1.5
@@ -96,8 +98,12 @@ class Plan:
     points: list[PlannedPoint]
     #: Scheme label → why this build cannot run it.
     unavailable: dict[str, str]
-    #: Multiplier applied to :data:`SECONDS_PER_OFFERED_GB` from timings already in the store.
+    #: Multiplier applied to :data:`SECONDS_PER_OFFERED_GB`: from timings already in the
+    #: store, else from this machine's speed now (:func:`machine_factor`).
     calibration: float = 1.0
+    #: Where :attr:`calibration` comes from: ``"store"``, ``"probe"`` or ``"model"`` (neither:
+    #: the constants as fitted).
+    basis: str = "model"
 
     def todo(self, retry_failed: bool = False) -> list[PlannedPoint]:
         """Points to compute, most expensive first (better packing, honest ETA sooner)."""
@@ -319,9 +325,67 @@ def plan_sweep(spec: Spec, store: Store, version: str | None = None) -> Plan:
         )
     plan = Plan(points=points, unavailable=unavailable)
     plan.calibration = _calibrate(plan, store)
+    if plan.calibration != 1.0:
+        plan.basis = "store"
+    elif any(p.status != "done" for p in points):
+        plan.calibration = machine_factor()
+        plan.basis = "probe" if plan.calibration != 1.0 else "model"
     for p in plan.points:
         p.estimate = p.estimate * plan.calibration + POINT_SECONDS
     return plan
+
+
+#: The machine-speed probe (:func:`machine_factor`): bench-A's network and traffic (k = 8,
+#: 10 Gb/s, web search at load 0.5, TCP) with this much of arrivals and no drain — about
+#: 1.5 M packet-hops, a tenth of a second.
+PROBE_DURATION = "3ms"
+#: The probe's packet-hops per second (the faster of its two runs) on a machine for which the
+#: constants above hold as they stand — fitted, not measured: on 2026-11-29, on a quiet
+#: machine, the probe ran at 11.8–12.4 M packet-hops per second (bench-A at 12.8 M; 23.0 M on
+#: 2026-11-26, when the constants were last fitted) and the main job's 448 points took 2.16
+#: times their traffic's estimate (with the fixed 0.04 s per point): 12.0 M × 2.16. The
+#: constants, and so the budget's unit of work (repflow.experiments.budget), stay as they were.
+PROBE_REFERENCE = 25.9e6
+#: Set to ``0`` to skip the probe (estimates then use the constants as fitted).
+PROBE_ENV = "REPFLOW_SPEED_PROBE"
+
+
+def machine_factor() -> float:
+    """How much slower this machine simulates now than the one the constants were fitted on
+    (``PROBE_REFERENCE`` over the probe's packet-hops per second, within 0.25–4): the same
+    code runs 20–27 M packet-hops per second on bench-A on this 2-core machine from one
+    sitting to the next (docs/performance.md), which no constant can follow. Measured once per
+    process, in about 0.3 s; 1.0 where the probe cannot run or ``REPFLOW_SPEED_PROBE=0``."""
+    global _MACHINE_FACTOR
+    if _MACHINE_FACTOR is None:
+        _MACHINE_FACTOR = _probe_factor()
+    return _MACHINE_FACTOR
+
+
+_MACHINE_FACTOR: float | None = None
+
+
+def _probe_factor() -> float:
+    import os
+
+    if os.environ.get(PROBE_ENV, "1") == "0":
+        return 1.0
+    try:
+        from repflow.api import simulate
+        from repflow.cli.bench import bench_config
+
+        cfg = bench_config(1, PROBE_DURATION, "bench-A", drain="0s")
+        best = 0.0
+        for _ in range(2):
+            c = simulate(cfg).counters
+            wall = float(c.get("wall_time") or 0.0)
+            if wall > 0:
+                best = max(best, float(c.get("packet_hops") or 0) / wall)
+    except (UserError, ImportError, OSError, ValueError):
+        return 1.0
+    if best <= 0:
+        return 1.0
+    return min(max(PROBE_REFERENCE / best, 0.25), 4.0)
 
 
 def _calibrate(plan: Plan, store: Store) -> float:
