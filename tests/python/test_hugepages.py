@@ -86,6 +86,14 @@ def test_repflow_sim_starts_itself_again_with_huge_pages() -> None:
     assert "heap on the system's pages" in run.stdout
 
 
+def test_the_commands_restarted_before_parsing_are_those_whose_parser_asks() -> None:
+    from repflow.cli import HUGE_PAGE_COMMANDS, _subparsers, build_parser
+
+    asking = {name for name, p in _subparsers(build_parser()).items()
+              if p.get_default("huge_pages")}  # fmt: skip
+    assert asking == set(HUGE_PAGE_COMMANDS)
+
+
 def _free_port() -> int:
     import socket
 

@@ -132,6 +132,11 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+#: Commands whose parser sets ``huge_pages``: :func:`main` restarts them with a heap on huge
+#: pages before it builds any parser (a test checks that the two agree).
+HUGE_PAGE_COMMANDS: tuple[str, ...] = ("sim",)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Build the top-level parser with every available subcommand registered (``only``: that
     command alone, which is all a command line naming it needs — registering the other
@@ -183,9 +188,17 @@ def _stdout_closed() -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``repflow`` console script."""
     given = sys.argv[1:] if argv is None else argv
+    first = given[0] if given else ""
+    if argv is None and first in HUGE_PAGE_COMMANDS and not {"-h", "--help"} & set(given):
+        # A command that simulates in this process starts again with a heap on huge pages
+        # (repflow.hugepages; REPFLOW_HUGE_PAGES=0 turns it off) — first thing, so that the
+        # process it replaces has built no parser (the command's own parser says it wants
+        # them too: `huge_pages`, for a caller that passes `argv`).
+        from repflow import hugepages
+
+        hugepages.restart_with_huge_pages()
     # A command line that starts with a command's name needs that command's parser alone
     # (anything else, such as `repflow --help`, gets them all).
-    first = given[0] if given else ""
     parser = build_parser(only=first if first in COMMAND_MODULES else None)
     if first in COMMAND_MODULES and first not in _subparsers(parser):
         parser = build_parser()  # a module whose commands have other names (`net`)
@@ -194,11 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if argv is None and getattr(args, "huge_pages", False):
-        # A command that simulates in this process starts again with a heap on huge pages
-        # (repflow.hugepages; REPFLOW_HUGE_PAGES=0 turns it off).
         from repflow import hugepages
 
-        hugepages.restart_with_huge_pages()
+        hugepages.restart_with_huge_pages()  # (done above for HUGE_PAGE_COMMANDS)
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, where a closed reader is caught below, not at exit
