@@ -7,6 +7,7 @@ use super::event::{anc_b, Anc, Entry, Event, Place, Time, TIMER_RANK};
 use super::prefetch::prefetch;
 use super::wheel::{Least, Wheel, MIN_SLOTS, NIL, WHEEL_SLOTS};
 use std::collections::BinaryHeap;
+use std::hint::select_unpredictable;
 
 /// The pending events of a run, ordered by time, then by [`Place`]: when each was scheduled
 /// and by what ([`Anc`]), then its rank (a near event's rank is its id, a timer's is
@@ -355,18 +356,22 @@ impl EventQueue {
     /// the node after the last one popped in its slot, else the first node of the next
     /// occupied slot in the current bitmap word. (With slots sized to hold about one event,
     /// the first alone is nearly always none.)
+    ///
+    /// Without branches: whether the last slot popped holds a next node follows the traffic,
+    /// and the branch on it was mispredicted 1.1 M times in the first 5 ms of bench-A
+    /// (cachegrind: 14 % of all mispredictions). Both guesses are computed (the second reads
+    /// a bitmap word and a slot, both at hand) and one is selected.
     #[inline]
     pub fn hint(&self) -> u32 {
         let w = &self.wheel;
-        if w.hint != NIL {
-            return w.hint;
-        }
         let i = w.cur_idx;
         let word = w.occupied[i >> 6] & (!1u64 << (i & 63));
-        if word == 0 {
-            return NIL;
-        }
-        w.slots[((i & !63) + word.trailing_zeros() as usize) & (WHEEL_SLOTS as usize - 1)].first
+        // (An empty word gives 64: the index is then any slot's, and not used.)
+        let next = w.slots
+            [((i & !63) + word.trailing_zeros() as usize) & (WHEEL_SLOTS as usize - 1)]
+            .first;
+        let next = select_unpredictable(word == 0, NIL, next);
+        select_unpredictable(w.hint != NIL, w.hint, next)
     }
 
     /// The likely next three near events (`u32::MAX` where none is known), in the wheel's
