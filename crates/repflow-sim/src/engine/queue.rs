@@ -386,18 +386,14 @@ impl EventQueue {
         let i = w.cur_idx;
         let mut word = w.occupied[i >> 6] & (!1u64 << (i & 63));
         let base = i & !63;
+        // Without branches on the guesses, as `hint` (for a guess of NIL, `next` is NIL).
         let mut after = |h: u32| {
-            if let Some(n) = w.nodes.get(h as usize) {
-                if n.next != NIL {
-                    return n.next;
-                }
-            }
-            if word == 0 {
-                return NIL;
-            }
+            let next = w.nodes.get(h as usize).map_or(NIL, |n| n.next);
+            let in_slot = (h != NIL) & (next != NIL);
             let idx = (base + word.trailing_zeros() as usize) & (WHEEL_SLOTS as usize - 1);
-            word &= word - 1;
-            w.slots[idx].first
+            let first = select_unpredictable(word == 0, NIL, w.slots[idx].first);
+            word = select_unpredictable(in_slot, word, word & word.wrapping_sub(1));
+            select_unpredictable(in_slot, next, first)
         };
         let h1 = if w.hint != NIL { w.hint } else { after(NIL) };
         let h2 = after(h1);
