@@ -115,6 +115,13 @@ def _is_arrow(x: Any) -> bool:
     return hasattr(x, "__arrow_c_array__") or hasattr(x, "__arrow_c_stream__")
 
 
+def _as_arrow(x: Any) -> pa.Table | pa.RecordBatch:
+    """Arrow data (see :func:`_is_arrow`) as a pyarrow table or record batch."""
+    import pyarrow as pa
+
+    return x if isinstance(x, pa.Table | pa.RecordBatch) else pa.record_batch(x)
+
+
 class SimResult:
     """The outcome of one simulation run (or of a run directory read back).
 
@@ -142,12 +149,7 @@ class SimResult:
         """One row per application flow (columns :func:`record_columns`, dtypes
         :func:`record_dtypes`), in id order."""
         if _is_arrow(self._flows):
-            import pyarrow as pa
-
-            data = self._flows
-            if not isinstance(data, pa.Table | pa.RecordBatch):
-                data = pa.record_batch(data)
-            self._flows = data.to_pandas()
+            self._flows = _as_arrow(self._flows).to_pandas()
         return self._flows
 
     @flows.setter
@@ -395,16 +397,14 @@ def flows_table(flows: Any) -> pa.Table:
     import pyarrow as pa
 
     columns = list(record_columns())
-    if _is_arrow(flows):
-        if not isinstance(flows, pa.Table | pa.RecordBatch):
-            flows = pa.record_batch(flows)
-        names = flows.schema.names
-    else:
-        names = list(flows.columns)
+    arrow = _is_arrow(flows)
+    if arrow:
+        flows = _as_arrow(flows)
+    names = flows.schema.names if arrow else list(flows.columns)
     missing = [c for c in columns if c not in names]
     if missing:
         raise ValueError(f"flow records lack columns {missing}")
-    if _is_arrow(flows):
+    if arrow:
         table = flows if isinstance(flows, pa.Table) else pa.Table.from_batches([flows])
         return table.select(columns).cast(arrow_schema())
     return pa.Table.from_pandas(flows[columns], schema=arrow_schema(), preserve_index=False)

@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 OURS = """
 import json, sys, time
@@ -99,12 +98,12 @@ def main() -> int:
         config, trace = d / "config.json", d / "trace.txt"
         print(f"{len(trace.read_text().splitlines())} flows; pinned to CPU {a.cpu}")
         for r in range(a.rounds):
-            (out, _), api_rss = timed([*pin, sys.executable, "-c", OURS, str(config)])
+            out, _, api_rss = timed([*pin, sys.executable, "-c", OURS, str(config)])
             ours = json.loads(out)
-            (htsim, _), htsim_rss = timed(
+            _, htsim, htsim_rss = timed(
                 [*pin, str(a.trace_tcp.resolve()), "-k", "8", "-gbps", "10", "-link_us", "1",
                  "-queue_pkts", "100", "-trace", str(trace), "-out", str(d / "htsim.csv"),
-                 "-seed", "1", "-scan_us", "10000", "-end_ms", "2000"], wall=True)  # fmt: skip
+                 "-seed", "1", "-scan_us", "10000", "-end_ms", "2000"])  # fmt: skip
             line = (f"round {r + 1}: ours {ours['total']:.2f} s (loop {ours['loop']:.2f} s, "
                     f"{ours['hops']:,} packet-hops, {ours['drops']:,} drops), htsim {htsim:.2f} s: "
                     f"{htsim / ours['total']:.1f}x whole process, {htsim / ours['loop']:.1f}x "
@@ -112,9 +111,9 @@ def main() -> int:
             if a.matched:
                 sim = [*pin, sys.executable, "-m", "repflow", "sim", "--config", str(config),
                        "--quiet"]  # fmt: skip
-                (cli, _), cli_rss = timed(sim, wall=True)
+                _, cli, cli_rss = timed(sim)
                 shutil.rmtree(d / "out", ignore_errors=True)
-                (cli_out, _), out_rss = timed([*sim, "--out", str(d / "out")], wall=True)
+                _, cli_out, out_rss = timed([*sim, "--out", str(d / "out")])
                 run = json.loads((d / "out" / "run.json").read_text())
                 loop = run["counters"]["wall_time"]
                 line += (f"; `repflow sim` {cli:.2f} s ({htsim / cli:.1f}x), with --out "
@@ -126,10 +125,10 @@ def main() -> int:
     return 0
 
 
-def timed(argv: list[str], wall: bool = False) -> tuple[tuple[Any, float], float]:
-    """Runs ``argv`` (as a child process); returns ((its standard output, or its wall time if
-    ``wall``), wall time) and its peak RSS in MiB (``wait4``'s resource usage: at least this
-    process's own, which the child inherits as a starting point — kept small here)."""
+def timed(argv: list[str]) -> tuple[str, float, float]:
+    """Runs ``argv`` (as a child process); returns its standard output, its wall time and its
+    peak RSS in MiB (``wait4``'s resource usage: at least this process's own, which the child
+    inherits as a starting point — kept small here)."""
     t0 = time.perf_counter()
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert child.stdout is not None
@@ -139,7 +138,7 @@ def timed(argv: list[str], wall: bool = False) -> tuple[tuple[Any, float], float
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise subprocess.CalledProcessError(child.returncode, argv)
-    return ((elapsed if wall else out), elapsed), usage.ru_maxrss / 1024
+    return out, elapsed, usage.ru_maxrss / 1024
 
 
 if __name__ == "__main__":

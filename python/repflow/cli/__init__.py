@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and first in HUGE_PAGE_COMMANDS and not {"-h", "--help"} & set(given):
         # A command that simulates in this process starts again with a heap on huge pages
         # (repflow.hugepages; REPFLOW_HUGE_PAGES=0 turns it off) — first thing, so that the
-        # process it replaces has built no parser (the command's own parser says it wants
-        # them too: `huge_pages`, for a caller that passes `argv`).
+        # process it replaces has built no parser. (The command's parser declares it with
+        # `huge_pages`; a test keeps HUGE_PAGE_COMMANDS equal to those that do.)
         from repflow import hugepages
 
         hugepages.restart_with_huge_pages()
@@ -206,10 +206,6 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if argv is None and getattr(args, "huge_pages", False):
-        from repflow import hugepages
-
-        hugepages.restart_with_huge_pages()  # (done above for HUGE_PAGE_COMMANDS)
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, where a closed reader is caught below, not at exit

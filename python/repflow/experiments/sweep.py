@@ -355,7 +355,7 @@ def machine_factor() -> float:
     (``PROBE_REFERENCE`` over the probe's packet-hops per second, within 0.25–4): the same
     code runs 20–27 M packet-hops per second on bench-A on this 2-core machine from one
     sitting to the next (docs/performance.md), which no constant can follow. Measured once per
-    process, in about 0.3 s; 1.0 where the probe cannot run or ``REPFLOW_SPEED_PROBE=0``."""
+    process, in about 0.1–0.3 s; 1.0 where the probe cannot run or ``REPFLOW_SPEED_PROBE=0``."""
     global _MACHINE_FACTOR
     if _MACHINE_FACTOR is None:
         _MACHINE_FACTOR = _probe_factor()

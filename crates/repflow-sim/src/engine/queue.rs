@@ -389,7 +389,7 @@ impl EventQueue {
         // Without branches on the guesses, as `hint` (for a guess of NIL, `next` is NIL).
         let mut after = |h: u32| {
             let next = w.nodes.get(h as usize).map_or(NIL, |n| n.next);
-            let in_slot = (h != NIL) & (next != NIL);
+            let in_slot = next != NIL;
             let idx = (base + word.trailing_zeros() as usize) & (WHEEL_SLOTS as usize - 1);
             let first = select_unpredictable(word == 0, NIL, w.slots[idx].first);
             word = select_unpredictable(in_slot, word, word & word.wrapping_sub(1));
