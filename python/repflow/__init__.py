@@ -7,12 +7,14 @@ runner. See the README and ``docs/``.
 
 from __future__ import annotations
 
-from repflow.version import __version__
-
 __all__ = ["__version__", "simulate", "SimResult", "load_config"]
 
 
 def __getattr__(name: str):  # lazy: importing repflow must not require the Rust core
+    if name == "__version__":
+        from repflow.version import package_version
+
+        return package_version()
     if name in ("simulate", "SimResult", "load_config"):
         from repflow import api
 

@@ -12,6 +12,9 @@ part of RepFlow exchanges (simulator, real-network runs, the experiment store)::
 renames it into place, so ``DIR`` either does not exist or holds a complete run. It refuses
 to replace a non-empty ``DIR`` unless ``force`` is given (an empty directory is replaced
 silently); with ``force`` the old directory is swapped out only after the new one is complete.
+The core's own records are written to Parquet by the core (``repflow_sim::parquet``:
+dictionary or plain pages, uncompressed), so saving a run loads no Parquet library; records
+given as a DataFrame or a pyarrow table go through pyarrow (zstd).
 
 This module sits below the API (:mod:`repflow.api`) and every reader and writer of runs: it
 imports nothing of the package but :mod:`repflow.errors`, and neither NumPy nor pandas until
@@ -361,6 +364,9 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"run metadata: {type(obj).__name__} is not JSON-serializable")
 
 
+#: One encoder for every element (``json.dumps`` with options builds one per call).
+_ENCODER = json.JSONEncoder(allow_nan=False, default=_json_default)
+
 #: Lists longer than this are written one element per line (a trace of thousands of flows):
 #: each element by the C encoder, not the pure-Python one that indentation needs (0.3 s for
 #: a 2,473-flow trace).
@@ -372,9 +378,7 @@ def dumps_run_json(doc: Any, indent: int = 0) -> str:
     elements of a long list (more than :data:`LONG_LIST`) one per line, each on one line;
     ends with a newline at the top level. ``json.loads`` of it is ``doc``."""
 
-    def compact(x: Any) -> str:
-        return json.dumps(x, allow_nan=False, default=_json_default)
-
+    compact = _ENCODER.encode
     pad, inner = "  " * indent, "  " * (indent + 1)
     if isinstance(doc, Mapping) and doc:
         items = [f"{inner}{compact(str(k))}: {dumps_run_json(v, indent + 1)}"
@@ -410,6 +414,15 @@ def flows_table(flows: Any) -> pa.Table:
     return pa.Table.from_pandas(flows[columns], schema=arrow_schema(), preserve_index=False)
 
 
+def _core_records(flows: Any) -> bool:
+    """Whether ``flows`` is the core's own batch of records (its ``ArrowBatch`` with the
+    record columns), which the core writes to Parquet itself."""
+    kind = type(flows)
+    if kind.__name__ != "ArrowBatch" or kind.__module__ != "repflow._core":
+        return False
+    return list(flows.column_names) == list(_core().record_schema().column_names)
+
+
 def write_run(
     out: str | os.PathLike[str],
     flows: Any,
@@ -422,22 +435,29 @@ def write_run(
 
     ``meta`` becomes ``run.json`` (NaN written as null). Returns the directory.
     """
-    import pyarrow.parquet as pq
-
     target = check_out_dir(out, force).absolute()
     parent = target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"--out: cannot create '{parent}': {exc}") from None
-    table = flows_table(flows)
+    core = _core_records(flows)
+    table = None if core else flows_table(flows)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
     old: Path | None = None
     try:
-        pq.write_table(table, tmp / FLOWS_FILE, compression="zstd")
-        doc = {"format": FORMAT_VERSION, **_jsonable(dict(meta))}
+        if table is None:  # the core's records: its own writer, no pyarrow in this process
+            _core().write_parquet(flows, tmp / FLOWS_FILE)
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp / FLOWS_FILE, compression="zstd")
+        try:  # metadata without NaN as it is; else with NaN as null (a walk of it all)
+            text = dumps_run_json({"format": FORMAT_VERSION, **meta})
+        except ValueError:
+            text = dumps_run_json({"format": FORMAT_VERSION, **_jsonable(dict(meta))})
         with open(tmp / RUN_FILE, "w", encoding="utf-8") as fh:
-            fh.write(dumps_run_json(doc))
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o755)

@@ -163,6 +163,16 @@ impl ArrowBatch {
         ))
     }
 
+    /// The columns' names, in order.
+    #[getter]
+    fn column_names(&self) -> Vec<String> {
+        self.data
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
+    }
+
     /// Number of records.
     fn __len__(&self) -> usize {
         self.data.len()
@@ -174,6 +184,60 @@ impl ArrowBatch {
 #[pyfunction]
 fn record_schema() -> ArrowBatch {
     ArrowBatch::from_records(&[])
+}
+
+/// Writes an [`ArrowBatch`] of records (int64 and float64 columns) as a Parquet file at
+/// `path` with the core's own writer (`repflow_sim::parquet`), so that saving a run needs no
+/// Parquet library in Python. The options are the writer's layout (tests use small ones).
+/// Raises `OSError` naming the path when the file cannot be written (a partial file is
+/// removed), `ValueError` for unusable options.
+#[pyfunction]
+#[pyo3(signature = (batch, path, rows_per_group=None, values_per_page=None, max_dictionary=None))]
+fn write_parquet(
+    py: Python<'_>,
+    batch: &ArrowBatch,
+    path: std::path::PathBuf,
+    rows_per_group: Option<usize>,
+    values_per_page: Option<usize>,
+    max_dictionary: Option<usize>,
+) -> PyResult<()> {
+    use repflow_sim::parquet::{self, ColumnData, ParquetOptions};
+    let mut opts = ParquetOptions::default();
+    opts.rows_per_group = rows_per_group.unwrap_or(opts.rows_per_group);
+    opts.values_per_page = values_per_page.unwrap_or(opts.values_per_page);
+    opts.max_dictionary = max_dictionary.unwrap_or(opts.max_dictionary);
+    let data = &batch.data;
+    let mut columns = Vec::with_capacity(data.num_columns());
+    for (field, array) in data.fields().iter().zip(data.columns()) {
+        let values = if let Some(a) = array.as_any().downcast_ref::<Int64Array>() {
+            ColumnData::Int64(a.values())
+        } else if let Some(a) = array.as_any().downcast_ref::<Float64Array>() {
+            ColumnData::Float64(a.values())
+        } else {
+            return Err(PyValueError::new_err(format!(
+                "write_parquet: column '{}' is {}, not int64 or float64",
+                field.name(),
+                field.data_type()
+            )));
+        };
+        columns.push((field.name().as_str(), values));
+    }
+    let shown = path.display().to_string();
+    py.allow_threads(|| {
+        let file = std::fs::File::create(&path)?;
+        let result = parquet::write_parquet(std::io::BufWriter::new(file), &columns, &opts);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+        result.map_err(|e| match e {
+            parquet::ParquetError::Io(io) => io,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
+        })
+    })
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
+        _ => pyo3::exceptions::PyOSError::new_err(format!("{shown}: {e}")),
+    })
 }
 
 /// The CDF of `parse_cdf`'s `points` and `unit`, checked by the one CDF parser.
@@ -546,6 +610,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(record_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(write_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(sample_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(host_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(summarize, m)?)?;

@@ -36,6 +36,7 @@ pub mod ideal;
 pub mod metrics;
 pub mod network;
 pub mod packet;
+pub mod parquet;
 pub mod port;
 pub mod replication;
 pub mod routes;
