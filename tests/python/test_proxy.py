@@ -432,3 +432,65 @@ def test_the_server_stats_line_counts_requests_sent_again() -> None:
     assert server.endswith("0 timeouts, 3 sent again after an upstream close"), server
     assert "1 memory" in server
     assert "sent again" not in _stats_line("client", {"proxy": p})
+
+
+def _stats_at_usr1(proc: subprocess.Popen, limit: float = 10.0) -> dict:
+    """Sends SIGUSR1 to a sidecar and returns the counters it prints."""
+    import json
+    import select
+
+    from repflow.cli.proxy import STATS_PREFIX
+
+    assert proc.stdout is not None
+    proc.send_signal(signal.SIGUSR1)
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            if line.startswith(STATS_PREFIX):
+                return json.loads(line[len(STATS_PREFIX):])
+    raise AssertionError("no stats line after SIGUSR1")
+
+
+def test_the_sidecars_time_each_hop_and_the_call_spans_the_servers_hops(stack: Stack) -> None:
+    """Per-hop histograms (docs/proxy.md, "Where the time goes"): every call is timed once on
+    each side; a call (client side) lasts at least what the server sidecar spent on it; two
+    snapshots subtract to the calls between them."""
+    from repflow._core import hop_quantile
+
+    def calls(n: int) -> None:
+        with socket.create_connection(("127.0.0.1", stack.cli_port)) as s:
+            for i in range(n):
+                s.sendall(_cmd("SET", f"k{i}", "v"))
+                assert _read_replies(s, 1) == [b"+OK"]
+
+    calls(30)
+    c0, s0 = _stats_at_usr1(stack.client), _stats_at_usr1(stack.server)
+    calls(50)
+    c1, s1 = _stats_at_usr1(stack.client), _stats_at_usr1(stack.server)
+    assert set(c1["hops"]) == {"client_in", "client_call", "client_out"}
+    assert set(s1["hops"]) == {"server_queue", "server_in", "server_upstream"}
+    for snap, calls_made in ((c0, 30), (c1, 80)):
+        assert {h["count"] for h in snap["hops"].values()} == {calls_made}
+    for snap, calls_made in ((s0, 30), (s1, 80)):
+        assert {h["count"] for h in snap["hops"].values()} == {calls_made}
+    assert c1["proxy"]["calls"] == s1["proxy"]["calls"] == 80
+
+    def between(a: dict, b: dict, name: str) -> tuple[int, int, list[list[int]]]:
+        ha, hb = a["hops"][name], b["hops"][name]
+        before = dict(map(tuple, ha["buckets"]))
+        diff = [[i, c - before.get(i, 0)] for i, c in hb["buckets"] if c > before.get(i, 0)]
+        return hb["count"] - ha["count"], hb["sum_ns"] - ha["sum_ns"], diff
+
+    n_call, call_ns, call_buckets = between(c0, c1, "client_call")
+    server_ns = sum(between(s0, s1, h)[1] for h in s1["hops"])
+    assert n_call == 50 and call_ns >= server_ns > 0
+    assert sum(c for _i, c in call_buckets) == 50
+    p50 = hop_quantile(call_buckets, 0.5)
+    assert p50 is not None and 0 < p50 * 1e3 * 50 <= call_ns * 2
+    whole = c1["hops"]["client_call"]
+    assert hop_quantile(whole["buckets"], 0.5) == whole["p50_us"]
+    assert hop_quantile([], 0.5) is None
+    with pytest.raises(ValueError, match="bucket index 5000"):
+        hop_quantile([[5000, 1]], 0.5)

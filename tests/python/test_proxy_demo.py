@@ -100,6 +100,47 @@ def _m(via: str, copies: int, trial: int, scale: float, bg: bool = True) -> pd.M
                           1000.0 + trial, pts)  # fmt: skip
 
 
+def _snap(**hops: list[int]) -> dict:
+    """Counters as a sidecar prints them: each hop's durations (µs) recorded so far."""
+    out = {}
+    for name, us in hops.items():
+        # a bucket per distinct value is enough here: indices only need to be consistent
+        buckets: dict[int, int] = {}
+        for u in us:
+            b = int(np.log2(u * 1000) * 8)
+            buckets[b] = buckets.get(b, 0) + 1
+        out[name] = {"count": len(us), "sum_ns": sum(us) * 1000,
+                     "buckets": sorted([i, c] for i, c in buckets.items())}  # fmt: skip
+    return {"hops": out}
+
+
+def test_hops_between_two_snapshots_are_the_runs_own() -> None:
+    pytest.importorskip("repflow._core")
+    before = _snap(client_call=[100] * 10)
+    after = _snap(client_call=[100] * 10 + [400] * 4)
+    run = pd.hops_between(before, after)["client_call"]
+    assert run["count"] == 4 and run["mean_us"] == 400.0
+    assert run["p50_us"] > 200  # the earlier 100 µs calls are not in this run
+    assert pd.hops_between({}, after)["client_call"]["count"] == 14
+
+
+def test_the_idle_breakdown_parts_are_the_hops() -> None:
+    pytest.importorskip("repflow._core")
+    ms = [_m("direct", 0, t, 1e-4, bg=False) for t in range(3)]
+    for t in range(3):
+        m = _m("proxy", 1, t, 4e-4, bg=False)
+        m.hops = {h: {"count": 10, "mean_us": v, "p50_us": v, "p99_us": v}
+                  for h, v in zip(pd.HOPS, (2.0, 250.0, 10.0, 5.0, 4.0, 60.0), strict=True)}
+        ms.append(m)
+    (row,) = pd.hop_breakdown(ms)
+    assert (row["protocol"], row["copies"], row["runs"]) == ("redis", 1, 3)
+    assert row["wire"] == 250.0 - 5.0 - 4.0 - 60.0
+    assert row["outside"] == pytest.approx(row["proxy_p50_us"] - 262.0, rel=0.05)
+    assert row["direct_p50_us"] < row["proxy_p50_us"]
+    assert "redis, proxy, 1 copy (3 runs)" in pd.format_hops([row])
+    assert pd.hop_breakdown(ms, background=True) == []
+
+
 def test_summary_intervals_hold_their_estimates_and_effects_have_the_right_sign() -> None:
     ms = [_m("direct", 0, t, 0.010) for t in range(3)]
     ms += [_m("proxy", 1, t, 0.010) for t in range(3)]
@@ -222,6 +263,14 @@ def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
             assert set(ports) == {7000 + 100 * (m["protocol"] == "http")}, m["conns"]
             if m["copies"] == 2:
                 assert len({u for _p, u in m["uplinks"]}) == 2, m["uplinks"]
+            # the sidecars' hops, snapshotted around this run: every request timed once
+            assert set(m["hops"]) == set(pd.HOPS), m["hops"]
+            calls = {h["count"] for h in m["hops"].values()}
+            assert len(calls) == 1 and calls.pop() > 0, m["hops"]
+            call, server = m["hops"]["client_call"], m["hops"]["server_upstream"]
+            assert call["mean_us"] > server["mean_us"] > 0, m["hops"]
+        else:
+            assert m["hops"] == {}, m
         if m["background"]:
             assert m["queue_port"].startswith("e0:") and m["queue_before"] >= 0, m
         else:
@@ -230,6 +279,10 @@ def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
         order = sorted(m["order"] for m in ms if m["background"] == background)
         assert order == list(range(6)), order
     assert (out / "proxy-demo.png").stat().st_size > 10_000
+    assert "idle network, where a request's median time goes" in r.stdout
+    hops = json.loads((out / "proxy-demo.json").read_text())["hops_idle"]
+    assert {(h["protocol"], h["copies"]) for h in hops} == {(p, c) for p in ("redis", "http")
+                                                             for c in (1, 2)}  # fmt: skip
     assert not [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                           text=True).stdout.split() if n.startswith("rfpt-")]
 

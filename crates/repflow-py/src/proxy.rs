@@ -4,6 +4,7 @@
 use crate::net::{addr, byte_limit, secs, MAX_BYTE_LIMIT};
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use repflow_net::proxy::{hops::quantile_us, HopSnapshot};
 use repflow_net::proxy::{
     JournalConfig, Protocol, ProxyClient, ProxyClientConfig, ProxyClientStats, ProxyError,
     ProxyServer, ProxyServerConfig, ProxyServerStats,
@@ -11,6 +12,57 @@ use repflow_net::proxy::{
 use repflow_net::{ClientConfig, ConnMode, PolicyConfig, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+
+/// Per-hop histograms as JSON: `{name: {"count", "sum_ns", "p50_us", "p99_us", "buckets":
+/// [[index, count], ...]}}` (non-empty buckets only; [`hop_quantile`] reads them).
+fn hops_json(hops: &[HopSnapshot]) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for h in hops {
+        let buckets: Vec<(usize, u64)> = h
+            .buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (i, c))
+            .collect();
+        m.insert(
+            h.name.to_string(),
+            serde_json::json!({
+                "count": h.count(),
+                "sum_ns": h.sum_ns,
+                "p50_us": h.quantile_us(0.5),
+                "p99_us": h.quantile_us(0.99),
+                "buckets": buckets,
+            }),
+        );
+    }
+    serde_json::Value::Object(m)
+}
+
+/// The `q` quantile (µs) of a hop's `[[index, count], ...]` buckets as a sidecar's counters
+/// give them (after subtracting an earlier snapshot, say); `None` when they are empty.
+#[pyfunction]
+fn hop_quantile(buckets: Vec<Vec<u64>>, q: f64) -> PyResult<Option<f64>> {
+    let mut dense = Vec::new();
+    for pair in buckets {
+        let &[i, c] = pair.as_slice() else {
+            return Err(PyValueError::new_err(format!(
+                "hop_quantile: {pair:?} is not an [index, count] pair"
+            )));
+        };
+        if i >= 4096 {
+            return Err(PyValueError::new_err(format!(
+                "hop_quantile: bucket index {i} is not a sidecar's (0 to 4095)"
+            )));
+        }
+        let i = i as usize;
+        if dense.len() <= i {
+            dense.resize(i + 1, 0);
+        }
+        dense[i] += c;
+    }
+    Ok(quantile_us(&dense, q))
+}
 
 enum Stats {
     Client(ProxyClientStats),
@@ -261,8 +313,13 @@ impl ProxySidecar {
                     "mean_us": x.mean_us,
                     "replies": x.replies,
                 })).collect::<Vec<_>>(),
+                "hops": hops_json(&s.hops()),
             }),
-            Stats::Server(s) => serde_json::json!({"proxy": s.counters(), "net": s.net()}),
+            Stats::Server(s) => serde_json::json!({
+                "proxy": s.counters(),
+                "net": s.net(),
+                "hops": hops_json(&s.hops()),
+            }),
         };
         Ok(v.to_string())
     }
@@ -286,5 +343,6 @@ impl Drop for ProxySidecar {
 
 /// Registers the proxy class on `repflow._core`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(hop_quantile, m)?)?;
     m.add_class::<ProxySidecar>()
 }

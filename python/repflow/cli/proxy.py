@@ -263,6 +263,10 @@ class _Stop:
         self.flag = True
 
 
+#: Starts the line a sidecar prints at SIGUSR1: its counters as JSON follow.
+STATS_PREFIX = "REPFLOW-STATS "
+
+
 def _stats_line(side: str, c: dict[str, Any]) -> str:
     p = c["proxy"]
     refused = {k[len("refused_") :]: v for k, v in p.items() if k.startswith("refused_") and v}
@@ -277,7 +281,15 @@ def _stats_line(side: str, c: dict[str, Any]) -> str:
             else ""
         )
         + _paths_text(c.get("paths"))
+        + _hops_text(c.get("hops"))
     )
+
+
+def _hops_text(hops: dict[str, Any] | None) -> str:
+    """The median time of each hop the sidecar times (nothing before its first call)."""
+    shown = [f"{name} {h['p50_us']:.0f}" for name, h in (hops or {}).items()
+             if h.get("count") and h.get("p50_us") is not None]  # fmt: skip
+    return f"; p50 per hop (µs): {', '.join(shown)}" if shown else ""
 
 
 def _paths_text(paths: dict[str, int] | None) -> str:
@@ -302,6 +314,13 @@ def _run(side: str, opts: dict[str, Any], args: argparse.Namespace, what: str) -
     until = None if args.duration is None else u.parse_duration(args.duration) + time.monotonic()
     stop = _Stop()
     old = signal.signal(signal.SIGTERM, stop)
+
+    def dump(_sig: int, _frame: object) -> None:
+        # SIGUSR1: the whole counters (per-hop histograms included) as one JSON line, for a
+        # harness that snapshots a sidecar around a measured run (the testbed's proxy-demo).
+        print(f"{STATS_PREFIX}{sidecar.counters()}", flush=True)
+
+    old_usr1 = signal.signal(signal.SIGUSR1, dump)
     try:
         next_stats = None if every is None else time.monotonic() + every
         try:
@@ -316,6 +335,7 @@ def _run(side: str, opts: dict[str, Any], args: argparse.Namespace, what: str) -
         sidecar.close()
     finally:
         signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGUSR1, old_usr1)
     print(_stats_line(side, c), flush=True)
     return 0
 

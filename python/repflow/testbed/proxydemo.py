@@ -26,15 +26,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +115,10 @@ class Measurement:
     #: large flow's
     uplinks: list[tuple[int, str]] = field(default_factory=list)
     large_uplink: str = ""
+    #: through the proxy: the sidecars' per-hop times during this run (hop → ``count``,
+    #: ``mean_us``, ``p50_us``, ``p99_us``; docs/proxy.md, "Where the time goes"), from their
+    #: counters snapshotted before and after it
+    hops: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -310,6 +317,8 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
     procs: list[subprocess.Popen] = []
     out: list[Measurement] = []
     sidecars: dict[tuple[str, int], int] = {}
+    # (pid, log) of each sidecar, client ones by (protocol, copies), server ones by protocol
+    logs: dict[Any, tuple[int, Path]] = {}
     try:
         for proto in cfg.protocols:
             if proto == "redis":
@@ -342,16 +351,18 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                     "--ports", str(max(c for _v, c in PATHS)),
                     "--upstream", f"127.0.0.1:{upstream}", "--protocol", proto,
                     "--journal", str(work / f"journal-{proto}")]  # fmt: skip
-            _start(tb, procs, h.server, argv, sp, "proxy server", work / f"ps-{proto}.log")
+            log = work / f"ps-{proto}.log"
+            logs[proto] = (_start(tb, procs, h.server, argv, sp, "proxy server", log), log)
             for _via, copies in PATHS:
                 if copies:
                     lp = CLIENT_BASE[proto] + copies
                     argv = [*REPFLOW, "proxy", "client", "--listen", f"127.0.0.1:{lp}",
                             "--to", f"{srv}:{sp}", "--protocol", proto,
                             "--copies", str(copies)]  # fmt: skip
+                    log = work / f"pc-{proto}-{copies}.log"
                     sidecars[(proto, copies)] = _start(tb, procs, h.client, argv, lp,
-                                                       "proxy client",
-                                                       work / f"pc-{proto}-{copies}.log")
+                                                       "proxy client", log)  # fmt: skip
+                    logs[(proto, copies)] = (sidecars[(proto, copies)], log)
         # Every protocol × path of a trial, in an order drawn from the trial's seed: no path
         # always runs first (before the large flow's queue has settled) or last.
         paths = [*PATHS, *((("relay", 0),) if cfg.relay else ())]
@@ -381,8 +392,12 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                             f"{'beside the large flow' if background else 'idle'}")
                         port, before = (standing_queue(tb, edge, cfg.buffer // 2)
                                         if background else ("", -1))  # fmt: skip
+                        sides = [logs[(proto, copies)], logs[proto]] if via == "proxy" else []
+                        snaps = [sidecar_stats(*x) for x in sides]
                         m = _measure(tb, cfg, h, srv, proto, via, copies, background,
                                      trial, work)  # fmt: skip
+                        for b, x in zip(snaps, sides, strict=True):
+                            m.hops |= hops_between(b, sidecar_stats(*x))
                         m.order, m.queue_port, m.queue_before = i, port, before
                         if background:
                             m.queue_after = uplink_queue(tb, edge)[1]
@@ -402,6 +417,43 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                         netns.stop_processes([large], timeout=10)
     finally:
         netns.stop_processes(procs, timeout=10)
+    return out
+
+
+def sidecar_stats(pid: int, log: Path, timeout: float = 5.0) -> dict[str, Any]:
+    """A sidecar's counters: SIGUSR1 makes it print them as one line to its log."""
+    from repflow.cli.proxy import STATS_PREFIX
+
+    start = log.stat().st_size
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with log.open("rb") as fh:
+            fh.seek(start)
+            lines = fh.read().decode(errors="replace").split("\n")[:-1]  # complete lines
+        for line in lines:
+            if line.startswith(STATS_PREFIX):
+                return json.loads(line[len(STATS_PREFIX):])
+        time.sleep(0.02)
+    raise UserError(f"proxy-demo: the sidecar (pid {pid}) printed no counters within "
+                    f"{timeout:g} s of SIGUSR1; see {log}")  # fmt: skip
+
+
+def hops_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each hop's times between two snapshots of a sidecar's counters: count, mean and
+    quantiles (µs) of what was recorded in between."""
+    from repflow._core import hop_quantile
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, b in after.get("hops", {}).items():
+        a = before.get("hops", {}).get(name, {"count": 0, "sum_ns": 0, "buckets": []})
+        prev = {int(i): int(c) for i, c in a["buckets"]}
+        diff = [[int(i), int(c) - prev.get(int(i), 0)] for i, c in b["buckets"]
+                if int(c) > prev.get(int(i), 0)]  # fmt: skip
+        n = int(b["count"]) - int(a["count"])
+        out[name] = {"count": n,
+                     "mean_us": (int(b["sum_ns"]) - int(a["sum_ns"])) / n / 1e3 if n else None,
+                     "p50_us": hop_quantile(diff, 0.5), "p99_us": hop_quantile(diff, 0.99)}
     return out
 
 
@@ -657,6 +709,67 @@ def behind_counts(ms: Sequence[Measurement]) -> dict[tuple[str, int], tuple[int,
     return out
 
 
+#: the hops in the order a request meets them, and how they are grouped in the breakdown
+HOPS = ("client_in", "client_call", "client_out", "server_queue", "server_in",
+        "server_upstream")  # fmt: skip
+
+
+def hop_breakdown(ms: Sequence[Measurement], background: bool = False) -> list[dict[str, Any]]:
+    """Per protocol and copies: where a request's median time goes through the sidecars
+    (µs, the median over trials of each run's p50), beside direct's p50. ``wire`` is the
+    client's call less the server sidecar's three hops (the network both ways and the
+    libraries' framing); ``outside`` is the load generator's p50 less the client sidecar's
+    three hops (the application's loopback legs to the client sidecar and the generator).
+    Medians do not add exactly: the parts are each a median."""
+
+    def med(xs: list[float]) -> float:
+        return float(np.median(xs)) if xs else math.nan
+
+    def p50_us(m: Measurement) -> float:
+        v = expand(m.points, m.requests)
+        return float(np.percentile(v, 50)) * 1e6 if len(v) else math.nan
+
+    out = []
+    for proto in dict.fromkeys(m.protocol for m in ms):
+        runs = [m for m in ms if m.protocol == proto and m.background == background]
+        direct = med([p50_us(m) for m in runs if m.via == "direct"])
+        relay = med([p50_us(m) for m in runs if m.via == "relay"])
+        for copies in sorted({m.copies for m in runs if m.via == "proxy"}):
+            rs = [m for m in runs if m.via == "proxy" and m.copies == copies
+                  and all((m.hops.get(h) or {}).get("p50_us") is not None for h in HOPS)]
+            if not rs:
+                continue
+            row: dict[str, Any] = {"protocol": proto, "copies": copies, "runs": len(rs),
+                                   "direct_p50_us": direct, "relay_p50_us": relay,
+                                   "proxy_p50_us": med([p50_us(m) for m in rs])}  # fmt: skip
+            for h in HOPS:
+                row[h] = med([m.hops[h]["p50_us"] for m in rs])
+            row["wire"] = med([m.hops["client_call"]["p50_us"]
+                               - sum(m.hops[h]["p50_us"] for h in HOPS[3:]) for m in rs])
+            row["outside"] = med([p50_us(m) - sum(m.hops[h]["p50_us"] for h in HOPS[:3])
+                                  for m in rs])  # fmt: skip
+            out.append(row)
+    return out
+
+
+def format_hops(rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`hop_breakdown` as a table."""
+    if not rows:
+        return ""
+    lines = ["idle network, where a request's median time goes (µs; medians over trials of "
+             "each run's p50):",
+             "  protocol, path: direct | relay | proxy = outside + client sidecar (in, out) + "
+             "wire + server sidecar (queue, in) + upstream"]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"  {r['protocol']}, {path_label('proxy', r['copies'])} ({r['runs']} runs): "
+            f"{r['direct_p50_us']:.0f} | {r['relay_p50_us']:.0f} | {r['proxy_p50_us']:.0f} = "
+            f"{r['outside']:.0f} + ({r['client_in']:.0f}, {r['client_out']:.0f}) + "
+            f"{r['wire']:.0f} + ({r['server_queue']:.0f}, {r['server_in']:.0f}) + "
+            f"{r['server_upstream']:.0f}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def format_trials(ms: Sequence[Measurement]) -> str:
     """Per trial beside the large flow: each path's p99 and, through the proxy, the smoothed
     RTT of each of the client sidecar's connections (a few ms: ECMP put it behind the large
@@ -801,6 +914,9 @@ def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
     rows, effects = summarize(ms)
     print(format_table(rows, effects, cfg))
     print(format_trials(ms))
+    hops = hop_breakdown(ms)
+    if hops:
+        print(format_hops(hops))
     if out is not None:
         tmp = out / "proxy-demo.json.tmp"
         tmp.write_text(json.dumps({
@@ -813,6 +929,8 @@ def run_cli(args, say: Callable[[str], None]) -> None:  # noqa: ANN001
             "by_route": [{"protocol": p, "copies": c, "trials_all_on_large_uplink": k,
                           "trials": n, "connections_on_it": on, "connections": t}
                          for (p, c), (k, n, on, t) in route_counts(ms).items()],
+            "hops_idle": hops,
+            "hops_beside_the_large_flow": hop_breakdown(ms, background=True),
         }, indent=1))  # fmt: skip
         tmp.replace(out / "proxy-demo.json")
         plot(rows, out / "proxy-demo.png")

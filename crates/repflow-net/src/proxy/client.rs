@@ -3,12 +3,13 @@
 
 use super::envelope::{open_response, request_prefix, Protocol, Status, REQUEST_HEAD};
 use super::error::ProxyError;
+use super::hops::{ClientHops, HopSnapshot};
 use super::refusals::{inc, Atomic, ProxyCounters, RefusalLog};
 use super::{http, resp};
 use crate::{Client, ClientConfig};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -78,6 +79,7 @@ struct Shared {
     budget: Arc<Semaphore>,
     client: Client,
     counters: Atomic,
+    hops: ClientHops,
     log: RefusalLog,
 }
 
@@ -110,6 +112,12 @@ impl ProxyClientStats {
     /// The sidecar's counters.
     pub fn counters(&self) -> ProxyCounters {
         self.0.counters.snapshot()
+    }
+
+    /// Its per-hop time histograms (`client_in`, `client_call`, `client_out`; see
+    /// [`hops`](super::hops)), cumulative since it started.
+    pub fn hops(&self) -> Vec<HopSnapshot> {
+        self.0.hops.snapshot()
     }
 
     /// The counters of its repflow-net client.
@@ -161,6 +169,7 @@ impl ProxyClient {
                 client: Client::new(ccfg),
                 cfg,
                 counters: Atomic::default(),
+                hops: ClientHops::default(),
                 log: RefusalLog::default(),
             }),
         })
@@ -390,6 +399,11 @@ async fn serve_requests(
     let proto = sh.cfg.protocol;
     let max = sh.cfg.max_request;
     let mut sent_continue = false;
+    // When the buffer's bytes were last read, and when the last call's response was
+    // written: a request is ready at the later of the two (client_in excludes waiting
+    // behind the connection's earlier call).
+    let mut read_at = Instant::now();
+    let mut done_at = read_at;
     loop {
         // Take the complete requests at the front of the buffer.
         let mut payload: Vec<u8> = Vec::new();
@@ -517,7 +531,13 @@ async fn serve_requests(
                 let _ = s.shutdown().await;
                 return Ok(());
             };
+            let started = Instant::now();
+            sh.hops
+                .client_in
+                .record(started.saturating_duration_since(read_at.max(done_at)));
             let outcome = call(sh, payload).await;
+            let answered = Instant::now();
+            sh.hops.client_call.record(answered - started);
             drop(request_charge);
             let outcome = match outcome {
                 Ok(resp) => match charge(sh, resp.len()) {
@@ -529,6 +549,8 @@ async fn serve_requests(
             match outcome {
                 Ok((resp, _response_charge)) => {
                     write(sh, s, &resp).await?;
+                    done_at = Instant::now();
+                    sh.hops.client_out.record(done_at - answered);
                     // An upstream that closes after its response (`Connection: close`, or a
                     // body delimited by the close) expects the client to see the close too.
                     if proto == Protocol::Http {
@@ -579,8 +601,11 @@ async fn serve_requests(
             *held = None;
         }
         // Nothing complete at the front: read more.
-        if taken == 0 && !fill(sh, s, buf, held).await? {
-            return Ok(());
+        if taken == 0 {
+            if !fill(sh, s, buf, held).await? {
+                return Ok(());
+            }
+            read_at = Instant::now();
         }
     }
 }

@@ -11,13 +11,14 @@
 //! the same codec and answers the call.
 //!
 //! Layers, lowest first (each file imports only files above it): `resp`, `http` (codecs,
-//! sans-IO), `error`, `envelope` (the bytes between the sidecars, [`Protocol`]), `refusals` (counters
+//! sans-IO), `error`, `hops` (per-hop time histograms), `envelope` (the bytes between the sidecars, [`Protocol`]), `refusals` (counters
 //! and rate-limited log), `journal` (executed ids, persisted), `upstream` (the pool and one
 //! exchange with the real server), `server`, `client`. See `docs/proxy.md`.
 
 mod client;
 mod envelope;
 mod error;
+pub mod hops;
 pub mod http;
 mod journal;
 mod refusals;
@@ -28,6 +29,7 @@ mod upstream;
 pub use client::{ProxyClient, ProxyClientConfig, ProxyClientStats};
 pub use envelope::Protocol;
 pub use error::ProxyError;
+pub use hops::HopSnapshot;
 pub use journal::JournalConfig;
 pub use refusals::ProxyCounters;
 pub use server::{ProxyServer, ProxyServerConfig, ProxyServerStats};

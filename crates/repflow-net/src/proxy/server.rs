@@ -2,6 +2,7 @@
 
 use super::envelope::{open_request, response, Protocol, Status};
 use super::error::ProxyError;
+use super::hops::{HopSnapshot, ServerHops};
 use super::journal::{Claim, Journal, JournalConfig};
 use super::refusals::{inc, Atomic, ProxyCounters, RefusalLog};
 use super::upstream::{safe_method, Part, Pool, PoolConfig, UpstreamError};
@@ -9,7 +10,7 @@ use super::{http, resp};
 use crate::{Incoming, IncomingKind, Server, ServerConfig, ServerStats};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tracing::{debug, info};
 
@@ -68,6 +69,7 @@ struct Shared {
     window_ms: Option<u64>,
     max_request: usize,
     counters: Atomic,
+    hops: ServerHops,
     log: RefusalLog,
 }
 
@@ -101,6 +103,12 @@ impl ProxyServerStats {
     /// The sidecar's counters.
     pub fn counters(&self) -> ProxyCounters {
         self.0.counters.snapshot()
+    }
+
+    /// Its per-hop time histograms (`server_queue`, `server_in`, `server_upstream`; see
+    /// [`hops`](super::hops)), cumulative since it started.
+    pub fn hops(&self) -> Vec<HopSnapshot> {
+        self.0.hops.snapshot()
     }
 
     /// The counters of its repflow-net server.
@@ -149,6 +157,7 @@ impl ProxyServer {
                 journal,
                 max_request,
                 counters: Atomic::default(),
+                hops: ServerHops::default(),
                 log: RefusalLog::default(),
             }),
             inflight: Arc::new(Semaphore::new(cfg.max_inflight.max(1))),
@@ -274,6 +283,10 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
     }
     let c = &sh.counters;
     inc(&c.calls);
+    let handled = Instant::now();
+    sh.hops
+        .server_queue
+        .record(handled.saturating_duration_since(inc_msg.received));
     let refuse = |kind: &'static str, msg: String| {
         sh.log.refuse(
             "server",
@@ -348,11 +361,14 @@ async fn handle(sh: &Shared, inc_msg: Incoming) {
             }
         }
     }
-    match sh
+    let exchange = Instant::now();
+    sh.hops.server_in.record(exchange - handled);
+    let result = sh
         .pool
         .exchange(sh.protocol, req, &parts, to_head, reusable)
-        .await
-    {
+        .await;
+    sh.hops.server_upstream.record(exchange.elapsed());
+    match result {
         Ok(ex) => {
             use std::sync::atomic::Ordering::Relaxed;
             let count = parts.len() as u64;

@@ -246,6 +246,7 @@ pub(crate) async fn serve_conn(
                     copy: h.copy,
                     timestamp_ms: h.timestamp_ms,
                     data: f.payload,
+                    received: std::time::Instant::now(),
                     responder: (!queue_ack).then(|| Responder {
                         key: dkey,
                         peer: peer.ip(),

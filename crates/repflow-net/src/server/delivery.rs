@@ -35,6 +35,9 @@ pub struct Incoming {
     pub timestamp_ms: u64,
     /// The payload.
     pub data: Vec<u8>,
+    /// When its first complete copy had been read (this process's clock), e.g. to time how
+    /// long it waited before it was handled.
+    pub received: std::time::Instant,
     pub(crate) responder: Option<Responder>,
 }
 
