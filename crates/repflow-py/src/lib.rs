@@ -229,14 +229,13 @@ fn write_parquet(
         if result.is_err() {
             let _ = std::fs::remove_file(&path);
         }
-        result.map_err(|e| match e {
-            parquet::ParquetError::Io(io) => io,
-            other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
-        })
+        result
     })
-    .map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
-        _ => pyo3::exceptions::PyOSError::new_err(format!("{shown}: {e}")),
+    .map_err(|e| match e {
+        parquet::ParquetError::Io(io) => {
+            pyo3::exceptions::PyOSError::new_err(format!("{shown}: {io}"))
+        }
+        other => PyValueError::new_err(other.to_string()),
     })
 }
 

@@ -390,7 +390,8 @@ fn check(opts: &ParquetOptions) -> Result<(), ParquetError> {
     let bad = |field: &str, v: usize, max: usize| {
         ParquetError::Option(format!("{field}: {v} is not within 1 to {max}"))
     };
-    let max = i32::MAX as usize / 8;
+    // a page (its values and a few bytes of levels and width) must fit an i32 size
+    let max = (i32::MAX as usize - 64) / 8;
     if !(1..=max).contains(&opts.values_per_page) {
         return Err(bad("values_per_page", opts.values_per_page, max));
     }
