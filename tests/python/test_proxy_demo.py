@@ -342,3 +342,11 @@ def test_two_copies_of_each_request_leave_on_different_uplinks(tmp_path: Path,
     picked = counts[-1].split("paths: ")[1].split(" requests")[0]
     distinct, total = (int(x) for x in picked.split(" of "))
     assert total >= n + 20 and distinct == total, counts[-1]
+
+
+def test_the_client_sidecars_counts_of_a_run_are_what_grew() -> None:
+    before = {"net": {"connections": 8, "copies_failed": 0, "flows": 100}, "paths": {"picks": 5}}
+    after = {"net": {"connections": 9, "copies_failed": 0, "flows": 180},
+             "paths": {"picks": 85, "replaced": 1}}  # fmt: skip
+    assert pd.counted_between(before, after) == {
+        "net.connections": 1, "net.flows": 80, "paths.picks": 80, "paths.replaced": 1}

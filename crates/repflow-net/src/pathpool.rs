@@ -98,6 +98,9 @@ pub struct PathPoolCounters {
     pub replaced: u64,
     /// Slots whose path changed on a later probe.
     pub path_changes: u64,
+    /// One-copy requests that found no slot ready and went out as two copies on different
+    /// paths, racing two handshakes (see [`PathPool::pick_ready`]).
+    pub cold_races: u64,
 }
 
 /// Per-destination path pools (see the module documentation).
@@ -304,6 +307,12 @@ impl PathPool {
     /// fastest ready slot (any slot if none is ready), and each further copy to a ready slot
     /// among those whose path diverges earliest (any of them if none is ready). The caller
     /// opens the slots that are not ready in the background.
+    ///
+    /// When no slot is ready (every connection idle past `pool_idle`, or none opened yet), a
+    /// one-copy request gets a second copy on a slot of another path: both copies open their
+    /// connections, and a handshake that loses its SYN in a full queue (a second's wait) is
+    /// raced by the other path's. The receiver runs a request once whichever copy arrives,
+    /// so the extra copy costs bytes, not semantics; it is counted (`cold_races`).
     pub fn pick_ready(
         &mut self,
         dst: SocketAddr,
@@ -316,6 +325,12 @@ impl PathPool {
         }
         let is_ready: Vec<bool> = self.slots(dst).iter().map(|s| ready(s.port)).collect();
         let any_ready = is_ready.iter().any(|&r| r);
+        let copies = if !any_ready && copies == 1 && n >= 2 {
+            self.counters.cold_races += 1;
+            2
+        } else {
+            copies
+        };
         let eligible = |i: usize| !any_ready || is_ready[i];
         // Only a single copy explores: with two or more, the further copies keep every
         // slot of the other paths measured, and a first copy sent to a slow slot on purpose
@@ -601,6 +616,31 @@ mod tests {
         }
         // None ready: any slot, as `pick`.
         assert_eq!(pool.pick_ready(dst(), 2, |_| false).len(), 2);
+        assert_eq!(pool.counters().cold_races, 0);
+    }
+
+    #[test]
+    fn a_single_copy_with_no_slot_ready_races_two_paths() {
+        let mut pool = PathPool::new(PathPoolConfig::default(), (30000, 30999), 5);
+        pool.fill(dst(), &probe_all(21000..21032));
+        let slots = pool.slots(dst()).to_vec();
+        for _ in 0..50 {
+            let p = pool.pick_ready(dst(), 1, |_| false);
+            assert_eq!(p.len(), 2, "a second copy races the first's handshake");
+            let path = |port: u16| {
+                let s = slots.iter().find(|s| s.port == port).unwrap();
+                s.path.clone().unwrap()
+            };
+            assert!(
+                provably_different(&path(p[0]), &path(p[1])),
+                "on another path"
+            );
+        }
+        assert_eq!(pool.counters().cold_races, 50);
+        // One ready slot is enough: one copy, on it.
+        let one = slots[3].port;
+        assert_eq!(pool.pick_ready(dst(), 1, |port| port == one), vec![one]);
+        assert_eq!(pool.counters().cold_races, 50);
     }
 
     #[test]

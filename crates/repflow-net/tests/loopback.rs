@@ -771,3 +771,44 @@ fn mptcp_unavailable_names_the_sysctl() {
     assert!(text.contains("net.mptcp.enabled = 1"), "{text}");
     assert!(!text.contains('\n'));
 }
+
+/// Opening one pooled connection holds up no other: a destination whose SYNs are dropped (a
+/// listener that never accepts, its accept queue full) leaves a call's handshake hanging, and
+/// a call to another destination meanwhile opens its own connection at once. (Before, one
+/// lock serialized every open: the second call waited for the first's connect timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_that_hangs_holds_up_no_other_connection() {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    sock.bind(&any.into()).unwrap();
+    sock.listen(0).unwrap();
+    let hole = sock.local_addr().unwrap().as_socket().unwrap();
+    let _queued: Vec<std::net::TcpStream> = (0..3)
+        .filter_map(|_| {
+            std::net::TcpStream::connect_timeout(&hole, Duration::from_millis(200)).ok()
+        })
+        .collect();
+    let (s, addr) = server(1, |_| {}).await;
+    let (_ids, _bad, _) = sink_real(s);
+    let c = client(PolicyConfig::repflow(1), ConnMode::Pooled);
+    let c2 = c.clone();
+    let stuck = tokio::spawn(async move { c2.call(hole, vec![1u8; 16]).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = std::time::Instant::now();
+    let req = payload(7, 64);
+    let (resp, _) = c.call(addr, req.clone()).await.unwrap();
+    let took = t.elapsed();
+    let mut want = req;
+    want.reverse();
+    assert_eq!(resp, want);
+    assert!(
+        !stuck.is_finished(),
+        "the first call's handshake still hangs"
+    );
+    assert!(
+        took < Duration::from_millis(800),
+        "the second call waited {took:?}"
+    );
+    stuck.abort();
+}

@@ -119,6 +119,9 @@ class Measurement:
     #: ``mean_us``, ``p50_us``, ``p99_us``; docs/proxy.md, "Where the time goes"), from their
     #: counters snapshotted before and after it
     hops: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: through the proxy: what the client sidecar's repflow-net client and path pool counted
+    #: during this run (counter → increase; connections opened, copies failed, …)
+    counted: dict[str, int] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -396,8 +399,11 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                         snaps = [sidecar_stats(*x) for x in sides]
                         m = _measure(tb, cfg, h, srv, proto, via, copies, background,
                                      trial, work)  # fmt: skip
-                        for b, x in zip(snaps, sides, strict=True):
-                            m.hops |= hops_between(b, sidecar_stats(*x))
+                        for i, (b, x) in enumerate(zip(snaps, sides, strict=True)):
+                            after = sidecar_stats(*x)
+                            m.hops |= hops_between(b, after)
+                            if i == 0:  # the client sidecar
+                                m.counted = counted_between(b, after)
                         m.order, m.queue_port, m.queue_before = i, port, before
                         if background:
                             m.queue_after = uplink_queue(tb, edge)[1]
@@ -454,6 +460,18 @@ def hops_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dic
         out[name] = {"count": n,
                      "mean_us": (int(b["sum_ns"]) - int(a["sum_ns"])) / n / 1e3 if n else None,
                      "p50_us": hop_quantile(diff, 0.5), "p99_us": hop_quantile(diff, 0.99)}
+    return out
+
+
+def counted_between(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
+    """The client sidecar's library and path-pool counters that grew between two snapshots
+    (``net.connections``, ``paths.replaced``, …)."""
+    out: dict[str, int] = {}
+    for part in ("net", "paths"):
+        b, a = before.get(part) or {}, after.get(part) or {}
+        for k, v in a.items():
+            if isinstance(v, int) and v > int(b.get(k, 0)):
+                out[f"{part}.{k}"] = v - int(b.get(k, 0))
     return out
 
 

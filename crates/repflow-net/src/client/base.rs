@@ -24,8 +24,10 @@ pub(super) struct Inner {
     pub(super) busy: Mutex<HashMap<SocketAddr, HashSet<u16>>>,
     pub(super) probing: tokio::sync::Mutex<()>,
     pub(super) pools: Mutex<HashMap<PoolKey, Arc<PooledConn>>>,
-    /// Serializes opening pooled connections (lookups do not wait for it).
-    pub(super) connecting: tokio::sync::Mutex<()>,
+    /// A gate per pooled connection being opened: opens of one key are serialized (lookups do
+    /// not wait for them), opens of different keys are not. An entry leaves once nobody
+    /// waits on it.
+    pub(super) connecting: Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<()>>>>,
     pub(super) counters: Arc<AtomicCounters>,
     /// Secret key of the flow-id function (see [`FlowIds`]).
     pub(super) ids: FlowIds,
@@ -100,7 +102,7 @@ impl Client {
                 busy: Mutex::new(HashMap::new()),
                 probing: tokio::sync::Mutex::new(()),
                 pools: Mutex::new(HashMap::new()),
-                connecting: tokio::sync::Mutex::new(()),
+                connecting: Mutex::new(HashMap::new()),
                 counters: Arc::new(AtomicCounters::default()),
                 ids: FlowIds::new(),
                 next_seq: AtomicU64::new(0),

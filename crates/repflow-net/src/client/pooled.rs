@@ -38,10 +38,34 @@ impl Client {
         if let Some(c) = live(&self.inner) {
             return Ok(c);
         }
-        let _connecting = self.inner.connecting.lock().await;
-        if let Some(c) = live(&self.inner) {
-            return Ok(c);
+        // One gate per key: a second open of the same connection waits and then finds the
+        // first's; opens of different connections do not wait for one another (a handshake
+        // whose SYN was dropped waits a second, and must hold up no other slot's).
+        let gate = self
+            .inner
+            .connecting
+            .lock()
+            .expect("connecting lock")
+            .entry(key)
+            .or_default()
+            .clone();
+        let result = {
+            let _open = gate.lock().await;
+            match live(&self.inner) {
+                Some(c) => Ok(c),
+                None => self.open_pooled(key, now_ms).await,
+            }
+        };
+        let mut gates = self.inner.connecting.lock().expect("connecting lock");
+        if Arc::strong_count(&gate) == 2 {
+            gates.remove(&key); // nobody else waits on it
         }
+        result
+    }
+
+    /// Opens `key`'s connection (its old one, if any, leaves the map first) with its writer
+    /// and reader tasks, and puts it in the map.
+    async fn open_pooled(&self, key: PoolKey, now_ms: u64) -> Result<Arc<PooledConn>, String> {
         let slot = self.is_pool_slot(key);
         // A pool slot reconnects from the same source port: its old connection (idle too
         // long, or closed) must be gone first, or the kernel refuses the five-tuple. It
