@@ -399,10 +399,10 @@ def run_trial(tb: netns.Testbed, cfg: DemoConfig, trial: int, work: Path,
                         snaps = [sidecar_stats(*x) for x in sides]
                         m = _measure(tb, cfg, h, srv, proto, via, copies, background,
                                      trial, work)  # fmt: skip
-                        for i, (b, x) in enumerate(zip(snaps, sides, strict=True)):
+                        for side, (b, x) in enumerate(zip(snaps, sides, strict=True)):
                             after = sidecar_stats(*x)
                             m.hops |= hops_between(b, after)
-                            if i == 0:  # the client sidecar
+                            if side == 0:  # the client sidecar
                                 m.counted = counted_between(b, after)
                         m.order, m.queue_port, m.queue_before = i, port, before
                         if background:
