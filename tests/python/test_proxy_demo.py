@@ -263,10 +263,12 @@ def test_one_trial_on_the_fat_tree(tmp_path: Path, testbed_state: Path) -> None:
             assert set(ports) == {7000 + 100 * (m["protocol"] == "http")}, m["conns"]
             if m["copies"] == 2:
                 assert len({u for _p, u in m["uplinks"]}) == 2, m["uplinks"]
-            # the sidecars' hops, snapshotted around this run: every request timed once
+            # the sidecars' hops, snapshotted around this run: every request timed once per
+            # hop (a hop ends after the one before it: when `wrk` stops, a call still in
+            # flight has its first hops counted and not yet its last)
             assert set(m["hops"]) == set(pd.HOPS), m["hops"]
-            calls = {h["count"] for h in m["hops"].values()}
-            assert len(calls) == 1 and calls.pop() > 0, m["hops"]
+            calls = [h["count"] for h in m["hops"].values()]
+            assert min(calls) > 0 and max(calls) - min(calls) <= 4, m["hops"]
             call, server = m["hops"]["client_call"], m["hops"]["server_upstream"]
             assert call["mean_us"] > server["mean_us"] > 0, m["hops"]
         else:
