@@ -435,21 +435,31 @@ def test_the_server_stats_line_counts_requests_sent_again() -> None:
 
 
 def _stats_at_usr1(proc: subprocess.Popen, limit: float = 10.0) -> dict:
-    """Sends SIGUSR1 to a sidecar and returns the counters it prints."""
+    """Sends SIGUSR1 to a sidecar and returns the counters it prints. Reads the pipe's bytes
+    itself: a text reader's ``readline`` may pull the stats line into its own buffer with the
+    line before it, where ``select`` no longer sees it (a CI run failed so)."""
     import json
     import select
 
     from repflow.cli.proxy import STATS_PREFIX
 
     assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    prefix = STATS_PREFIX.encode()
     proc.send_signal(signal.SIGUSR1)
+    buf = b""
     end = time.monotonic() + limit
     while time.monotonic() < end:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line.startswith(prefix):
+                return json.loads(line[len(prefix):])
+        ready, _, _ = select.select([fd], [], [], 0.2)
         if ready:
-            line = proc.stdout.readline()
-            if line.startswith(STATS_PREFIX):
-                return json.loads(line[len(STATS_PREFIX):])
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            buf += chunk
     raise AssertionError("no stats line after SIGUSR1")
 
 

@@ -307,20 +307,33 @@ def _run(side: str, opts: dict[str, Any], args: argparse.Namespace, what: str) -
     from repflow.net import proxy_sidecar
 
     _init_logging(args)
-    sidecar = proxy_sidecar(side, **opts)
+    # SIGUSR1: the whole counters (per-hop histograms included) as one JSON line, for a harness
+    # that snapshots a sidecar around a measured run (the testbed's proxy-demo). Installed
+    # before the sidecar listens, so a signal sent as soon as its port answers is not fatal
+    # (SIGUSR1's default action); one that comes before the sidecar exists is answered then.
+    box: dict[str, Any] = {"pending": False}
+
+    def dump(_sig: int, _frame: object) -> None:
+        if "sidecar" in box:
+            print(f"{STATS_PREFIX}{box['sidecar'].counters()}", flush=True)
+        else:
+            box["pending"] = True
+
+    old_usr1 = signal.signal(signal.SIGUSR1, dump)
+    try:
+        sidecar = proxy_sidecar(side, **opts)
+    except BaseException:
+        signal.signal(signal.SIGUSR1, old_usr1)
+        raise
+    box["sidecar"] = sidecar
     print(f"repflow proxy {side}: listening on {', '.join(sidecar.addrs())}, {what}", flush=True)
+    if box["pending"]:
+        dump(signal.SIGUSR1, None)
     u = _units()
     every = None if args.stats is None else u.parse_duration(args.stats, "--stats")
     until = None if args.duration is None else u.parse_duration(args.duration) + time.monotonic()
     stop = _Stop()
     old = signal.signal(signal.SIGTERM, stop)
-
-    def dump(_sig: int, _frame: object) -> None:
-        # SIGUSR1: the whole counters (per-hop histograms included) as one JSON line, for a
-        # harness that snapshots a sidecar around a measured run (the testbed's proxy-demo).
-        print(f"{STATS_PREFIX}{sidecar.counters()}", flush=True)
-
-    old_usr1 = signal.signal(signal.SIGUSR1, dump)
     try:
         next_stats = None if every is None else time.monotonic() + every
         try:
