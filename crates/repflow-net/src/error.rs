@@ -33,6 +33,11 @@ pub enum NetError {
     /// The payload does not fit a frame (4 GiB − 1).
     #[error("payload of {0} bytes is larger than a frame can carry (4 GiB - 1)")]
     TooLarge(u64),
+    /// A one-way flow with an empty payload: on the wire, an empty flow of one copy is the
+    /// protocol's keepalive, which a receiver acknowledges without delivering it
+    /// (docs/protocol.md); send at least one byte, or make it a call.
+    #[error("an empty one-way flow cannot be sent (the protocol's keepalive looks the same); send at least one byte, or make it a call")]
+    EmptyFlow,
     /// An MPTCP socket could not be opened (kernel without MPTCP, or MPTCP disabled in this
     /// network namespace).
     #[error(

@@ -1160,11 +1160,13 @@ async fn keyless_flood_from_another_address_does_not_flush_a_flow() {
         .await
         .unwrap();
     let _ = reply(&mut v, false).await;
-    // The flood: one connection, 3,000 zero-length flows, acknowledgements read meanwhile.
+    // The flood: one connection, 3,000 one-byte flows, acknowledgements read meanwhile.
+    // (Zero-length flows of one copy are keepalives since issue 49: acknowledged, never
+    // remembered, so they cannot fill the filter at all.)
     let mut f = connect_from(addr, Some([127, 0, 0, 2])).await;
     let mut flood = Vec::new();
     for id in 0..3000u64 {
-        flood.extend_from_slice(&frame(id, 0, 1, false, b"", None));
+        flood.extend_from_slice(&frame(id, 0, 1, false, b"x", None));
     }
     let (mut rd, mut wr) = f.split();
     let reader = async {
@@ -1190,6 +1192,49 @@ async fn keyless_flood_from_another_address_does_not_flush_a_flow() {
         .filter(|(ip, id)| ip.to_string() == "127.0.0.1" && *id == victim)
         .count();
     assert_eq!(n, 1);
+    app.abort();
+}
+
+/// Keepalives (issue 49): a peer sending 3,000 empty one-way frames of one copy gets 3,000
+/// plain acknowledgements, and the server delivers none, remembers none (its duplicate filter
+/// is untouched) and counts each; a real flow after them is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keepalive_flood_is_acknowledged_and_neither_delivered_nor_remembered() {
+    let (mut srv, addr) = bind(|c| c.dedup_capacity = 1024).await;
+    let stats = srv.stats();
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let d2 = delivered.clone();
+    let app = tokio::spawn(async move {
+        while let Some(inc) = srv.next().await {
+            d2.lock().unwrap().push(inc.flow_id);
+        }
+    });
+    let mut f = connect_from(addr, Some([127, 0, 0, 2])).await;
+    let mut flood = Vec::new();
+    for id in 0..3000u64 {
+        flood.extend_from_slice(&frame(id, 0, 1, false, b"", None));
+    }
+    let (mut rd, mut wr) = f.split();
+    let reader = async {
+        for id in 0..3000u64 {
+            let mut fixed = [0u8; HEADER_LEN];
+            rd.read_exact(&mut fixed).await.unwrap();
+            let h = Header::parse(&fixed).unwrap();
+            assert_eq!((h.flow_id, h.flags), (id, flags::REPLY));
+        }
+    };
+    tokio::join!(reader, async { wr.write_all(&flood).await.unwrap() });
+    f.write_all(&frame(7, 0, 2, false, b"real", None))
+        .await
+        .unwrap();
+    let (h, _) = reply(&mut f, false).await;
+    assert_eq!(h.flags & flags::DUP, 0);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = stats.counters();
+    assert_eq!(c.keepalives, 3000, "{c:?}");
+    assert_eq!((c.copies_received, c.flows_delivered), (1, 1), "{c:?}");
+    assert_eq!(c.dedup_capacity_evictions, 0, "{c:?}");
+    assert_eq!(*delivered.lock().unwrap(), vec![7]);
     app.abort();
 }
 

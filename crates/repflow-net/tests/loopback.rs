@@ -623,6 +623,7 @@ async fn idle_pooled_connections_are_replaced_before_the_server_closes_them() {
     let mut cfg = ClientConfig::new(PolicyConfig::tcp());
     cfg.mode = ConnMode::Pooled;
     cfg.pool_idle = Duration::from_millis(150);
+    cfg.pool_keepalive = Duration::ZERO;
     let c = Client::new(cfg);
     for k in 0..4u64 {
         c.send(addr, payload(k, 500))
@@ -638,6 +639,51 @@ async fn idle_pooled_connections_are_replaced_before_the_server_closes_them() {
         stats.counters().timeouts >= 3,
         "the server closed idle connections"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalives_hold_an_idle_pooled_connection_open_for_their_window_only() {
+    let (s, addr) = server(1, |c| c.idle_timeout = Duration::from_millis(300)).await;
+    let stats = s.stats();
+    let _ = sink_real(s);
+    let mut cfg = ClientConfig::new(PolicyConfig::tcp());
+    cfg.mode = ConnMode::Pooled;
+    cfg.pool_idle = Duration::from_millis(150); // a keepalive after 75 ms without a frame
+    cfg.pool_keepalive = Duration::from_millis(1500);
+    let c = Client::new(cfg);
+    for k in 0..4u64 {
+        c.send(addr, payload(k, 500)).await.unwrap();
+        // Idle past the client's pool_idle and the server's idle timeout: only the
+        // keepalives keep the connection open and fresh.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let kept = c.counters();
+    assert_eq!(kept.connections, 1, "{kept:?}");
+    assert!(kept.keepalives >= 8, "{kept:?}");
+    assert_eq!(kept.flows_failed, 0);
+    assert_eq!(
+        stats.counters().timeouts,
+        0,
+        "the server closed no connection"
+    );
+    assert!(stats.counters().keepalives >= kept.keepalives - 1); // one may be in flight
+    assert_eq!(
+        stats.counters().flows_delivered,
+        4,
+        "keepalives are not delivered"
+    );
+    // Past the window without a copy, keepalives stop; the server's idle timeout closes the
+    // connection, and the next copy opens a new one.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let quiet = c.counters().keepalives;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(c.counters().keepalives, quiet, "keepalives stopped");
+    assert!(stats.counters().timeouts >= 1, "{:?}", stats.counters());
+    c.send(addr, payload(99, 500)).await.unwrap();
+    assert_eq!(c.counters().connections, 2, "{:?}", c.counters());
+    // An empty one-way flow would look like a keepalive: refused before anything is sent.
+    let e = c.send(addr, Vec::<u8>::new()).await.unwrap_err();
+    assert!(matches!(e, repflow_net::NetError::EmptyFlow), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

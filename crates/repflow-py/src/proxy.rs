@@ -165,7 +165,7 @@ impl ProxySidecar {
     #[pyo3(signature = (listen, to, protocol_name, copies=2, key=None, threshold=100_000,
                         max_request=1<<20, max_pipeline=256, max_connections=1024,
                         idle_timeout=60.0, flow_timeout=10.0, max_buffered=256<<20,
-                        pool_paths=8, probe_budget=32))]
+                        pool_paths=8, probe_budget=32, pool_keepalive=120.0))]
     #[allow(clippy::too_many_arguments)]
     fn client(
         py: Python<'_>,
@@ -183,6 +183,7 @@ impl ProxySidecar {
         max_buffered: usize,
         pool_paths: usize,
         probe_budget: usize,
+        pool_keepalive: f64,
     ) -> PyResult<Self> {
         let mut policy = PolicyConfig::repflow(copies.max(1));
         policy.threshold = threshold;
@@ -190,6 +191,12 @@ impl ProxySidecar {
         net.mode = ConnMode::Pooled;
         net.key = key;
         net.flow_timeout = secs("--flow-timeout", flow_timeout)?;
+        // 0: no keepalives (idle pooled connections are replaced after `pool_idle`).
+        net.pool_keepalive = if pool_keepalive == 0.0 {
+            std::time::Duration::ZERO
+        } else {
+            secs("--pool-keepalive", pool_keepalive)?
+        };
         // `--pool-paths 0`: one connection per copy (destination port + i), as before.
         net.path_pool = (pool_paths > 0).then(|| repflow_net::pathpool::PathPoolConfig {
             size: pool_paths,

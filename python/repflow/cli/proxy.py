@@ -158,6 +158,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "first on the fastest recently (0: one connection per copy; default 8)",
     )
     p.add_argument(
+        "--pool-keepalive",
+        default="2min",
+        metavar="DURATION",
+        help="keep pooled connections open across idle spells this long after their last "
+        "request (an empty keepalive frame on a connection idle 5 s), so that a quiet "
+        "sidecar's next request finds its paths' connections open (0s: off; default 2min)",
+    )
+    p.add_argument(
         "--probe-budget",
         type=int,
         default=32,
@@ -376,6 +384,7 @@ def cmd_client(args: argparse.Namespace) -> int:
         "max_buffered": parse_byte_limit(args.max_buffered, "--max-buffered", lo=1024),
         "pool_paths": _count(args.pool_paths, "--pool-paths", 0, 256),
         "probe_budget": _count(args.probe_budget, "--probe-budget", 0, 1024),
+        "pool_keepalive": u.parse_duration(args.pool_keepalive, "--pool-keepalive", zero=True),
     }
     paths = (f", {args.pool_paths} pooled connections on probed paths"
              if args.pool_paths else ", one connection per copy")  # fmt: skip

@@ -163,6 +163,7 @@ impl Client {
             path_fallbacks: l(&c.path_fallbacks),
             connections: l(&c.connections),
             pool_stalls: l(&c.pool_stalls),
+            keepalives: l(&c.keepalives),
         }
     }
 

@@ -34,8 +34,10 @@ pub(super) const POOL_QUEUE: usize = 1024;
 
 pub(super) struct PooledConn {
     pub(super) tx: mpsc::Sender<OutFrame>,
-    /// When a frame was last queued (ms since the client's epoch).
-    pub(super) last_used: AtomicU64,
+    /// When a frame (a copy or a keepalive) was last queued (ms since the client's epoch).
+    pub(super) last_used: Arc<AtomicU64>,
+    /// When a copy was last queued (keepalives stop `pool_keepalive` after it).
+    pub(super) last_copy: Arc<AtomicU64>,
     pub(super) pending: Pending,
     pub(super) sent: Sent,
     pub(super) alive: Arc<AtomicBool>,

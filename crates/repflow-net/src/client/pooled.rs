@@ -104,10 +104,33 @@ impl Client {
         };
         let counters = self.inner.counters.clone();
         let (p2, a2, s2) = (pending.clone(), alive.clone(), sent.clone());
+        let last_used = Arc::new(AtomicU64::new(now_ms));
+        let last_copy = Arc::new(AtomicU64::new(now_ms));
+        let keepalive = self.keepalive_plan();
+        let (me_w, lu, lc) = (self.clone(), last_used.clone(), last_copy.clone());
         let writer = tokio::spawn(async move {
             // Frames queued together go out in one write; a frame whose flow already
-            // completed on another copy is skipped.
-            while let Some(mut f) = rx.recv().await {
+            // completed on another copy is skipped. With keepalives, a connection with no
+            // frame for `every` sends an empty flow, until `window` has passed since its
+            // last copy.
+            loop {
+                let next = match keepalive {
+                    None => rx.recv().await,
+                    Some((every, window)) => match tokio::time::timeout(every, rx.recv()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            let now = me_w.now().as_millis() as u64;
+                            if now.saturating_sub(lc.load(Ordering::Relaxed)) < window {
+                                lu.fetch_max(now, Ordering::Relaxed);
+                                inc(&counters.keepalives, 1);
+                                Some(me_w.keepalive_frame())
+                            } else {
+                                rx.recv().await
+                            }
+                        }
+                    },
+                };
+                let Some(mut f) = next else { break };
                 let mut res = Ok(());
                 loop {
                     if f.cancel.load(Ordering::Relaxed) {
@@ -197,7 +220,8 @@ impl Client {
         });
         let c = Arc::new(PooledConn {
             tx,
-            last_used: AtomicU64::new(now_ms),
+            last_used,
+            last_copy,
             pending,
             sent,
             alive,
@@ -209,6 +233,39 @@ impl Client {
             .expect("pools lock")
             .insert(key, c.clone());
         Ok(c)
+    }
+
+    /// Keepalives of pooled connections: `(every, window in ms)`, or `None` when off (no
+    /// window, or no idle limit to stay below).
+    fn keepalive_plan(&self) -> Option<(Duration, u64)> {
+        let cfg = &self.inner.cfg;
+        let every = cfg.pool_idle / 2;
+        (!cfg.pool_keepalive.is_zero() && !every.is_zero())
+            .then_some((every, cfg.pool_keepalive.as_millis() as u64))
+    }
+
+    /// An empty one-way flow (one copy, a fresh flow id): the server acknowledges it, which
+    /// nobody awaits (the reader drops a reply it has no waiter for).
+    fn keepalive_frame(&self) -> OutFrame {
+        let inner = &self.inner;
+        let flow_id = inner.ids.id(inner.next_seq.fetch_add(1, Ordering::Relaxed));
+        let head = crate::frame::Header {
+            flags: 0,
+            copy: 0,
+            copies: 1,
+            flow_id,
+            length: 0,
+            timestamp_ms: crate::frame::now_ms(),
+            digest: 0,
+        }
+        .encode(inner.cfg.key.as_deref(), &[]);
+        OutFrame {
+            head,
+            payload: Vec::new().into(),
+            cancel: Arc::new(AtomicBool::new(false)),
+            written: Arc::new(AtomicU64::new(0)),
+            key: (flow_id, 0),
+        }
     }
 
     pub(super) async fn copy_pooled(
@@ -240,8 +297,9 @@ impl Client {
                 Err(e) => return Err(e),
             }
         };
-        conn.last_used
-            .fetch_max(self.now().as_millis() as u64, Ordering::Relaxed);
+        let now_ms = self.now().as_millis() as u64;
+        conn.last_used.fetch_max(now_ms, Ordering::Relaxed);
+        conn.last_copy.fetch_max(now_ms, Ordering::Relaxed);
         let (otx, orx) = oneshot::channel();
         conn.pending
             .lock()

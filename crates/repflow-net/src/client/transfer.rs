@@ -53,6 +53,9 @@ impl Client {
         if u32::try_from(size).is_err() {
             return Err(NetError::TooLarge(size));
         }
+        if size == 0 && !call {
+            return Err(NetError::EmptyFlow);
+        }
         let inner = &self.inner;
         let flow_id = inner.ids.id(inner.next_seq.fetch_add(1, Ordering::Relaxed));
         let span = tracing::debug_span!("flow", flow_id, size, call);

@@ -44,6 +44,13 @@ pub struct ClientConfig {
     /// Pooled connections idle for this long are replaced instead of reused (keep it below
     /// the server's idle timeout, 30 s by default).
     pub pool_idle: Duration,
+    /// Pooled connections are kept open across idle spells of up to this long since their
+    /// last copy: a connection with no frame for half of `pool_idle` sends an empty one-way
+    /// flow (the server acknowledges it and hands the application an empty flow), so it
+    /// stays fresh instead of being replaced — and a path pool's slot keeps its connection
+    /// (a reopen pays a handshake on the path). Past this long without a copy, keepalives
+    /// stop and the connection ages out as before. `Duration::ZERO`: no keepalives.
+    pub pool_keepalive: Duration,
     /// SmartRep's table learnt at run time: when set, the client keeps a histogram of the
     /// sizes it sends and re-runs RepNumAssign every `every` flows, replacing the copies rule.
     pub auto_table: Option<AutoTable>,
@@ -82,6 +89,7 @@ impl ClientConfig {
             path_pool: None,
             bind_ip: None,
             pool_idle: Duration::from_secs(10),
+            pool_keepalive: Duration::from_secs(120),
             auto_table: None,
             mptcp: false,
         }
@@ -159,6 +167,8 @@ pub struct ClientCounters {
     /// Pooled connections abandoned because a write made no progress within the flow
     /// timeout (a peer that stopped reading); the next flow opens a new one.
     pub pool_stalls: u64,
+    /// Keepalive frames sent on idle pooled connections (see `ClientConfig::pool_keepalive`).
+    pub keepalives: u64,
 }
 
 #[derive(Debug, Default)]
@@ -176,6 +186,7 @@ pub(super) struct AtomicCounters {
     pub(super) path_fallbacks: AtomicU64,
     pub(super) connections: AtomicU64,
     pub(super) pool_stalls: AtomicU64,
+    pub(super) keepalives: AtomicU64,
 }
 
 pub(super) fn inc(c: &AtomicU64, n: u64) {

@@ -187,10 +187,27 @@ pub(crate) async fn serve_conn(
                 break;
             }
         }
+        let call = h.flags & flags::CALL != 0;
+        if !call && h.copies == 1 && f.payload.is_empty() {
+            // A keepalive (docs/protocol.md): acknowledged at once, nothing delivered, nothing
+            // remembered.
+            inc(&c.keepalives, 1);
+            let head = Header {
+                flags: flags::REPLY,
+                ..h
+            }
+            .encode(key, &[]);
+            let mut w = wr.lock().await;
+            if let Err(e) = w.send(&head, &[]).await {
+                debug!(error = %e, "write failed");
+                break;
+            }
+            unflushed = true;
+            continue;
+        }
         let len = f.payload.len() as u64;
         inc(&c.copies_received, 1);
         inc(&c.bytes_received, len);
-        let call = h.flags & flags::CALL != 0;
         // With a key the flow id is authenticated (the tag covers it), so it alone names the
         // flow: a replay from another address is the same flow, and a sender behind NAT or
         // with several addresses is still served once. Without a key anyone can forge any

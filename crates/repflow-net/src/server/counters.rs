@@ -20,6 +20,8 @@ pub struct ServerCounters {
     pub copies_received: u64,
     /// Flows delivered to the application.
     pub flows_delivered: u64,
+    /// Keepalives acknowledged (empty one-way flows of one copy; not delivered).
+    pub keepalives: u64,
     /// Calls delivered to the application.
     pub calls_delivered: u64,
     /// Late duplicate copies discarded.
@@ -87,6 +89,7 @@ pub(crate) struct AtomicCounters {
     pub(crate) accept_errors: AtomicU64,
     pub(crate) copies_received: AtomicU64,
     pub(crate) flows_delivered: AtomicU64,
+    pub(crate) keepalives: AtomicU64,
     pub(crate) calls_delivered: AtomicU64,
     pub(crate) duplicates: AtomicU64,
     pub(crate) bytes_received: AtomicU64,

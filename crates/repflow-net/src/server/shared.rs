@@ -82,6 +82,7 @@ impl Shared {
             accept_errors: l(&c.accept_errors),
             copies_received: l(&c.copies_received),
             flows_delivered: l(&c.flows_delivered),
+            keepalives: l(&c.keepalives),
             calls_delivered: l(&c.calls_delivered),
             duplicates: l(&c.duplicates),
             bytes_received: l(&c.bytes_received),
