@@ -45,9 +45,9 @@ pub struct ClientConfig {
     /// the server's idle timeout, 30 s by default).
     pub pool_idle: Duration,
     /// Pooled connections are kept open across idle spells of up to this long since their
-    /// last copy: a connection with no frame for half of `pool_idle` sends an empty one-way
-    /// flow (the server acknowledges it and hands the application an empty flow), so it
-    /// stays fresh instead of being replaced — and a path pool's slot keeps its connection
+    /// last copy: a connection with no frame for half of `pool_idle` sends a keepalive (an
+    /// empty one-way frame of one copy, which the server acknowledges and neither delivers
+    /// nor remembers; docs/protocol.md), so it stays fresh instead of being replaced — and a path pool's slot keeps its connection
     /// (a reopen pays a handshake on the path). Past this long without a copy, keepalives
     /// stop and the connection ages out as before. `Duration::ZERO`: no keepalives.
     pub pool_keepalive: Duration,
